@@ -1,0 +1,144 @@
+//! Cross-cutting request handling: bearer-token auth, per-request metrics and log line,
+//! and turning every error response that is not already a problem into one.
+
+use super::problem::{ApiError, Problem, PROBLEM_CONTENT_TYPE};
+use crate::metrics::{HttpLabels, RouteLabels};
+use crate::service::Service;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The configured tokens; empty means authentication is off.
+#[derive(Clone)]
+pub struct ApiKeys(pub Arc<Vec<Vec<u8>>>);
+
+pub async fn require_bearer(State(keys): State<ApiKeys>, req: Request, next: Next) -> Response {
+    if keys.0.is_empty() {
+        return next.run(req).await;
+    }
+    let presented = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim);
+    // Every key is compared, each in time independent of where it differs.
+    let ok = presented.is_some_and(|p| {
+        keys.0
+            .iter()
+            .fold(false, |acc, k| acc | constant_time_eq(p.as_bytes(), k))
+    });
+    if ok {
+        next.run(req).await
+    } else {
+        ApiError::Unauthorized.into_response()
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = (a.len() ^ b.len()) as u64;
+    for i in 0..a.len().max(b.len()) {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0);
+        diff |= u64::from(x ^ y);
+    }
+    diff == 0
+}
+
+/// Counts and times every request by its route template, and logs one line for it.
+pub async fn observe(State(service): State<Arc<Service>>, req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = req.method().to_string();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
+    let response = next.run(req).await;
+    let secs = started.elapsed().as_secs_f64();
+    let status = response.status().as_u16();
+    service
+        .metrics
+        .http_requests
+        .get_or_create(&HttpLabels {
+            method: method.clone(),
+            route: route.clone(),
+            status,
+        })
+        .inc();
+    service
+        .metrics
+        .http_duration
+        .get_or_create(&RouteLabels {
+            method: method.clone(),
+            route: route.clone(),
+        })
+        .observe(secs);
+    tracing::info!(method, route, status, latency_ms = secs * 1e3, "request");
+    response
+}
+
+/// Layers below the handlers (body limit, timeout) and axum's own rejections answer with
+/// bare statuses; this gives every such error response a problem body.
+pub async fn problem_for_bare_errors<B>(response: axum::http::Response<B>) -> Response
+where
+    B: axum::body::HttpBody<Data = axum::body::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    let response = response.map(axum::body::Body::new);
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let is_problem = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with(PROBLEM_CONTENT_TYPE));
+    if is_problem {
+        return response;
+    }
+    let (slug, detail) = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => (
+            "too-large",
+            "request body exceeds the limit (MERCER_MAX_BODY_BYTES)",
+        ),
+        StatusCode::REQUEST_TIMEOUT => (
+            "timeout",
+            "the request took longer than the server allows (MERCER_REQUEST_TIMEOUT_SECS)",
+        ),
+        StatusCode::METHOD_NOT_ALLOWED => (
+            "method-not-allowed",
+            "this method is not allowed on this resource",
+        ),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ("malformed-request", "unsupported media type"),
+        _ => ("error", "the request failed"),
+    };
+    let mut problem = Problem::new(status, slug, detail).into_response();
+    // Keep headers such as Allow and Retry-After; replace only the body's description.
+    for (name, value) in response.headers() {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            problem.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    problem
+}
+
+#[cfg(test)]
+mod tests {
+    use super::constant_time_eq;
+
+    #[test]
+    fn constant_time_eq_is_equality() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret2"));
+        assert!(!constant_time_eq(b"", b"x"));
+        assert!(constant_time_eq(b"", b""));
+    }
+}

@@ -1,0 +1,89 @@
+//! The HTTP layer: routes, request/response types, problem+json errors, middleware.
+//! It knows nothing of linear algebra; every route calls into [`crate::service`].
+
+pub mod extract;
+pub mod middleware;
+pub mod models;
+pub mod ops;
+pub mod problem;
+pub mod types;
+
+use crate::service::Service;
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::{HeaderName, StatusCode};
+use axum::routing::{get, post};
+use axum::Router;
+use problem::ApiError;
+use std::sync::Arc;
+use std::time::Duration;
+use tower::ServiceBuilder;
+use tower_http::compression::CompressionLayer;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// Every route of the contract, with its middleware.
+pub fn router(service: Arc<Service>) -> Router {
+    let config = &service.config;
+    let keys = middleware::ApiKeys(Arc::new(
+        config
+            .api_keys()
+            .into_iter()
+            .map(String::into_bytes)
+            .collect(),
+    ));
+    let limit = config.max_body_bytes;
+
+    let models = Router::new()
+        .route("/models", post(models::create).get(models::list))
+        .route("/models/{id}", get(models::get).delete(models::delete))
+        .route("/models/{id}/predict", post(models::predict))
+        .route_layer(axum::middleware::from_fn_with_state(
+            keys,
+            middleware::require_bearer,
+        ));
+
+    let open = Router::new()
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
+        .route("/metrics", get(ops::metrics))
+        .route("/openapi.yaml", get(ops::openapi));
+
+    Router::new()
+        .merge(models)
+        .merge(open)
+        .fallback(|req: Request| async move { ApiError::NoRoute(req.uri().path().to_string()) })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(
+            ServiceBuilder::new()
+                .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+                .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+                .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
+                    let id = req
+                        .headers()
+                        .get(REQUEST_ID)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("");
+                    tracing::info_span!("request", request_id = %id)
+                }))
+                .layer(CompressionLayer::new())
+                .layer(axum::middleware::from_fn_with_state(
+                    service.clone(),
+                    middleware::observe,
+                ))
+                .layer(axum::middleware::map_response(
+                    middleware::problem_for_bare_errors,
+                ))
+                .layer(TimeoutLayer::with_status_code(
+                    StatusCode::REQUEST_TIMEOUT,
+                    Duration::from_secs(config.request_timeout_secs),
+                ))
+                .layer(axum::Extension(extract::BodyLimit(limit)))
+                .layer(DefaultBodyLimit::disable())
+                .layer(RequestBodyLimitLayer::new(limit)),
+        )
+        .with_state(service)
+}

@@ -1,0 +1,85 @@
+//! /models handlers: unpack the request, make one service call, map the result.
+
+use super::extract::JsonBody;
+use super::problem::ApiError;
+use super::types::{ModelList, ModelResource, PredictBody, PredictResponse, TrainBody, TrainQuery};
+use crate::estimator::PredictOptions;
+use crate::service::{Service, TrainOutcome};
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use std::sync::Arc;
+use uuid::Uuid;
+
+pub async fn create(
+    State(service): State<Arc<Service>>,
+    query: Result<Query<TrainQuery>, QueryRejection>,
+    JsonBody(body): JsonBody<TrainBody>,
+) -> Result<Response, ApiError> {
+    let Query(query) =
+        query.map_err(|e| ApiError::BadQuery(format!("invalid query: {}", e.body_text())))?;
+    let (status, entry) = match service.train(body.into(), query.wait).await? {
+        TrainOutcome::Ready(e) => (StatusCode::CREATED, e),
+        TrainOutcome::Accepted(e) => (StatusCode::ACCEPTED, e),
+    };
+    let location = HeaderValue::from_str(&format!("/models/{}", entry.id))
+        .expect("a UUID path is a valid header");
+    Ok((
+        status,
+        [(header::LOCATION, location)],
+        Json(ModelResource::of(&entry)),
+    )
+        .into_response())
+}
+
+pub async fn list(State(service): State<Arc<Service>>) -> Json<ModelList> {
+    Json(ModelList {
+        models: service
+            .list()
+            .iter()
+            .map(|e| ModelResource::of(e))
+            .collect(),
+    })
+}
+
+pub async fn get(
+    State(service): State<Arc<Service>>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Json<ModelResource>, ApiError> {
+    let entry = service.get(model_id(id)?)?;
+    Ok(Json(ModelResource::of(&entry)))
+}
+
+pub async fn delete(
+    State(service): State<Arc<Service>>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<StatusCode, ApiError> {
+    service.delete(model_id(id)?)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn predict(
+    State(service): State<Arc<Service>>,
+    id: Result<Path<String>, PathRejection>,
+    JsonBody(body): JsonBody<PredictBody>,
+) -> Result<Json<PredictResponse>, ApiError> {
+    let id = model_id(id)?;
+    let defaults = PredictOptions::default();
+    let opts = PredictOptions {
+        variance: body.variance.unwrap_or(defaults.variance),
+        covariance: body.covariance.unwrap_or(defaults.covariance),
+        include_noise: body.include_noise.unwrap_or(defaults.include_noise),
+        probabilities: body.probabilities.unwrap_or(defaults.probabilities),
+    };
+    let (_, prediction) = service.predict(id, body.x, opts).await?;
+    Ok(Json(prediction.into()))
+}
+
+/// A path segment that is not a UUID names no model: 404, as for an unknown UUID.
+fn model_id(id: Result<Path<String>, PathRejection>) -> Result<Uuid, ApiError> {
+    let Path(raw) =
+        id.map_err(|e| ApiError::BadQuery(format!("invalid path: {}", e.body_text())))?;
+    Uuid::parse_str(&raw).map_err(|_| ApiError::NoRoute(format!("/models/{raw}")))
+}

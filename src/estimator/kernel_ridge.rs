@@ -1,0 +1,168 @@
+//! Kernel ridge regression: alpha = (K + lambda I)^-1 y, f(x) = sum_i alpha_i k(x_i, x).
+//!
+//! Matches scikit-learn's `KernelRidge` (its `alpha` is our `lambda`), which also solves
+//! by Cholesky. Only alpha and the training points are kept: the factor is not needed to
+//! predict.
+
+use super::{
+    regularised_gram, weighted_columns, Estimator, FitContext, FitError, PredictOptions,
+    Prediction, Predictor, TrainingReport, TrainingSet,
+};
+use crate::kernel::{Kernel, Points};
+use crate::linalg::{Cholesky, Parallelism};
+use crate::spec::{FieldError, ObjectReader};
+use nalgebra::DVector;
+use serde_json::{json, Value};
+
+/// Checked parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelRidge {
+    pub kernel: Kernel,
+    /// Ridge penalty, >= 0.
+    pub lambda: f64,
+}
+
+impl KernelRidge {
+    pub fn from_json(
+        kernel: Kernel,
+        params: &Value,
+        path: &str,
+    ) -> Result<KernelRidge, FieldError> {
+        let mut obj = ObjectReader::new(params, path)?;
+        let lambda = obj.f64("lambda")?.unwrap_or(1.0);
+        if lambda < 0.0 {
+            return Err(FieldError::invalid(
+                obj.pointer("lambda"),
+                "must not be negative",
+            ));
+        }
+        obj.finish()?;
+        Ok(KernelRidge { kernel, lambda })
+    }
+
+    pub fn params_json(&self) -> Value {
+        json!({"lambda": self.lambda})
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct KernelRidgeModel {
+    spec: KernelRidge,
+    x: Points,
+    alpha: Vec<f64>,
+    report: TrainingReport,
+}
+
+impl KernelRidgeModel {
+    pub fn alpha(&self) -> &[f64] {
+        &self.alpha
+    }
+}
+
+impl Estimator for KernelRidge {
+    type Fitted = KernelRidgeModel;
+
+    fn fit(&self, data: &TrainingSet, ctx: &FitContext) -> Result<KernelRidgeModel, FitError> {
+        ctx.cancel.check()?;
+        let chol = Cholesky::factor_with_jitter(
+            || regularised_gram(&self.kernel, &data.x, self.lambda, ctx.par),
+            ctx.par,
+        )?;
+        let alpha = chol.solve_vec(&DVector::from_column_slice(&data.y));
+        let report = TrainingReport {
+            jitter: Some(chol.jitter()),
+            ..Default::default()
+        };
+        Ok(KernelRidgeModel {
+            spec: self.clone(),
+            x: data.x.clone(),
+            alpha: alpha.as_slice().to_vec(),
+            report,
+        })
+    }
+}
+
+impl Predictor for KernelRidgeModel {
+    fn predict(&self, x: &Points, _opts: &PredictOptions, par: Parallelism) -> Prediction {
+        let block = super::predict_block_rows(self.x.n());
+        let mut values = Vec::with_capacity(x.n());
+        for start in (0..x.n()).step_by(block) {
+            let q = x.slice(start, block.min(x.n() - start));
+            let ks = self.spec.kernel.cross(&self.x, &q, par);
+            values.extend(weighted_columns(&ks, &self.alpha));
+        }
+        Prediction {
+            values,
+            ..Default::default()
+        }
+    }
+
+    fn kernel(&self) -> &Kernel {
+        &self.spec.kernel
+    }
+
+    fn params_json(&self) -> Value {
+        self.spec.params_json()
+    }
+
+    fn report(&self) -> &TrainingReport {
+        &self.report
+    }
+
+    fn report_mut(&mut self) -> &mut TrainingReport {
+        &mut self.report
+    }
+
+    fn n_support(&self) -> usize {
+        self.x.n()
+    }
+
+    fn n_features(&self) -> usize {
+        self.x.d()
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.x.memory_bytes() + self.alpha.len() * 8
+    }
+
+    fn predict_cost(&self, m: usize, _opts: &PredictOptions) -> f64 {
+        (m * self.x.n() * (self.x.d() + 2)) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn interpolates_with_tiny_lambda_and_reads_params() {
+        let x = Points::from_rows(&[vec![0.0], vec![1.0], vec![2.5]]);
+        let y = vec![1.0, -1.0, 0.5];
+        let kernel = Kernel::from_json(&json!({"type": "rbf", "length_scale": 0.7})).unwrap();
+        let spec = KernelRidge::from_json(kernel, &json!({"lambda": 1e-12}), "/params").unwrap();
+        let model = spec
+            .fit(
+                &TrainingSet {
+                    x: x.clone(),
+                    y: y.clone(),
+                },
+                &FitContext::sequential(),
+            )
+            .unwrap();
+        let p = model.predict(&x, &PredictOptions::default(), Parallelism::Sequential);
+        for (a, b) in p.values.iter().zip(&y) {
+            assert!((a - b).abs() < 1e-9, "{a} vs {b}");
+        }
+        assert!(p.variance.is_none());
+    }
+
+    #[test]
+    fn negative_lambda_and_unknown_params_are_rejected() {
+        let k = crate::kernel::default_kernel();
+        let e = KernelRidge::from_json(k.clone(), &json!({"lambda": -1}), "/params").unwrap_err();
+        assert_eq!(e.pointer, "/params/lambda");
+        let e = KernelRidge::from_json(k, &json!({"noise": 1}), "/params").unwrap_err();
+        assert_eq!(e.pointer, "/params/noise");
+    }
+}

@@ -1,0 +1,341 @@
+//! Models: checked parameters -> fit -> fitted state -> predict.
+//!
+//! Each model lives in its own file and implements [`Estimator`] (its checked parameters
+//! fit a training set) and [`Predictor`] (its fitted state answers queries). Parameters
+//! are read from JSON by the model itself (`from_json`), so nothing unchecked reaches a
+//! solver. [`ModelSpec`] and [`FittedModel`] are the closed sets the service dispatches
+//! over; adding a model adds one arm to each.
+
+pub mod gaussian_process;
+pub mod kernel_ridge;
+
+use crate::kernel::{Kernel, Points};
+use crate::linalg::{LinalgError, Parallelism};
+use crate::spec::FieldError;
+use nalgebra::DMatrix;
+use serde::Serialize;
+use serde_json::Value;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+pub use gaussian_process::{GaussianProcess, GaussianProcessModel};
+pub use kernel_ridge::{KernelRidge, KernelRidgeModel};
+
+/// The model names of the contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelKind {
+    KernelRidge,
+    GaussianProcess,
+    GpClassifier,
+    Svm,
+    KernelPerceptron,
+    KernelLogistic,
+    NadarayaWatson,
+    RbfNetwork,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Task {
+    Regression,
+    Classification,
+}
+
+impl ModelKind {
+    pub const ALL: [ModelKind; 8] = [
+        ModelKind::KernelRidge,
+        ModelKind::GaussianProcess,
+        ModelKind::GpClassifier,
+        ModelKind::Svm,
+        ModelKind::KernelPerceptron,
+        ModelKind::KernelLogistic,
+        ModelKind::NadarayaWatson,
+        ModelKind::RbfNetwork,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelKind::KernelRidge => "kernel_ridge",
+            ModelKind::GaussianProcess => "gaussian_process",
+            ModelKind::GpClassifier => "gp_classifier",
+            ModelKind::Svm => "svm",
+            ModelKind::KernelPerceptron => "kernel_perceptron",
+            ModelKind::KernelLogistic => "kernel_logistic",
+            ModelKind::NadarayaWatson => "nadaraya_watson",
+            ModelKind::RbfNetwork => "rbf_network",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<ModelKind> {
+        ModelKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    pub fn task(self) -> Task {
+        match self {
+            ModelKind::KernelRidge
+            | ModelKind::GaussianProcess
+            | ModelKind::NadarayaWatson
+            | ModelKind::RbfNetwork => Task::Regression,
+            _ => Task::Classification,
+        }
+    }
+
+    /// Whether this build can fit the model.
+    pub fn is_available(self) -> bool {
+        matches!(self, ModelKind::KernelRidge | ModelKind::GaussianProcess)
+    }
+}
+
+/// Training inputs after validation: n >= 1 points, one finite target each.
+#[derive(Debug, Clone)]
+pub struct TrainingSet {
+    pub x: Points,
+    pub y: Vec<f64>,
+}
+
+/// Lets a fit be abandoned between its phases (the model was deleted, or the server is
+/// shutting down). Cheap to clone; all clones share one flag.
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// `Err(Cancelled)` once cancelled: estimators call it between phases with `?`.
+    pub fn check(&self) -> Result<(), FitError> {
+        if self.is_cancelled() {
+            Err(FitError::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// What a fit may use: how parallel it may be and how it learns it is no longer wanted.
+#[derive(Debug, Clone)]
+pub struct FitContext {
+    pub par: Parallelism,
+    pub cancel: CancelToken,
+}
+
+impl FitContext {
+    pub fn sequential() -> FitContext {
+        FitContext {
+            par: Parallelism::Sequential,
+            cancel: CancelToken::default(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FitError {
+    #[error("the fit was cancelled")]
+    Cancelled,
+    #[error("{0}")]
+    Factorisation(#[from] LinalgError),
+    /// A parameter that is only found invalid against the data (e.g. an ARD list).
+    #[error("{0}")]
+    Invalid(FieldError),
+}
+
+/// How a fit went, as reported in the model resource's `training`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct TrainingReport {
+    pub duration_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_marginal_likelihood: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub converged: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iterations: Option<u64>,
+}
+
+/// What a predict request asks for; fields a model does not produce are ignored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PredictOptions {
+    pub variance: bool,
+    pub covariance: bool,
+    pub include_noise: bool,
+    pub probabilities: bool,
+}
+
+impl Default for PredictOptions {
+    fn default() -> Self {
+        PredictOptions {
+            variance: true,
+            covariance: false,
+            include_noise: false,
+            probabilities: true,
+        }
+    }
+}
+
+/// Predictions for m query points.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Prediction {
+    pub values: Vec<f64>,
+    /// Predictive variance, clipped at 0 (GP).
+    pub variance: Option<Vec<f64>>,
+    /// m x m predictive covariance (GP, on request).
+    pub covariance: Option<DMatrix<f64>>,
+}
+
+/// Checked hyperparameters of one model: fits a training set.
+pub trait Estimator {
+    type Fitted: Predictor;
+    fn fit(&self, data: &TrainingSet, ctx: &FitContext) -> Result<Self::Fitted, FitError>;
+}
+
+/// A fitted model: answers queries from its stored state.
+pub trait Predictor {
+    /// `x` has the training feature count (checked by the caller).
+    fn predict(&self, x: &Points, opts: &PredictOptions, par: Parallelism) -> Prediction;
+    /// The kernel as fitted.
+    fn kernel(&self) -> &Kernel;
+    /// The model's params as fitted, in the contract's JSON form.
+    fn params_json(&self) -> Value;
+    fn report(&self) -> &TrainingReport;
+    fn report_mut(&mut self) -> &mut TrainingReport;
+    /// Training points kept for prediction.
+    fn n_support(&self) -> usize;
+    fn n_features(&self) -> usize;
+    /// Bytes of the stored arrays.
+    fn memory_bytes(&self) -> usize;
+    /// Rough flop count of predicting `m` rows, to decide where the work runs.
+    fn predict_cost(&self, m: usize, opts: &PredictOptions) -> f64;
+}
+
+/// Checked hyperparameters of any model.
+#[derive(Debug, Clone)]
+pub enum ModelSpec {
+    KernelRidge(KernelRidge),
+    GaussianProcess(GaussianProcess),
+}
+
+impl ModelSpec {
+    /// Reads `params` (the request's `params` object, pointer `/params`) for `kind`.
+    /// The kernel is already checked. Errors point into the request document.
+    pub fn from_json(
+        kind: ModelKind,
+        kernel: Kernel,
+        params: Option<&Value>,
+    ) -> Result<ModelSpec, FieldError> {
+        let empty = Value::Object(Default::default());
+        let params = params.unwrap_or(&empty);
+        match kind {
+            ModelKind::KernelRidge => {
+                KernelRidge::from_json(kernel, params, "/params").map(ModelSpec::KernelRidge)
+            }
+            ModelKind::GaussianProcess => GaussianProcess::from_json(kernel, params, "/params")
+                .map(ModelSpec::GaussianProcess),
+            other => Err(FieldError::invalid(
+                "/model",
+                format!("model `{}` is not available in this version", other.name()),
+            )),
+        }
+    }
+
+    pub fn kind(&self) -> ModelKind {
+        match self {
+            ModelSpec::KernelRidge(_) => ModelKind::KernelRidge,
+            ModelSpec::GaussianProcess(_) => ModelKind::GaussianProcess,
+        }
+    }
+
+    pub fn kernel(&self) -> &Kernel {
+        match self {
+            ModelSpec::KernelRidge(p) => &p.kernel,
+            ModelSpec::GaussianProcess(p) => &p.kernel,
+        }
+    }
+
+    pub fn params_json(&self) -> Value {
+        match self {
+            ModelSpec::KernelRidge(p) => p.params_json(),
+            ModelSpec::GaussianProcess(p) => p.params_json(),
+        }
+    }
+
+    /// Bytes the fit will hold at its peak, for admission decisions.
+    pub fn fit_memory_estimate(&self, n: usize, d: usize) -> usize {
+        // Both current models hold one n x n matrix (K, factorised in place) and the data.
+        n * n * 8 + n * d * 8 * 2
+    }
+
+    pub fn fit(&self, data: &TrainingSet, ctx: &FitContext) -> Result<FittedModel, FitError> {
+        // The kernel may be well-formed but inconsistent with the data (ARD list length).
+        self.kernel()
+            .check_features(data.x.d())
+            .map_err(|e| FitError::Invalid(e.under("/kernel")))?;
+        Ok(match self {
+            ModelSpec::KernelRidge(p) => FittedModel::KernelRidge(p.fit(data, ctx)?),
+            ModelSpec::GaussianProcess(p) => FittedModel::GaussianProcess(p.fit(data, ctx)?),
+        })
+    }
+}
+
+/// A fitted model of any kind.
+#[derive(Debug, Clone)]
+pub enum FittedModel {
+    KernelRidge(KernelRidgeModel),
+    GaussianProcess(GaussianProcessModel),
+}
+
+impl FittedModel {
+    pub fn kind(&self) -> ModelKind {
+        match self {
+            FittedModel::KernelRidge(_) => ModelKind::KernelRidge,
+            FittedModel::GaussianProcess(_) => ModelKind::GaussianProcess,
+        }
+    }
+
+    pub fn predictor(&self) -> &dyn Predictor {
+        match self {
+            FittedModel::KernelRidge(m) => m,
+            FittedModel::GaussianProcess(m) => m,
+        }
+    }
+
+    pub fn predictor_mut(&mut self) -> &mut dyn Predictor {
+        match self {
+            FittedModel::KernelRidge(m) => m,
+            FittedModel::GaussianProcess(m) => m,
+        }
+    }
+}
+
+/// K(X, X) + s I.
+pub(crate) fn regularised_gram(
+    kernel: &Kernel,
+    x: &Points,
+    s: f64,
+    par: Parallelism,
+) -> DMatrix<f64> {
+    let mut k = kernel.gram(x, par);
+    for i in 0..k.nrows() {
+        k[(i, i)] += s;
+    }
+    k
+}
+
+/// K(X*, X)^T-style products: out[j] = sum_i k[(i, j)] w[i], for a n x m cross matrix.
+pub(crate) fn weighted_columns(k: &DMatrix<f64>, w: &[f64]) -> Vec<f64> {
+    k.column_iter()
+        .map(|col| col.iter().zip(w).map(|(a, b)| a * b).sum())
+        .collect()
+}
+
+/// Query rows per block at predict, so that the n x block cross matrix stays bounded
+/// (about 64 MB) whatever m is.
+pub(crate) fn predict_block_rows(n_train: usize) -> usize {
+    ((8 << 20) / n_train.max(1)).clamp(64, 8192)
+}

@@ -1,0 +1,272 @@
+//! Models by ID: their lifecycle (queued -> training -> ready | failed), what was asked
+//! for, the fitted state, and memory accounting.
+//!
+//! A model's entry is shared (`Arc`) between the registry, the fit job and the requests
+//! reading it; its state sits behind its own lock so that a fit finishing never blocks
+//! the registry map. Removing an entry cancels its fit.
+
+use crate::estimator::{CancelToken, FittedModel, ModelKind};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::SystemTime;
+use uuid::Uuid;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Queued,
+    Training,
+    Ready,
+    Failed,
+}
+
+impl Status {
+    pub const ALL: [Status; 4] = [
+        Status::Queued,
+        Status::Training,
+        Status::Ready,
+        Status::Failed,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Queued => "queued",
+            Status::Training => "training",
+            Status::Ready => "ready",
+            Status::Failed => "failed",
+        }
+    }
+}
+
+/// Why a fit did not produce a model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The data or parameters make the problem unsolvable (e.g. not positive definite).
+    Unprocessable,
+    /// A JSON pointer into the training request names the culprit.
+    InvalidField { pointer: String },
+    /// The server shut down before the fit ran.
+    Shutdown,
+    /// A bug: the fit panicked.
+    Internal,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone)]
+pub enum ModelState {
+    Queued,
+    Training,
+    Ready(Arc<FittedModel>),
+    Failed(Failure),
+}
+
+impl ModelState {
+    pub fn status(&self) -> Status {
+        match self {
+            ModelState::Queued => Status::Queued,
+            ModelState::Training => Status::Training,
+            ModelState::Ready(_) => Status::Ready,
+            ModelState::Failed(_) => Status::Failed,
+        }
+    }
+}
+
+/// One model and everything known about it.
+#[derive(Debug)]
+pub struct ModelEntry {
+    pub id: Uuid,
+    pub name: Option<String>,
+    pub kind: ModelKind,
+    pub metadata: Option<Value>,
+    pub created_at: SystemTime,
+    pub n_train: usize,
+    pub n_features: usize,
+    /// The kernel and params as requested (with defaults), shown until the fit is ready.
+    pub requested_kernel: Value,
+    pub requested_params: Value,
+    pub cancel: CancelToken,
+    state: RwLock<ModelState>,
+}
+
+impl ModelEntry {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        kind: ModelKind,
+        name: Option<String>,
+        metadata: Option<Value>,
+        n_train: usize,
+        n_features: usize,
+        requested_kernel: Value,
+        requested_params: Value,
+    ) -> ModelEntry {
+        ModelEntry {
+            id: Uuid::new_v4(),
+            name,
+            kind,
+            metadata,
+            created_at: SystemTime::now(),
+            n_train,
+            n_features,
+            requested_kernel,
+            requested_params,
+            cancel: CancelToken::default(),
+            state: RwLock::new(ModelState::Queued),
+        }
+    }
+
+    pub fn state(&self) -> ModelState {
+        self.state.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn status(&self) -> Status {
+        self.state
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .status()
+    }
+
+    pub fn set_state(&self, s: ModelState) {
+        *self.state.write().unwrap_or_else(|p| p.into_inner()) = s;
+    }
+
+    /// The fitted model if ready.
+    pub fn fitted(&self) -> Option<Arc<FittedModel>> {
+        match &*self.state.read().unwrap_or_else(|p| p.into_inner()) {
+            ModelState::Ready(m) => Some(m.clone()),
+            _ => None,
+        }
+    }
+
+    /// Bytes held by the fitted state (0 until ready).
+    pub fn memory_bytes(&self) -> usize {
+        self.fitted().map_or(0, |m| m.predictor().memory_bytes())
+    }
+}
+
+#[derive(Default)]
+pub struct Registry {
+    models: RwLock<HashMap<Uuid, Arc<ModelEntry>>>,
+}
+
+impl Registry {
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+
+    pub fn insert(&self, entry: Arc<ModelEntry>) {
+        self.models
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(entry.id, entry);
+    }
+
+    pub fn get(&self, id: Uuid) -> Option<Arc<ModelEntry>> {
+        self.models
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&id)
+            .cloned()
+    }
+
+    /// Removes the model and cancels its fit if one is queued or running.
+    pub fn remove(&self, id: Uuid) -> Option<Arc<ModelEntry>> {
+        let entry = self
+            .models
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+        if let Some(e) = &entry {
+            e.cancel.cancel();
+        }
+        entry
+    }
+
+    pub fn contains(&self, id: Uuid) -> bool {
+        self.models
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&id)
+    }
+
+    /// Every model, oldest first.
+    pub fn list(&self) -> Vec<Arc<ModelEntry>> {
+        let mut all: Vec<_> = self
+            .models
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        all.sort_by_key(|e| (e.created_at, e.id));
+        all
+    }
+
+    /// Model counts by status, in `Status::ALL` order.
+    pub fn count_by_status(&self) -> [usize; 4] {
+        let mut counts = [0; 4];
+        for e in self
+            .models
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+        {
+            counts[Status::ALL
+                .iter()
+                .position(|s| *s == e.status())
+                .unwrap_or(0)] += 1;
+        }
+        counts
+    }
+
+    /// Bytes held by all fitted models.
+    pub fn memory_bytes(&self) -> usize {
+        self.models
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .map(|e| e.memory_bytes())
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn entry() -> Arc<ModelEntry> {
+        Arc::new(ModelEntry::new(
+            ModelKind::KernelRidge,
+            None,
+            None,
+            3,
+            1,
+            json!({}),
+            json!({}),
+        ))
+    }
+
+    #[test]
+    fn remove_cancels_and_counts_follow_status() {
+        let reg = Registry::new();
+        let (a, b) = (entry(), entry());
+        reg.insert(a.clone());
+        reg.insert(b.clone());
+        b.set_state(ModelState::Failed(Failure {
+            kind: FailureKind::Shutdown,
+            detail: "x".into(),
+        }));
+        assert_eq!(reg.count_by_status(), [1, 0, 0, 1]);
+        let removed = reg.remove(a.id).unwrap();
+        assert!(removed.cancel.is_cancelled());
+        assert!(!reg.contains(a.id));
+        assert_eq!(reg.list().len(), 1);
+        assert_eq!(reg.memory_bytes(), 0);
+    }
+}

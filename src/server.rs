@@ -1,0 +1,93 @@
+//! Starting and stopping the HTTP server.
+
+use crate::api;
+use crate::config::Config;
+use crate::service::Service;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// A server running on the current tokio runtime.
+pub struct RunningServer {
+    pub addr: SocketAddr,
+    pub service: Arc<Service>,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl RunningServer {
+    /// Drains (readyz 503, no new fits, queued fits dropped), stops accepting
+    /// connections, and waits up to `shutdown_grace_secs` for requests in flight.
+    /// Returns whether everything finished within the grace period.
+    pub async fn shutdown(mut self) -> bool {
+        self.service.begin_drain();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let grace = Duration::from_secs(self.service.config.shutdown_grace_secs);
+        match tokio::time::timeout(grace, &mut self.task).await {
+            Ok(_) => true,
+            Err(_) => {
+                self.task.abort();
+                false
+            }
+        }
+    }
+}
+
+/// Binds `config.bind` and serves in a background task.
+pub async fn start(config: Config) -> std::io::Result<RunningServer> {
+    let listener = TcpListener::bind(&config.bind).await?;
+    let addr = listener.local_addr()?;
+    let service = Arc::new(Service::new(config));
+    let app = api::router(service.clone());
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async {
+                let _ = stopped.await;
+            })
+            .await
+    });
+    Ok(RunningServer {
+        addr,
+        service,
+        stop: Some(stop),
+        task,
+    })
+}
+
+/// Serves until SIGTERM or SIGINT, then shuts down gracefully.
+pub async fn run(config: Config) -> std::io::Result<()> {
+    let server = start(config).await?;
+    tracing::info!(addr = %server.addr, workers = server.service.pool.workers(), "mercer listening");
+    shutdown_signal().await;
+    tracing::info!("shutdown signal received; draining");
+    let clean = server.shutdown().await;
+    tracing::info!(clean, "mercer stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

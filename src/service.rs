@@ -1,0 +1,464 @@
+//! The operations the HTTP API exposes, free of HTTP: validate a training request into
+//! checked inputs, queue its fit, wait for it or not, predict, list, delete, drain.
+//!
+//! Handlers call one method here and map its result; every way an operation can fail is
+//! a [`ServiceError`] variant, mapped to a status in one place (`api::problem`).
+
+use crate::config::Config;
+use crate::estimator::{
+    FitContext, FitError, ModelKind, ModelSpec, PredictOptions, Prediction, Task, TrainingSet,
+};
+use crate::kernel::{default_kernel, Kernel, Points};
+use crate::linalg::{LinalgError, Parallelism};
+use crate::metrics::{Metrics, StatusLabels};
+use crate::pool::{FitPool, Job, SubmitError};
+use crate::registry::{Failure, FailureKind, ModelEntry, ModelState, Registry, Status};
+use crate::spec::FieldError;
+use serde::Deserialize;
+use serde_json::Value;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{oneshot, Semaphore};
+use uuid::Uuid;
+
+/// A training target as sent: a number (regression, numeric classes) or a string label.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum Target {
+    Number(f64),
+    Text(String),
+}
+
+/// A training request after JSON parsing, before validation.
+#[derive(Debug, Clone)]
+pub struct TrainInput {
+    pub model: String,
+    pub kernel: Option<Value>,
+    pub params: Option<Value>,
+    pub x: Vec<Vec<f64>>,
+    pub y: Vec<Target>,
+    pub name: Option<String>,
+    pub metadata: Option<Value>,
+}
+
+#[derive(Debug)]
+pub enum TrainOutcome {
+    /// The fit finished and the model is ready.
+    Ready(Arc<ModelEntry>),
+    /// The fit is queued or running (asked for with wait=false, or it outlasted the wait).
+    Accepted(Arc<ModelEntry>),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error("{0}")]
+    Invalid(FieldError),
+    #[error("{detail}")]
+    TooLarge { detail: String },
+    #[error("no model with id {0}")]
+    NotFound(Uuid),
+    #[error("model {id} is {}, not ready", status.name())]
+    NotReady { id: Uuid, status: Status },
+    #[error("the fit queue is full")]
+    QueueFull { retry_after: Duration },
+    #[error("the server is shutting down")]
+    Draining,
+    #[error("{}", .0.detail)]
+    FitFailed(Failure),
+}
+
+impl From<FieldError> for ServiceError {
+    fn from(e: FieldError) -> Self {
+        ServiceError::Invalid(e)
+    }
+}
+
+pub struct Service {
+    pub config: Config,
+    pub registry: Registry,
+    pub pool: FitPool,
+    pub metrics: Metrics,
+    ready: AtomicBool,
+    draining: AtomicBool,
+    /// Predictions running on blocking threads now (they compete with fits for cores).
+    heavy_predicts: AtomicUsize,
+    heavy_predict_slots: Semaphore,
+}
+
+impl Service {
+    pub fn new(config: Config) -> Service {
+        let workers = config.effective_fit_workers();
+        let pool = FitPool::new(workers, config.fit_queue);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Service {
+            config,
+            registry: Registry::new(),
+            pool,
+            metrics: Metrics::new(),
+            // Nothing to load yet: the durable store marks itself not ready while loading.
+            ready: AtomicBool::new(true),
+            draining: AtomicBool::new(false),
+            heavy_predicts: AtomicUsize::new(0),
+            heavy_predict_slots: Semaphore::new(cores),
+        }
+    }
+
+    /// Ready to serve: started and not draining.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire) && !self.is_draining()
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Acquire)
+    }
+
+    /// Checks a training request and turns it into a model spec and a training set.
+    /// Errors name the offending field with a pointer into the request.
+    pub fn validate_training(
+        &self,
+        input: &TrainInput,
+    ) -> Result<(ModelSpec, TrainingSet), ServiceError> {
+        let kind = ModelKind::from_name(&input.model).ok_or_else(|| {
+            let names: Vec<_> = ModelKind::ALL.iter().map(|k| k.name()).collect();
+            FieldError::invalid(
+                "/model",
+                format!(
+                    "unknown model `{}`; expected one of {}",
+                    input.model,
+                    names.join(", ")
+                ),
+            )
+        })?;
+        let n = input.x.len();
+        if n == 0 {
+            return Err(FieldError::invalid("/x", "must contain at least one row").into());
+        }
+        if n > self.config.max_train_rows {
+            return Err(ServiceError::TooLarge {
+                detail: format!(
+                    "{n} training rows exceed the limit of {} (MERCER_MAX_TRAIN_ROWS)",
+                    self.config.max_train_rows
+                ),
+            });
+        }
+        let d = check_rows(&input.x, None)?;
+        if input.y.len() != n {
+            return Err(FieldError::invalid(
+                "/y",
+                format!("has {} entries but x has {n} rows", input.y.len()),
+            )
+            .into());
+        }
+        let y = match kind.task() {
+            Task::Regression => input
+                .y
+                .iter()
+                .enumerate()
+                .map(|(i, t)| match t {
+                    Target::Number(v) => Ok(*v),
+                    Target::Text(_) => Err(FieldError::shape(
+                        format!("/y/{i}"),
+                        "expected a number: this is a regression model",
+                    )),
+                })
+                .collect::<Result<Vec<f64>, _>>()?,
+            Task::Classification => {
+                return Err(FieldError::invalid(
+                    "/model",
+                    format!("model `{}` is not available in this version", kind.name()),
+                )
+                .into())
+            }
+        };
+        let kernel = match &input.kernel {
+            None => default_kernel(),
+            Some(v) => Kernel::from_json(v).map_err(|e| e.under("/kernel"))?,
+        };
+        kernel.check_features(d).map_err(|e| e.under("/kernel"))?;
+        let spec = ModelSpec::from_json(kind, kernel, input.params.as_ref())?;
+        Ok((
+            spec,
+            TrainingSet {
+                x: Points::from_rows(&input.x),
+                y,
+            },
+        ))
+    }
+
+    /// Validates, registers and queues a fit; with `wait`, waits for it (up to
+    /// `fit_wait_secs`, then answers `Accepted`).
+    pub async fn train(
+        self: &Arc<Self>,
+        input: TrainInput,
+        wait: bool,
+    ) -> Result<TrainOutcome, ServiceError> {
+        if self.is_draining() {
+            return Err(ServiceError::Draining);
+        }
+        let (spec, data) = self.validate_training(&input)?;
+        let entry = Arc::new(ModelEntry::new(
+            spec.kind(),
+            input.name,
+            input.metadata,
+            data.x.n(),
+            data.x.d(),
+            spec.kernel().to_json(),
+            spec.params_json(),
+        ));
+        let (done_tx, done_rx) = oneshot::channel::<()>();
+        let job = {
+            let service = self.clone();
+            let entry = entry.clone();
+            Job::new(entry.id, move |run| {
+                service.run_fit(&entry, &spec, &data, run.others_running);
+                let _ = done_tx.send(());
+            })
+        };
+        self.registry.insert(entry.clone());
+        if let Err(e) = self.pool.try_submit(job) {
+            self.registry.remove(entry.id);
+            return Err(match e {
+                SubmitError::QueueFull => ServiceError::QueueFull {
+                    retry_after: self.pool.retry_after(),
+                },
+                SubmitError::Closed => ServiceError::Draining,
+            });
+        }
+        if !wait {
+            return Ok(TrainOutcome::Accepted(entry));
+        }
+        match tokio::time::timeout(Duration::from_secs(self.config.fit_wait_secs), done_rx).await {
+            Err(_) => Ok(TrainOutcome::Accepted(entry)),
+            // The job was dropped unrun: the pool closed for shutdown.
+            Ok(Err(_)) => Err(ServiceError::Draining),
+            Ok(Ok(())) => match entry.state() {
+                ModelState::Ready(_) if !entry.cancel.is_cancelled() => {
+                    Ok(TrainOutcome::Ready(entry))
+                }
+                ModelState::Failed(f) => {
+                    // The client learns of the failure in this answer and never got the
+                    // id, so a failed synchronous fit leaves nothing behind.
+                    self.registry.remove(entry.id);
+                    Err(ServiceError::FitFailed(f))
+                }
+                _ => Err(ServiceError::NotFound(entry.id)),
+            },
+        }
+    }
+
+    /// Runs on a pool worker: one fit, its state transitions, metrics and logs.
+    fn run_fit(
+        &self,
+        entry: &ModelEntry,
+        spec: &ModelSpec,
+        data: &TrainingSet,
+        others_running: usize,
+    ) {
+        let model = entry.kind.name();
+        if entry.cancel.is_cancelled() {
+            self.metrics.record_fit(model, "cancelled", 0.0);
+            return;
+        }
+        entry.set_state(ModelState::Training);
+        let busy = others_running + self.heavy_predicts.load(Ordering::Relaxed);
+        let ctx = FitContext {
+            par: Parallelism::for_problem(data.x.n(), busy),
+            cancel: entry.cancel.clone(),
+        };
+        let started = Instant::now();
+        let result = catch_unwind(AssertUnwindSafe(|| spec.fit(data, &ctx)));
+        let secs = started.elapsed().as_secs_f64();
+        let (n, d) = (data.x.n(), data.x.d());
+        let outcome = match result {
+            Ok(Ok(_)) | Ok(Err(FitError::Cancelled)) if entry.cancel.is_cancelled() => "cancelled",
+            Ok(Ok(mut fitted)) => {
+                fitted.predictor_mut().report_mut().duration_ms = secs * 1e3;
+                entry.set_state(ModelState::Ready(Arc::new(fitted)));
+                "ready"
+            }
+            Ok(Err(FitError::Cancelled)) => "cancelled",
+            Ok(Err(e)) => {
+                entry.set_state(ModelState::Failed(failure_of(e)));
+                "failed"
+            }
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                tracing::error!(model_id = %entry.id, model, panic = %what, "fit panicked");
+                entry.set_state(ModelState::Failed(Failure {
+                    kind: FailureKind::Internal,
+                    detail: "the fit failed with an internal error".into(),
+                }));
+                "failed"
+            }
+        };
+        self.metrics.record_fit(model, outcome, secs);
+        tracing::info!(model_id = %entry.id, model, n, d, duration_ms = secs * 1e3, outcome, par = ?ctx.par, "fit finished");
+    }
+
+    pub fn get(&self, id: Uuid) -> Result<Arc<ModelEntry>, ServiceError> {
+        self.registry.get(id).ok_or(ServiceError::NotFound(id))
+    }
+
+    pub fn list(&self) -> Vec<Arc<ModelEntry>> {
+        self.registry.list()
+    }
+
+    /// Removes a model; a queued fit is withdrawn, a running one is abandoned.
+    pub fn delete(&self, id: Uuid) -> Result<(), ServiceError> {
+        let entry = self.registry.remove(id).ok_or(ServiceError::NotFound(id))?;
+        if self.pool.withdraw(entry.id) {
+            self.metrics.record_fit(entry.kind.name(), "cancelled", 0.0);
+        }
+        Ok(())
+    }
+
+    /// Predicts `x` with a ready model. Small predictions run inline; large ones on a
+    /// blocking thread, at most one per core at a time.
+    pub async fn predict(
+        self: &Arc<Self>,
+        id: Uuid,
+        x: Vec<Vec<f64>>,
+        opts: PredictOptions,
+    ) -> Result<(Arc<ModelEntry>, Prediction), ServiceError> {
+        let entry = self.get(id)?;
+        let fitted = entry.fitted().ok_or(ServiceError::NotReady {
+            id,
+            status: entry.status(),
+        })?;
+        let d = fitted.predictor().n_features();
+        if x.is_empty() {
+            return Err(FieldError::invalid("/x", "must contain at least one row").into());
+        }
+        check_rows(&x, Some(d))?;
+        let is_gp = fitted.kind() == ModelKind::GaussianProcess;
+        if is_gp && opts.covariance && x.len() > self.config.max_covariance_rows {
+            return Err(FieldError::invalid(
+                "/covariance",
+                format!(
+                    "the covariance is limited to {} query rows; got {}",
+                    self.config.max_covariance_rows,
+                    x.len()
+                ),
+            )
+            .into());
+        }
+        let m = x.len();
+        let points = Points::from_rows(&x);
+        drop(x);
+        let started = Instant::now();
+        let cost = fitted.predictor().predict_cost(m, &opts);
+        let prediction = if cost <= self.config.predict_inline_max_flops {
+            fitted
+                .predictor()
+                .predict(&points, &opts, Parallelism::Sequential)
+        } else {
+            let _permit = self
+                .heavy_predict_slots
+                .acquire()
+                .await
+                .map_err(|_| ServiceError::Draining)?;
+            let service = self.clone();
+            let n = fitted.predictor().n_support();
+            let task = tokio::task::spawn_blocking(move || {
+                let busy =
+                    service.pool.running() + service.heavy_predicts.fetch_add(1, Ordering::AcqRel);
+                let par = Parallelism::for_problem(n.max(m), busy);
+                let p = catch_unwind(AssertUnwindSafe(|| {
+                    fitted.predictor().predict(&points, &opts, par)
+                }));
+                service.heavy_predicts.fetch_sub(1, Ordering::AcqRel);
+                p
+            });
+            match task.await {
+                Ok(Ok(p)) => p,
+                _ => {
+                    tracing::error!(model_id = %id, "predict panicked");
+                    return Err(ServiceError::FitFailed(Failure {
+                        kind: FailureKind::Internal,
+                        detail: "the prediction failed with an internal error".into(),
+                    }));
+                }
+            }
+        };
+        self.metrics
+            .record_predict(entry.kind.name(), m, started.elapsed().as_secs_f64());
+        Ok((entry, prediction))
+    }
+
+    /// Starts shutting down: /readyz turns 503, new fits are refused, queued fits are
+    /// dropped and their models marked failed. Running fits go on.
+    pub fn begin_drain(&self) {
+        self.draining.store(true, Ordering::Release);
+        for id in self.pool.close() {
+            if let Some(entry) = self.registry.get(id) {
+                entry.set_state(ModelState::Failed(Failure {
+                    kind: FailureKind::Shutdown,
+                    detail: "the server shut down before this fit could run".into(),
+                }));
+                self.metrics.record_fit(entry.kind.name(), "cancelled", 0.0);
+            }
+        }
+    }
+
+    /// Brings the scrape-time gauges up to date.
+    pub fn refresh_gauges(&self) {
+        self.metrics.fit_queue_depth.set(self.pool.queued() as i64);
+        self.metrics.fits_running.set(self.pool.running() as i64);
+        for (status, count) in Status::ALL.iter().zip(self.registry.count_by_status()) {
+            self.metrics
+                .models
+                .get_or_create(&StatusLabels {
+                    status: status.name().into(),
+                })
+                .set(count as i64);
+        }
+        self.metrics
+            .registry_bytes
+            .set(self.registry.memory_bytes() as i64);
+    }
+}
+
+/// Checks that rows are rectangular with d >= 1 features (or exactly `expected`), and
+/// returns d. Pointers: `/x/0` for a wrong width of the first row, `/x/i` for the first
+/// row whose length differs from row 0.
+fn check_rows(x: &[Vec<f64>], expected: Option<usize>) -> Result<usize, FieldError> {
+    let d = x[0].len();
+    if d == 0 {
+        return Err(FieldError::invalid(
+            "/x/0",
+            "rows must have at least one feature",
+        ));
+    }
+    if let Some(want) = expected {
+        if d != want {
+            return Err(FieldError::invalid(
+                "/x/0",
+                format!("has {d} features but the model was trained on {want}"),
+            ));
+        }
+    }
+    if let Some(i) = x.iter().position(|r| r.len() != d) {
+        return Err(FieldError::invalid(
+            format!("/x/{i}"),
+            format!("has {} features but row 0 has {d}", x[i].len()),
+        ));
+    }
+    Ok(d)
+}
+
+fn failure_of(e: FitError) -> Failure {
+    match e {
+        FitError::Factorisation(LinalgError::NotPositiveDefinite { .. }) => Failure {
+            kind: FailureKind::Unprocessable,
+            detail: format!("{e}; the kernel matrix plus noise cannot be factorised: increase the noise (or lambda) or check the kernel"),
+        },
+        FitError::Invalid(field) => Failure { kind: FailureKind::InvalidField { pointer: field.pointer.clone() }, detail: field.message },
+        FitError::Cancelled => Failure { kind: FailureKind::Shutdown, detail: "the fit was cancelled".into() },
+    }
+}
