@@ -92,6 +92,8 @@ pub struct ModelEntry {
     pub requested_params: Value,
     pub cancel: CancelToken,
     state: RwLock<ModelState>,
+    /// Follows `state`'s status, so that waiters need not poll.
+    status_tx: tokio::sync::watch::Sender<Status>,
 }
 
 impl ModelEntry {
@@ -117,6 +119,7 @@ impl ModelEntry {
             requested_params,
             cancel: CancelToken::default(),
             state: RwLock::new(ModelState::Queued),
+            status_tx: tokio::sync::watch::Sender::new(Status::Queued),
         }
     }
 
@@ -132,7 +135,19 @@ impl ModelEntry {
     }
 
     pub fn set_state(&self, s: ModelState) {
+        let status = s.status();
         *self.state.write().unwrap_or_else(|p| p.into_inner()) = s;
+        self.status_tx.send_replace(status);
+    }
+
+    /// Waits until the fit has ended (ready or failed) and returns that status.
+    pub async fn settled(&self) -> Status {
+        let mut rx = self.status_tx.subscribe();
+        let settled = rx
+            .wait_for(|s| matches!(s, Status::Ready | Status::Failed))
+            .await;
+        // The sender lives as long as `self`, so the wait cannot fail.
+        settled.map_or(Status::Failed, |s| *s)
     }
 
     /// The fitted model if ready.

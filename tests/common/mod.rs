@@ -1,0 +1,164 @@
+//! Starts mercer in-process on an ephemeral port and talks to it with reqwest.
+#![allow(dead_code)]
+
+use mercer::config::Config;
+use mercer::pool::Job;
+use mercer::server::{self, RunningServer};
+use serde_json::Value;
+use std::sync::mpsc;
+use std::sync::Arc;
+
+pub struct TestServer {
+    pub url: String,
+    pub http: reqwest::Client,
+    pub server: Option<RunningServer>,
+}
+
+impl TestServer {
+    pub async fn start(config: Config) -> TestServer {
+        let server = server::start(config).await.expect("server starts");
+        let url = format!("http://{}", server.addr);
+        TestServer {
+            url,
+            http: reqwest::Client::new(),
+            server: Some(server),
+        }
+    }
+
+    pub async fn default() -> TestServer {
+        TestServer::start(Config::for_tests()).await
+    }
+
+    pub fn service(&self) -> &Arc<mercer::service::Service> {
+        &self.server.as_ref().expect("running").service
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.url, path)
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> reqwest::Response {
+        self.http
+            .post(self.url(path))
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("request sent")
+    }
+
+    pub async fn post_raw(
+        &self,
+        path: &str,
+        body: impl Into<reqwest::Body>,
+        content_type: &str,
+    ) -> reqwest::Response {
+        self.http
+            .post(self.url(path))
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+            .await
+            .expect("request sent")
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.http
+            .get(self.url(path))
+            .send()
+            .await
+            .expect("request sent")
+    }
+
+    pub async fn delete(&self, path: &str) -> reqwest::Response {
+        self.http
+            .delete(self.url(path))
+            .send()
+            .await
+            .expect("request sent")
+    }
+
+    /// Trains synchronously and returns the model resource (asserting 201).
+    pub async fn train(&self, body: &Value) -> Value {
+        let r = self.post("/models", body).await;
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap();
+        assert_eq!(status, 201, "training failed: {text}");
+        serde_json::from_str(&text).unwrap()
+    }
+
+    /// Occupies one fit worker until the returned guard is dropped; returns once the
+    /// worker has started the job (no timing assumptions).
+    pub fn block_worker(&self) -> WorkerBlock {
+        let (started_tx, started_rx) = mpsc::channel();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        self.service()
+            .pool
+            .try_submit(Job::new(uuid::Uuid::new_v4(), move |_| {
+                started_tx.send(()).unwrap();
+                let _ = release_rx.recv();
+            }))
+            .expect("pool accepts the blocking job");
+        started_rx.recv().expect("blocking job started");
+        WorkerBlock {
+            _release: release_tx,
+        }
+    }
+
+    /// Fills one queue slot with a job that waits until the guard is dropped.
+    pub fn fill_queue_slot(&self) -> WorkerBlock {
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        self.service()
+            .pool
+            .try_submit(Job::new(uuid::Uuid::new_v4(), move |_| {
+                let _ = release_rx.recv();
+            }))
+            .expect("pool accepts the queued job");
+        WorkerBlock {
+            _release: release_tx,
+        }
+    }
+}
+
+/// Dropping it releases the blocked job.
+pub struct WorkerBlock {
+    _release: mpsc::Sender<()>,
+}
+
+/// A small 1-D regression set: y = sin(x) on a grid.
+pub fn sine(n: usize) -> (Vec<Vec<f64>>, Vec<f64>) {
+    let x: Vec<Vec<f64>> = (0..n).map(|i| vec![i as f64 * 6.0 / n as f64]).collect();
+    let y = x.iter().map(|r| r[0].sin()).collect();
+    (x, y)
+}
+
+pub async fn problem(r: reqwest::Response) -> (u16, Value) {
+    let status = r.status().as_u16();
+    let ct = r
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    assert!(
+        ct.starts_with("application/problem+json"),
+        "status {status}: content-type {ct:?}"
+    );
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        body["status"].as_u64(),
+        Some(status as u64),
+        "problem status matches: {body}"
+    );
+    for k in ["type", "title", "detail"] {
+        assert!(body[k].is_string(), "problem has {k}: {body}");
+    }
+    (status, body)
+}
+
+/// The pointers of a problem's `errors`.
+pub fn pointers(p: &Value) -> Vec<String> {
+    p["errors"].as_array().map_or(vec![], |a| {
+        a.iter()
+            .map(|e| e["pointer"].as_str().unwrap().to_string())
+            .collect()
+    })
+}

@@ -1,0 +1,85 @@
+//! Numerical parity with scikit-learn through the HTTP API: every case of
+//! tests/fixtures/sklearn_reference.json (written by tests/fixtures/generate_sklearn.py)
+//! is trained and predicted by a running mercer and compared.
+
+mod common;
+
+use common::TestServer;
+use serde_json::Value;
+
+/// Relative tolerance of the contract's parity requirement.
+const REL: f64 = 1e-8;
+
+fn fixtures() -> Value {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/sklearn_reference.json"
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn numbers(v: &Value) -> Vec<f64> {
+    match v {
+        Value::Array(items) => items.iter().flat_map(numbers).collect(),
+        Value::Number(n) => vec![n.as_f64().unwrap()],
+        other => panic!("not numeric: {other}"),
+    }
+}
+
+/// |got - want| <= REL * max(|want|, floor), the floor (1e-2 of the largest |want|) keeping
+/// entries near zero from demanding more than the arithmetic can give.
+fn assert_close(case: &str, field: &str, got: &Value, want: &Value) {
+    let (g, w) = (numbers(got), numbers(want));
+    assert_eq!(g.len(), w.len(), "{case}: {field} length");
+    let scale = w.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let floor = 1e-2 * scale;
+    let mut worst = 0.0f64;
+    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+        let rel = (a - b).abs() / b.abs().max(floor).max(f64::MIN_POSITIVE);
+        worst = worst.max(rel);
+        assert!(
+            rel <= REL,
+            "{case}: {field}[{i}] = {a}, scikit-learn {b} (rel. error {rel:e})"
+        );
+    }
+    eprintln!("{case:<36} {field:<24} worst rel. error {worst:.1e}");
+}
+
+#[tokio::test]
+async fn kernel_ridge_and_gp_match_scikit_learn() {
+    let s = TestServer::default().await;
+    let fx = fixtures();
+    let cases = fx["cases"].as_array().unwrap();
+    assert!(cases.len() >= 10, "the fixture file holds every case");
+    for case in cases {
+        let name = case["name"].as_str().unwrap();
+        let m = s.train(&case["request"]).await;
+        assert_eq!(
+            m["training"]["jitter"], 0.0,
+            "{name}: the reference needed no jitter"
+        );
+        let want = &case["expected"];
+        if let Some(lml) = want.get("log_marginal_likelihood") {
+            assert_close(
+                name,
+                "log_marginal_likelihood",
+                &m["training"]["log_marginal_likelihood"],
+                lml,
+            );
+        }
+        let r = s
+            .post(
+                &format!("/models/{}/predict", m["id"].as_str().unwrap()),
+                &case["predict"],
+            )
+            .await;
+        assert_eq!(r.status(), 200, "{name}");
+        let got: Value = r.json().await.unwrap();
+        for field in ["predictions", "variance", "std", "covariance"] {
+            match want.get(field) {
+                Some(w) => assert_close(name, field, &got[field], w),
+                None => assert!(got.get(field).is_none(), "{name}: unexpected {field}"),
+            }
+        }
+    }
+}
