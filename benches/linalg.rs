@@ -38,24 +38,16 @@ fn python() -> Option<String> {
     if let Ok(p) = std::env::var("MERCER_BENCH_PYTHON") {
         return Some(p);
     }
-    let venv = std::env::var("HOME")
-        .ok()
-        .map(|h| format!("{h}/.cache/mercer-peer-venv/bin/python"));
+    let venv = std::env::var("HOME").ok().map(|h| format!("{h}/.cache/mercer-peer-venv/bin/python"));
     [venv, Some("python3".to_string())]
         .into_iter()
         .flatten()
-        .find(|p| {
-            Command::new(p)
-                .args(["-c", "import numpy, scipy"])
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
+        .find(|p| Command::new(p).args(["-c", "import numpy, scipy"]).output().is_ok_and(|o| o.status.success()))
 }
 
 fn main() {
     let d = 8;
-    let kernel =
-        Kernel::from_json(&serde_json::json!({"type": "rbf", "length_scale": 2.0})).unwrap();
+    let kernel = Kernel::from_json(&serde_json::json!({"type": "rbf", "length_scale": 2.0})).unwrap();
     let mut rows: Vec<(String, f64)> = Vec::new();
     for n in [1000usize, 2000, 4000] {
         let reps = if n <= 2000 { 9 } else { 5 };
@@ -70,20 +62,11 @@ fn main() {
         };
         let k = spd();
         for par in [Parallelism::Sequential, Parallelism::Parallel] {
-            let tag = if par.is_parallel() {
-                "2 threads"
-            } else {
-                "1 thread"
-            };
-            rows.push((
-                format!("rbf gram n={n} d={d} ({tag})"),
-                median_ms(reps, || drop(kernel.gram(&x, par))),
-            ));
+            let tag = if par.is_parallel() { "2 threads" } else { "1 thread" };
+            rows.push((format!("rbf gram n={n} d={d} ({tag})"), median_ms(reps, || drop(kernel.gram(&x, par)))));
             rows.push((
                 format!("cholesky n={n} faer ({tag})"),
-                median_ms(reps, || {
-                    drop(Cholesky::factor_with_jitter(|| k.clone(), par).unwrap())
-                }),
+                median_ms(reps, || drop(Cholesky::factor_with_jitter(|| k.clone(), par).unwrap())),
             ));
             let chol = Cholesky::factor_with_jitter(|| k.clone(), par).unwrap();
             let ks = kernel.cross(&x, &q, par);
@@ -96,10 +79,7 @@ fn main() {
             ));
         }
         if n <= 2000 {
-            rows.push((
-                format!("cholesky n={n} nalgebra"),
-                median_ms(3, || drop(k.clone().cholesky().unwrap())),
-            ));
+            rows.push((format!("cholesky n={n} nalgebra"), median_ms(3, || drop(k.clone().cholesky().unwrap()))));
         }
     }
 
@@ -122,10 +102,7 @@ fn main() {
         eprintln!("note: no Python with numpy and scipy found; set MERCER_BENCH_PYTHON for the comparison");
     }
 
-    println!(
-        "{:<44}{:>12}{:>16}{:>10}",
-        "operation", "mercer ms", "numpy/scipy ms", "ratio"
-    );
+    println!("{:<44}{:>12}{:>16}{:>10}", "operation", "mercer ms", "numpy/scipy ms", "ratio");
     for (name, ms) in &rows {
         // The Python script names its rows like ours, minus the thread tag.
         let key = name.split(" (").next().unwrap().replace(" faer", "");
@@ -136,7 +113,5 @@ fn main() {
             _ => println!("{name:<44}{ms:>12.1}"),
         }
     }
-    println!(
-        "ratio = numpy/scipy time / mercer time (> 1: mercer faster); numpy/scipy use every core"
-    );
+    println!("ratio = numpy/scipy time / mercer time (> 1: mercer faster); numpy/scipy use every core");
 }

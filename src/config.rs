@@ -19,6 +19,7 @@ pub struct Config {
     pub fit_queue: usize,
     pub max_body_bytes: usize,
     pub max_train_rows: usize,
+    pub max_fit_bytes: u64,
     pub log: String,
     pub request_timeout_secs: u64,
     pub fit_wait_secs: u64,
@@ -30,10 +31,7 @@ pub struct Config {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    Read { path: String, source: std::io::Error },
     #[error("invalid config file {path}: {message}")]
     Parse { path: String, message: String },
     #[error("invalid value for {var}: {message}")]
@@ -56,32 +54,22 @@ impl Config {
         file: Option<&Path>,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Config, ConfigError> {
-        let mut table: toml::Table =
-            toml::from_str(DEFAULTS_TOML).expect("config/default.toml is valid");
+        let mut table: toml::Table = toml::from_str(DEFAULTS_TOML).expect("config/default.toml is valid");
         if let Some(path) = file {
             let shown = path.display().to_string();
-            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-                path: shown.clone(),
-                source,
-            })?;
-            let overrides: toml::Table = toml::from_str(&text).map_err(|e| ConfigError::Parse {
-                path: shown.clone(),
-                message: e.to_string(),
-            })?;
+            let text =
+                std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: shown.clone(), source })?;
+            let overrides: toml::Table = toml::from_str(&text)
+                .map_err(|e| ConfigError::Parse { path: shown.clone(), message: e.to_string() })?;
             for (key, value) in overrides {
                 if !table.contains_key(&key) {
-                    return Err(ConfigError::Parse {
-                        path: shown,
-                        message: format!("unknown setting `{key}`"),
-                    });
+                    return Err(ConfigError::Parse { path: shown, message: format!("unknown setting `{key}`") });
                 }
                 table.insert(key, value);
             }
             // Types are checked once, over the merged table.
-            toml::Table::try_into::<Config>(table.clone()).map_err(|e| ConfigError::Parse {
-                path: shown,
-                message: e.to_string(),
-            })?;
+            toml::Table::try_into::<Config>(table.clone())
+                .map_err(|e| ConfigError::Parse { path: shown, message: e.to_string() })?;
         }
         for (var, raw) in env {
             let Some(key) = var.strip_prefix("MERCER_").map(str::to_ascii_lowercase) else {
@@ -92,26 +80,19 @@ impl Config {
             };
             let value = match current {
                 toml::Value::String(_) => toml::Value::String(raw.clone()),
-                toml::Value::Integer(_) => raw
-                    .trim()
-                    .parse::<i64>()
-                    .ok()
-                    .filter(|v| *v >= 0)
-                    .map(toml::Value::Integer)
-                    .ok_or_else(|| ConfigError::Env {
-                        var: var.clone(),
-                        message: format!("expected a non-negative integer, got {raw:?}"),
-                    })?,
-                toml::Value::Float(_) => raw
-                    .trim()
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|v| v.is_finite())
-                    .map(toml::Value::Float)
-                    .ok_or_else(|| ConfigError::Env {
-                        var: var.clone(),
-                        message: format!("expected a number, got {raw:?}"),
-                    })?,
+                toml::Value::Integer(_) => {
+                    raw.trim().parse::<i64>().ok().filter(|v| *v >= 0).map(toml::Value::Integer).ok_or_else(|| {
+                        ConfigError::Env {
+                            var: var.clone(),
+                            message: format!("expected a non-negative integer, got {raw:?}"),
+                        }
+                    })?
+                }
+                toml::Value::Float(_) => {
+                    raw.trim().parse::<f64>().ok().filter(|v| v.is_finite()).map(toml::Value::Float).ok_or_else(
+                        || ConfigError::Env { var: var.clone(), message: format!("expected a number, got {raw:?}") },
+                    )?
+                }
                 other => {
                     return Err(ConfigError::Env {
                         var,
@@ -121,12 +102,10 @@ impl Config {
             };
             table.insert(key, value);
         }
-        let config: Config = table
-            .try_into()
-            .map_err(|e: toml::de::Error| ConfigError::Parse {
-                path: "(merged settings)".into(),
-                message: e.to_string(),
-            })?;
+        let config: Config = table.try_into().map_err(|e: toml::de::Error| ConfigError::Parse {
+            path: "(merged settings)".into(),
+            message: e.to_string(),
+        })?;
         Ok(config)
     }
 
@@ -139,25 +118,31 @@ impl Config {
         }
     }
 
+    /// `max_fit_bytes`, with 0 meaning half of physical memory (no limit if unknown).
+    pub fn effective_max_fit_bytes(&self) -> u64 {
+        if self.max_fit_bytes > 0 {
+            return self.max_fit_bytes;
+        }
+        physical_memory_bytes().map_or(u64::MAX, |m| m / 2)
+    }
+
     /// The configured bearer tokens (empty: no authentication).
     pub fn api_keys(&self) -> Vec<String> {
-        self.api_keys
-            .split(',')
-            .map(str::trim)
-            .filter(|k| !k.is_empty())
-            .map(String::from)
-            .collect()
+        self.api_keys.split(',').map(str::trim).filter(|k| !k.is_empty()).map(String::from).collect()
     }
 
     /// Settings for tests and embedding: ephemeral port, memory only, quiet.
     pub fn for_tests() -> Config {
-        Config {
-            bind: "127.0.0.1:0".into(),
-            data_dir: String::new(),
-            log: "warn".into(),
-            ..Config::defaults()
-        }
+        Config { bind: "127.0.0.1:0".into(), data_dir: String::new(), log: "warn".into(), ..Config::defaults() }
     }
+}
+
+/// MemTotal from /proc/meminfo (Linux); None elsewhere.
+fn physical_memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 #[cfg(test)]
@@ -166,10 +151,7 @@ mod tests {
     use std::io::Write;
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     #[test]
@@ -177,12 +159,10 @@ mod tests {
         let c = Config::defaults();
         assert_eq!(c.bind, "127.0.0.1:8080");
         assert_eq!(c.data_dir, "data");
-        assert_eq!(
-            (c.fit_queue, c.max_body_bytes, c.max_train_rows),
-            (64, 67_108_864, 50_000)
-        );
+        assert_eq!((c.fit_queue, c.max_body_bytes, c.max_train_rows), (64, 67_108_864, 50_000));
         assert_eq!(c.log, "info");
         assert!(c.api_keys().is_empty());
+        assert!(c.effective_max_fit_bytes() > 1 << 20, "half of physical memory by default");
     }
 
     #[test]
@@ -190,16 +170,9 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("mercer-config-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("c.toml");
-        writeln!(
-            std::fs::File::create(&path).unwrap(),
-            "fit_queue = 3\nbind = \"0.0.0.0:9000\""
-        )
-        .unwrap();
-        let c = Config::load_with_env(
-            Some(&path),
-            env(&[("MERCER_FIT_QUEUE", "5"), ("MERCER_API_KEYS", "a, b,")]),
-        )
-        .unwrap();
+        writeln!(std::fs::File::create(&path).unwrap(), "fit_queue = 3\nbind = \"0.0.0.0:9000\"").unwrap();
+        let c = Config::load_with_env(Some(&path), env(&[("MERCER_FIT_QUEUE", "5"), ("MERCER_API_KEYS", "a, b,")]))
+            .unwrap();
         assert_eq!((c.fit_queue, c.bind.as_str()), (5, "0.0.0.0:9000"));
         assert_eq!(c.api_keys(), vec!["a", "b"]);
         let c = Config::load_with_env(Some(&path), env(&[("MERCER_DATA_DIR", "")])).unwrap();
@@ -213,15 +186,9 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("c.toml");
         std::fs::write(&path, "fit_qeue = 3\n").unwrap();
-        assert!(matches!(
-            Config::load_with_env(Some(&path), env(&[])),
-            Err(ConfigError::Parse { .. })
-        ));
+        assert!(matches!(Config::load_with_env(Some(&path), env(&[])), Err(ConfigError::Parse { .. })));
         std::fs::write(&path, "fit_queue = \"many\"\n").unwrap();
-        assert!(matches!(
-            Config::load_with_env(Some(&path), env(&[])),
-            Err(ConfigError::Parse { .. })
-        ));
+        assert!(matches!(Config::load_with_env(Some(&path), env(&[])), Err(ConfigError::Parse { .. })));
         assert!(matches!(
             Config::load_with_env(None, env(&[("MERCER_FIT_WORKERS", "-2")])),
             Err(ConfigError::Env { .. })

@@ -8,12 +8,8 @@
 //! several requests already keep the cores busy.
 
 use faer::dyn_stack::{MemBuffer, MemStack};
-use faer::linalg::cholesky::llt::factor::{
-    cholesky_in_place, cholesky_in_place_scratch, LltRegularization,
-};
-use faer::linalg::triangular_solve::{
-    solve_lower_triangular_in_place, solve_upper_triangular_in_place,
-};
+use faer::linalg::cholesky::llt::factor::{cholesky_in_place, cholesky_in_place_scratch, LltRegularization};
+use faer::linalg::triangular_solve::{solve_lower_triangular_in_place, solve_upper_triangular_in_place};
 use faer::{MatMut, MatRef, Par};
 use nalgebra::{DMatrix, DVector};
 
@@ -88,16 +84,8 @@ impl Cholesky {
         let n = a.nrows();
         let mean_diag = a.diagonal().sum() / n.max(1) as f64;
         // A zero (all-zero kernel) or non-finite mean would give useless jitter: use 1.
-        let scale = if mean_diag.is_finite() && mean_diag > 0.0 {
-            mean_diag
-        } else {
-            1.0
-        };
-        let mut stack_mem = MemBuffer::new(cholesky_in_place_scratch::<f64>(
-            n,
-            par.faer(),
-            Default::default(),
-        ));
+        let scale = if mean_diag.is_finite() && mean_diag > 0.0 { mean_diag } else { 1.0 };
+        let mut stack_mem = MemBuffer::new(cholesky_in_place_scratch::<f64>(n, par.faer(), Default::default()));
         let mut attempt = |a: &mut DMatrix<f64>| -> Result<(), usize> {
             let view = MatMut::from_column_major_slice_mut(a.as_mut_slice(), n, n);
             cholesky_in_place(
@@ -131,10 +119,7 @@ impl Cholesky {
                 zero_upper(&mut a);
                 Ok(Cholesky { l: a, jitter })
             }
-            Err(index) => Err(LinalgError::NotPositiveDefinite {
-                index,
-                max_jitter: jitter,
-            }),
+            Err(index) => Err(LinalgError::NotPositiveDefinite { index, max_jitter: jitter }),
         }
     }
 
@@ -242,15 +227,7 @@ mod tests {
             let mut v = b.clone();
             chol.solve_l_in_place(&mut v, par);
             assert!((l * &v - &b).amax() < 1e-10 * n as f64, "n = {n}");
-            let ld = a
-                .clone()
-                .cholesky()
-                .unwrap()
-                .l()
-                .diagonal()
-                .map(|d| d.ln())
-                .sum()
-                * 2.0;
+            let ld = a.clone().cholesky().unwrap().l().diagonal().map(|d| d.ln()).sum() * 2.0;
             assert!((chol.log_det() - ld).abs() < 1e-9 * ld.abs().max(1.0));
         }
     }
@@ -263,11 +240,7 @@ mod tests {
         let mean_diag = (1.0 + 4.0 + 9.0) / 3.0;
         let chol = Cholesky::factor_with_jitter(|| a.clone(), Parallelism::Sequential).unwrap();
         let expected = mean_diag * 1e-10;
-        assert!(
-            (chol.jitter() - expected).abs() < 1e-24,
-            "jitter {}",
-            chol.jitter()
-        );
+        assert!((chol.jitter() - expected).abs() < 1e-24, "jitter {}", chol.jitter());
         let l = chol.l();
         let want = &a + DMatrix::identity(3, 3) * expected;
         assert!((l * l.transpose() - want).amax() < 1e-12);

@@ -51,11 +51,7 @@ fn main() -> ExitCode {
 
 fn serve(config: Config) -> ExitCode {
     mercer::telemetry::init(&config.log);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("mercer-http")
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("mercer-http").build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("mercer: cannot start the runtime: {e}");
@@ -75,20 +71,12 @@ fn serve(config: Config) -> ExitCode {
 /// GET /healthz over a plain TCP connection to the bind address (a wildcard address is
 /// probed on loopback).
 fn healthcheck(bind: &str) -> ExitCode {
-    let addr: Option<SocketAddr> =
-        bind.to_socket_addrs()
-            .ok()
-            .and_then(|mut a| a.next())
-            .map(|mut a| {
-                if a.ip().is_unspecified() {
-                    a.set_ip(if a.is_ipv4() {
-                        [127, 0, 0, 1].into()
-                    } else {
-                        std::net::Ipv6Addr::LOCALHOST.into()
-                    });
-                }
-                a
-            });
+    let addr: Option<SocketAddr> = bind.to_socket_addrs().ok().and_then(|mut a| a.next()).map(|mut a| {
+        if a.ip().is_unspecified() {
+            a.set_ip(if a.is_ipv4() { [127, 0, 0, 1].into() } else { std::net::Ipv6Addr::LOCALHOST.into() });
+        }
+        a
+    });
     let Some(addr) = addr else {
         eprintln!("healthcheck: cannot resolve {bind}");
         return ExitCode::FAILURE;
@@ -98,10 +86,7 @@ fn healthcheck(bind: &str) -> ExitCode {
         let mut s = TcpStream::connect_timeout(&addr, timeout)?;
         s.set_read_timeout(Some(timeout))?;
         s.set_write_timeout(Some(timeout))?;
-        write!(
-            s,
-            "GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-        )?;
+        write!(s, "GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")?;
         let mut head = [0u8; 12];
         s.read_exact(&mut head)?;
         Ok(&head[..] == b"HTTP/1.1 200")

@@ -28,10 +28,7 @@ pub struct Job {
 
 impl Job {
     pub fn new(id: Uuid, work: impl FnOnce(RunInfo) + Send + 'static) -> Job {
-        Job {
-            id,
-            work: Box::new(work),
-        }
+        Job { id, work: Box::new(work) }
     }
 }
 
@@ -69,12 +66,7 @@ impl FitPool {
     pub fn new(workers: usize, capacity: usize) -> FitPool {
         let workers = workers.max(1);
         let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                queue: VecDeque::new(),
-                running: 0,
-                closed: false,
-                mean_job_secs: 1.0,
-            }),
+            state: Mutex::new(State { queue: VecDeque::new(), running: 0, closed: false, mean_job_secs: 1.0 }),
             work_ready: Condvar::new(),
             workers,
             capacity,
@@ -163,20 +155,13 @@ fn worker_loop(shared: &Shared) {
                 if st.closed {
                     return;
                 }
-                st = shared
-                    .work_ready
-                    .wait(st)
-                    .unwrap_or_else(|p| p.into_inner());
+                st = shared.work_ready.wait(st).unwrap_or_else(|p| p.into_inner());
             }
         };
         let started = std::time::Instant::now();
         // The job reports its own panics as a failed fit; this guard only keeps a worker
         // alive if the reporting itself panics.
-        let _ = catch_unwind(AssertUnwindSafe(|| {
-            (job.work)(RunInfo {
-                others_running: others,
-            })
-        }));
+        let _ = catch_unwind(AssertUnwindSafe(|| (job.work)(RunInfo { others_running: others })));
         let secs = started.elapsed().as_secs_f64();
         let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
         st.running -= 1;
@@ -227,18 +212,13 @@ mod tests {
         let ids: Vec<Uuid> = (0..3).map(|_| Uuid::new_v4()).collect();
         for &id in &ids {
             let tx = ran_tx.clone();
-            pool.try_submit(Job::new(id, move |_| tx.send(id).unwrap()))
-                .unwrap();
+            pool.try_submit(Job::new(id, move |_| tx.send(id).unwrap())).unwrap();
         }
         assert!(pool.withdraw(ids[0]));
         assert!(!pool.withdraw(Uuid::new_v4()));
         let dropped = pool.close();
         assert_eq!(dropped, ids[1..].to_vec());
-        assert_eq!(
-            pool.try_submit(Job::new(Uuid::new_v4(), |_| {}))
-                .unwrap_err(),
-            SubmitError::Closed
-        );
+        assert_eq!(pool.try_submit(Job::new(Uuid::new_v4(), |_| {})).unwrap_err(), SubmitError::Closed);
         a_release.send(()).unwrap();
         drop(ran_tx);
         assert!(ran_rx.recv().is_err(), "no dropped job may run");
@@ -247,11 +227,9 @@ mod tests {
     #[test]
     fn a_panicking_job_does_not_kill_the_worker() {
         let pool = FitPool::new(1, 2);
-        pool.try_submit(Job::new(Uuid::new_v4(), |_| panic!("boom")))
-            .unwrap();
+        pool.try_submit(Job::new(Uuid::new_v4(), |_| panic!("boom"))).unwrap();
         let (tx, rx) = mpsc::channel();
-        pool.try_submit(Job::new(Uuid::new_v4(), move |_| tx.send(42).unwrap()))
-            .unwrap();
+        pool.try_submit(Job::new(Uuid::new_v4(), move |_| tx.send(42).unwrap())).unwrap();
         assert_eq!(rx.recv().unwrap(), 42);
     }
 }

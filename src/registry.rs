@@ -22,12 +22,7 @@ pub enum Status {
 }
 
 impl Status {
-    pub const ALL: [Status; 4] = [
-        Status::Queued,
-        Status::Training,
-        Status::Ready,
-        Status::Failed,
-    ];
+    pub const ALL: [Status; 4] = [Status::Queued, Status::Training, Status::Ready, Status::Failed];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -128,10 +123,7 @@ impl ModelEntry {
     }
 
     pub fn status(&self) -> Status {
-        self.state
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .status()
+        self.state.read().unwrap_or_else(|p| p.into_inner()).status()
     }
 
     pub fn set_state(&self, s: ModelState) {
@@ -143,9 +135,7 @@ impl ModelEntry {
     /// Waits until the fit has ended (ready or failed) and returns that status.
     pub async fn settled(&self) -> Status {
         let mut rx = self.status_tx.subscribe();
-        let settled = rx
-            .wait_for(|s| matches!(s, Status::Ready | Status::Failed))
-            .await;
+        let settled = rx.wait_for(|s| matches!(s, Status::Ready | Status::Failed)).await;
         // The sender lives as long as `self`, so the wait cannot fail.
         settled.map_or(Status::Failed, |s| *s)
     }
@@ -175,27 +165,16 @@ impl Registry {
     }
 
     pub fn insert(&self, entry: Arc<ModelEntry>) {
-        self.models
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(entry.id, entry);
+        self.models.write().unwrap_or_else(|p| p.into_inner()).insert(entry.id, entry);
     }
 
     pub fn get(&self, id: Uuid) -> Option<Arc<ModelEntry>> {
-        self.models
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&id)
-            .cloned()
+        self.models.read().unwrap_or_else(|p| p.into_inner()).get(&id).cloned()
     }
 
     /// Removes the model and cancels its fit if one is queued or running.
     pub fn remove(&self, id: Uuid) -> Option<Arc<ModelEntry>> {
-        let entry = self
-            .models
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&id);
+        let entry = self.models.write().unwrap_or_else(|p| p.into_inner()).remove(&id);
         if let Some(e) = &entry {
             e.cancel.cancel();
         }
@@ -203,21 +182,12 @@ impl Registry {
     }
 
     pub fn contains(&self, id: Uuid) -> bool {
-        self.models
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains_key(&id)
+        self.models.read().unwrap_or_else(|p| p.into_inner()).contains_key(&id)
     }
 
     /// Every model, oldest first.
     pub fn list(&self) -> Vec<Arc<ModelEntry>> {
-        let mut all: Vec<_> = self
-            .models
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
+        let mut all: Vec<_> = self.models.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
         all.sort_by_key(|e| (e.created_at, e.id));
         all
     }
@@ -225,28 +195,15 @@ impl Registry {
     /// Model counts by status, in `Status::ALL` order.
     pub fn count_by_status(&self) -> [usize; 4] {
         let mut counts = [0; 4];
-        for e in self
-            .models
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-        {
-            counts[Status::ALL
-                .iter()
-                .position(|s| *s == e.status())
-                .unwrap_or(0)] += 1;
+        for e in self.models.read().unwrap_or_else(|p| p.into_inner()).values() {
+            counts[Status::ALL.iter().position(|s| *s == e.status()).unwrap_or(0)] += 1;
         }
         counts
     }
 
     /// Bytes held by all fitted models.
     pub fn memory_bytes(&self) -> usize {
-        self.models
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .map(|e| e.memory_bytes())
-            .sum()
+        self.models.read().unwrap_or_else(|p| p.into_inner()).values().map(|e| e.memory_bytes()).sum()
     }
 }
 
@@ -256,15 +213,7 @@ mod tests {
     use serde_json::json;
 
     fn entry() -> Arc<ModelEntry> {
-        Arc::new(ModelEntry::new(
-            ModelKind::KernelRidge,
-            None,
-            None,
-            3,
-            1,
-            json!({}),
-            json!({}),
-        ))
+        Arc::new(ModelEntry::new(ModelKind::KernelRidge, None, None, 3, 1, json!({}), json!({})))
     }
 
     #[test]
@@ -273,10 +222,7 @@ mod tests {
         let (a, b) = (entry(), entry());
         reg.insert(a.clone());
         reg.insert(b.clone());
-        b.set_state(ModelState::Failed(Failure {
-            kind: FailureKind::Shutdown,
-            detail: "x".into(),
-        }));
+        b.set_state(ModelState::Failed(Failure { kind: FailureKind::Shutdown, detail: "x".into() }));
         assert_eq!(reg.count_by_status(), [1, 0, 0, 1]);
         let removed = reg.remove(a.id).unwrap();
         assert!(removed.cancel.is_cancelled());

@@ -52,12 +52,7 @@ pub async fn start(config: Config) -> std::io::Result<RunningServer> {
             })
             .await
     });
-    Ok(RunningServer {
-        addr,
-        service,
-        stop: Some(stop),
-        task,
-    })
+    Ok(RunningServer { addr, service, stop: Some(stop), task })
 }
 
 /// Serves until SIGTERM or SIGINT, then shuts down gracefully.

@@ -5,9 +5,7 @@
 //! a [`ServiceError`] variant, mapped to a status in one place (`api::problem`).
 
 use crate::config::Config;
-use crate::estimator::{
-    FitContext, FitError, ModelKind, ModelSpec, PredictOptions, Prediction, Task, TrainingSet,
-};
+use crate::estimator::{FitContext, FitError, ModelKind, ModelSpec, PredictOptions, Prediction, Task, TrainingSet};
 use crate::kernel::{default_kernel, Kernel, Points};
 use crate::linalg::{LinalgError, Parallelism};
 use crate::metrics::{Metrics, StatusLabels};
@@ -116,19 +114,12 @@ impl Service {
 
     /// Checks a training request and turns it into a model spec and a training set.
     /// Errors name the offending field with a pointer into the request.
-    pub fn validate_training(
-        &self,
-        input: &TrainInput,
-    ) -> Result<(ModelSpec, TrainingSet), ServiceError> {
+    pub fn validate_training(&self, input: &TrainInput) -> Result<(ModelSpec, TrainingSet), ServiceError> {
         let kind = ModelKind::from_name(&input.model).ok_or_else(|| {
             let names: Vec<_> = ModelKind::ALL.iter().map(|k| k.name()).collect();
             FieldError::invalid(
                 "/model",
-                format!(
-                    "unknown model `{}`; expected one of {}",
-                    input.model,
-                    names.join(", ")
-                ),
+                format!("unknown model `{}`; expected one of {}", input.model, names.join(", ")),
             )
         })?;
         let n = input.x.len();
@@ -145,11 +136,7 @@ impl Service {
         }
         let d = check_rows(&input.x, None)?;
         if input.y.len() != n {
-            return Err(FieldError::invalid(
-                "/y",
-                format!("has {} entries but x has {n} rows", input.y.len()),
-            )
-            .into());
+            return Err(FieldError::invalid("/y", format!("has {} entries but x has {n} rows", input.y.len())).into());
         }
         let y = match kind.task() {
             Task::Regression => input
@@ -158,10 +145,9 @@ impl Service {
                 .enumerate()
                 .map(|(i, t)| match t {
                     Target::Number(v) => Ok(*v),
-                    Target::Text(_) => Err(FieldError::shape(
-                        format!("/y/{i}"),
-                        "expected a number: this is a regression model",
-                    )),
+                    Target::Text(_) => {
+                        Err(FieldError::shape(format!("/y/{i}"), "expected a number: this is a regression model"))
+                    }
                 })
                 .collect::<Result<Vec<f64>, _>>()?,
             Task::Classification => {
@@ -178,22 +164,22 @@ impl Service {
         };
         kernel.check_features(d).map_err(|e| e.under("/kernel"))?;
         let spec = ModelSpec::from_json(kind, kernel, input.params.as_ref())?;
-        Ok((
-            spec,
-            TrainingSet {
-                x: Points::from_rows(&input.x),
-                y,
-            },
-        ))
+        let need = spec.fit_memory_estimate(n, d) as u64;
+        let limit = self.config.effective_max_fit_bytes();
+        if need > limit {
+            return Err(ServiceError::TooLarge {
+                detail: format!(
+                    "this fit needs an estimated {need} bytes of working memory (n = {n}), \
+                     over the limit of {limit} bytes (MERCER_MAX_FIT_BYTES)"
+                ),
+            });
+        }
+        Ok((spec, TrainingSet { x: Points::from_rows(&input.x), y }))
     }
 
     /// Validates, registers and queues a fit; with `wait`, waits for it (up to
     /// `fit_wait_secs`, then answers `Accepted`).
-    pub async fn train(
-        self: &Arc<Self>,
-        input: TrainInput,
-        wait: bool,
-    ) -> Result<TrainOutcome, ServiceError> {
+    pub async fn train(self: &Arc<Self>, input: TrainInput, wait: bool) -> Result<TrainOutcome, ServiceError> {
         if self.is_draining() {
             return Err(ServiceError::Draining);
         }
@@ -220,9 +206,7 @@ impl Service {
         if let Err(e) = self.pool.try_submit(job) {
             self.registry.remove(entry.id);
             return Err(match e {
-                SubmitError::QueueFull => ServiceError::QueueFull {
-                    retry_after: self.pool.retry_after(),
-                },
+                SubmitError::QueueFull => ServiceError::QueueFull { retry_after: self.pool.retry_after() },
                 SubmitError::Closed => ServiceError::Draining,
             });
         }
@@ -234,9 +218,7 @@ impl Service {
             // The job was dropped unrun: the pool closed for shutdown.
             Ok(Err(_)) => Err(ServiceError::Draining),
             Ok(Ok(())) => match entry.state() {
-                ModelState::Ready(_) if !entry.cancel.is_cancelled() => {
-                    Ok(TrainOutcome::Ready(entry))
-                }
+                ModelState::Ready(_) if !entry.cancel.is_cancelled() => Ok(TrainOutcome::Ready(entry)),
                 ModelState::Failed(f) => {
                     // The client learns of the failure in this answer and never got the
                     // id, so a failed synchronous fit leaves nothing behind.
@@ -249,13 +231,7 @@ impl Service {
     }
 
     /// Runs on a pool worker: one fit, its state transitions, metrics and logs.
-    fn run_fit(
-        &self,
-        entry: &ModelEntry,
-        spec: &ModelSpec,
-        data: &TrainingSet,
-        others_running: usize,
-    ) {
+    fn run_fit(&self, entry: &ModelEntry, spec: &ModelSpec, data: &TrainingSet, others_running: usize) {
         let model = entry.kind.name();
         if entry.cancel.is_cancelled() {
             self.metrics.record_fit(model, "cancelled", 0.0);
@@ -263,10 +239,7 @@ impl Service {
         }
         entry.set_state(ModelState::Training);
         let busy = others_running + self.heavy_predicts.load(Ordering::Relaxed);
-        let ctx = FitContext {
-            par: Parallelism::for_problem(data.x.n(), busy),
-            cancel: entry.cancel.clone(),
-        };
+        let ctx = FitContext { par: Parallelism::for_problem(data.x.n(), busy), cancel: entry.cancel.clone() };
         let started = Instant::now();
         let result = catch_unwind(AssertUnwindSafe(|| spec.fit(data, &ctx)));
         let secs = started.elapsed().as_secs_f64();
@@ -327,10 +300,7 @@ impl Service {
         opts: PredictOptions,
     ) -> Result<(Arc<ModelEntry>, Prediction), ServiceError> {
         let entry = self.get(id)?;
-        let fitted = entry.fitted().ok_or(ServiceError::NotReady {
-            id,
-            status: entry.status(),
-        })?;
+        let fitted = entry.fitted().ok_or(ServiceError::NotReady { id, status: entry.status() })?;
         let d = fitted.predictor().n_features();
         if x.is_empty() {
             return Err(FieldError::invalid("/x", "must contain at least one row").into());
@@ -340,11 +310,7 @@ impl Service {
         if is_gp && opts.covariance && x.len() > self.config.max_covariance_rows {
             return Err(FieldError::invalid(
                 "/covariance",
-                format!(
-                    "the covariance is limited to {} query rows; got {}",
-                    self.config.max_covariance_rows,
-                    x.len()
-                ),
+                format!("the covariance is limited to {} query rows; got {}", self.config.max_covariance_rows, x.len()),
             )
             .into());
         }
@@ -354,24 +320,15 @@ impl Service {
         let started = Instant::now();
         let cost = fitted.predictor().predict_cost(m, &opts);
         let prediction = if cost <= self.config.predict_inline_max_flops {
-            fitted
-                .predictor()
-                .predict(&points, &opts, Parallelism::Sequential)
+            fitted.predictor().predict(&points, &opts, Parallelism::Sequential)
         } else {
-            let _permit = self
-                .heavy_predict_slots
-                .acquire()
-                .await
-                .map_err(|_| ServiceError::Draining)?;
+            let _permit = self.heavy_predict_slots.acquire().await.map_err(|_| ServiceError::Draining)?;
             let service = self.clone();
             let n = fitted.predictor().n_support();
             let task = tokio::task::spawn_blocking(move || {
-                let busy =
-                    service.pool.running() + service.heavy_predicts.fetch_add(1, Ordering::AcqRel);
+                let busy = service.pool.running() + service.heavy_predicts.fetch_add(1, Ordering::AcqRel);
                 let par = Parallelism::for_problem(n.max(m), busy);
-                let p = catch_unwind(AssertUnwindSafe(|| {
-                    fitted.predictor().predict(&points, &opts, par)
-                }));
+                let p = catch_unwind(AssertUnwindSafe(|| fitted.predictor().predict(&points, &opts, par)));
                 service.heavy_predicts.fetch_sub(1, Ordering::AcqRel);
                 p
             });
@@ -386,8 +343,7 @@ impl Service {
                 }
             }
         };
-        self.metrics
-            .record_predict(entry.kind.name(), m, started.elapsed().as_secs_f64());
+        self.metrics.record_predict(entry.kind.name(), m, started.elapsed().as_secs_f64());
         Ok((entry, prediction))
     }
 
@@ -411,16 +367,9 @@ impl Service {
         self.metrics.fit_queue_depth.set(self.pool.queued() as i64);
         self.metrics.fits_running.set(self.pool.running() as i64);
         for (status, count) in Status::ALL.iter().zip(self.registry.count_by_status()) {
-            self.metrics
-                .models
-                .get_or_create(&StatusLabels {
-                    status: status.name().into(),
-                })
-                .set(count as i64);
+            self.metrics.models.get_or_create(&StatusLabels { status: status.name().into() }).set(count as i64);
         }
-        self.metrics
-            .registry_bytes
-            .set(self.registry.memory_bytes() as i64);
+        self.metrics.registry_bytes.set(self.registry.memory_bytes() as i64);
     }
 }
 
@@ -430,24 +379,15 @@ impl Service {
 fn check_rows(x: &[Vec<f64>], expected: Option<usize>) -> Result<usize, FieldError> {
     let d = x[0].len();
     if d == 0 {
-        return Err(FieldError::invalid(
-            "/x/0",
-            "rows must have at least one feature",
-        ));
+        return Err(FieldError::invalid("/x/0", "rows must have at least one feature"));
     }
     if let Some(want) = expected {
         if d != want {
-            return Err(FieldError::invalid(
-                "/x/0",
-                format!("has {d} features but the model was trained on {want}"),
-            ));
+            return Err(FieldError::invalid("/x/0", format!("has {d} features but the model was trained on {want}")));
         }
     }
     if let Some(i) = x.iter().position(|r| r.len() != d) {
-        return Err(FieldError::invalid(
-            format!("/x/{i}"),
-            format!("has {} features but row 0 has {d}", x[i].len()),
-        ));
+        return Err(FieldError::invalid(format!("/x/{i}"), format!("has {} features but row 0 has {d}", x[i].len())));
     }
     Ok(d)
 }

@@ -28,19 +28,11 @@ pub struct FieldError {
 
 impl FieldError {
     pub fn shape(pointer: impl Into<String>, message: impl Into<String>) -> Self {
-        FieldError {
-            kind: ErrorKind::Shape,
-            pointer: pointer.into(),
-            message: message.into(),
-        }
+        FieldError { kind: ErrorKind::Shape, pointer: pointer.into(), message: message.into() }
     }
 
     pub fn invalid(pointer: impl Into<String>, message: impl Into<String>) -> Self {
-        FieldError {
-            kind: ErrorKind::Invalid,
-            pointer: pointer.into(),
-            message: message.into(),
-        }
+        FieldError { kind: ErrorKind::Invalid, pointer: pointer.into(), message: message.into() }
     }
 
     /// The same error seen from an enclosing document: `/length_scale` under `/kernel`
@@ -88,15 +80,8 @@ impl<'a> ObjectReader<'a> {
     /// `value` must be an object; `path` is its pointer, used in errors.
     pub fn new(value: &'a Value, path: &str) -> Result<Self, FieldError> {
         match value {
-            Value::Object(map) => Ok(ObjectReader {
-                map,
-                path: path.to_string(),
-                taken: Vec::new(),
-            }),
-            other => Err(FieldError::shape(
-                path,
-                format!("expected an object, found {}", json_type_name(other)),
-            )),
+            Value::Object(map) => Ok(ObjectReader { map, path: path.to_string(), taken: Vec::new() }),
+            other => Err(FieldError::shape(path, format!("expected an object, found {}", json_type_name(other)))),
         }
     }
 
@@ -123,10 +108,9 @@ impl<'a> ObjectReader<'a> {
         match self.take(key) {
             None => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(other) => Err(FieldError::shape(
-                pointer,
-                format!("expected a boolean, found {}", json_type_name(other)),
-            )),
+            Some(other) => {
+                Err(FieldError::shape(pointer, format!("expected a boolean, found {}", json_type_name(other))))
+            }
         }
     }
 
@@ -144,10 +128,9 @@ impl<'a> ObjectReader<'a> {
         match self.take(key) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.as_str())),
-            Some(other) => Err(FieldError::shape(
-                pointer,
-                format!("expected a string, found {}", json_type_name(other)),
-            )),
+            Some(other) => {
+                Err(FieldError::shape(pointer, format!("expected a string, found {}", json_type_name(other))))
+            }
         }
     }
 
@@ -166,14 +149,10 @@ impl<'a> ObjectReader<'a> {
 pub fn as_f64(v: &Value, pointer: &str) -> Result<f64, FieldError> {
     match v {
         // serde_json refuses 1e400 and NaN while parsing, so a number here is finite.
-        Value::Number(n) => n
-            .as_f64()
-            .filter(|x| x.is_finite())
-            .ok_or_else(|| FieldError::shape(pointer, "number out of range")),
-        other => Err(FieldError::shape(
-            pointer,
-            format!("expected a number, found {}", json_type_name(other)),
-        )),
+        Value::Number(n) => {
+            n.as_f64().filter(|x| x.is_finite()).ok_or_else(|| FieldError::shape(pointer, "number out of range"))
+        }
+        other => Err(FieldError::shape(pointer, format!("expected a number, found {}", json_type_name(other)))),
     }
 }
 
@@ -186,19 +165,12 @@ pub fn as_u64(v: &Value, pointer: &str) -> Result<u64, FieldError> {
             // 3.0 is an integer written as a float: accept it, as Python clients send it.
             match n.as_f64() {
                 Some(x) if x >= 0.0 && x.fract() == 0.0 && x <= 2f64.powi(53) => Ok(x as u64),
-                _ => Err(FieldError::shape(
-                    pointer,
-                    "expected a non-negative integer",
-                )),
+                _ => Err(FieldError::shape(pointer, "expected a non-negative integer")),
             }
         }
-        other => Err(FieldError::shape(
-            pointer,
-            format!(
-                "expected a non-negative integer, found {}",
-                json_type_name(other)
-            ),
-        )),
+        other => {
+            Err(FieldError::shape(pointer, format!("expected a non-negative integer, found {}", json_type_name(other))))
+        }
     }
 }
 

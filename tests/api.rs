@@ -23,34 +23,18 @@ async fn health_ready_and_openapi_answer() {
     let s = TestServer::default().await;
     let r = s.get("/healthz").await;
     assert_eq!(r.status(), 200);
-    assert!(
-        r.headers().get("x-request-id").is_some(),
-        "a request id is generated"
-    );
+    assert!(r.headers().get("x-request-id").is_some(), "a request id is generated");
     assert_eq!(r.json::<Value>().await.unwrap(), json!({"status": "ok"}));
 
-    let r = s
-        .http
-        .get(s.url("/healthz"))
-        .header("x-request-id", "abc-123")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        r.headers()["x-request-id"],
-        "abc-123",
-        "a client's request id is echoed"
-    );
+    let r = s.http.get(s.url("/healthz")).header("x-request-id", "abc-123").send().await.unwrap();
+    assert_eq!(r.headers()["x-request-id"], "abc-123", "a client's request id is echoed");
 
     assert_eq!(s.get("/readyz").await.status(), 200);
 
     let r = s.get("/openapi.yaml").await;
     assert_eq!(r.status(), 200);
     let spec = r.text().await.unwrap();
-    assert_eq!(
-        spec,
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.yaml")).unwrap()
-    );
+    assert_eq!(spec, std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.yaml")).unwrap());
 }
 
 #[tokio::test]
@@ -70,18 +54,11 @@ async fn train_get_list_predict_delete() {
     assert_eq!(m["kernel"], json!({"type": "rbf", "length_scale": 1.0}));
     assert_eq!(m["params"]["noise"], 0.01);
     assert_eq!(
-        (
-            m["n_train"].as_u64(),
-            m["n_features"].as_u64(),
-            m["n_support"].as_u64()
-        ),
+        (m["n_train"].as_u64(), m["n_features"].as_u64(), m["n_support"].as_u64()),
         (Some(12), Some(1), Some(12))
     );
     assert!(m["classes"].is_null());
-    assert!(m["training"]["log_marginal_likelihood"]
-        .as_f64()
-        .unwrap()
-        .is_finite());
+    assert!(m["training"]["log_marginal_likelihood"].as_f64().unwrap().is_finite());
     assert_eq!(m["training"]["jitter"], 0.0);
     assert!(m["training"]["duration_ms"].as_f64().unwrap() >= 0.0);
     // x (12 x 1), alpha (12) and the 12 x 12 factor, as f64.
@@ -94,19 +71,11 @@ async fn train_get_list_predict_delete() {
     assert_eq!(list["models"].as_array().unwrap(), &vec![m.clone()]);
 
     // At a training point with small noise the GP reproduces y and is confident.
-    let r = s
-        .post(
-            &format!("{location}/predict"),
-            &json!({"x": [[0.5], [3.0]]}),
-        )
-        .await;
+    let r = s.post(&format!("{location}/predict"), &json!({"x": [[0.5], [3.0]]})).await;
     assert_eq!(r.status(), 200);
     let p: Value = r.json().await.unwrap();
     let preds = p["predictions"].as_array().unwrap();
-    assert!(
-        (preds[0].as_f64().unwrap() - 0.5f64.sin()).abs() < 0.05,
-        "{p}"
-    );
+    assert!((preds[0].as_f64().unwrap() - 0.5f64.sin()).abs() < 0.05, "{p}");
     let var = p["variance"].as_array().unwrap();
     let std = p["std"].as_array().unwrap();
     for (v, sd) in var.iter().zip(std) {
@@ -116,18 +85,12 @@ async fn train_get_list_predict_delete() {
     assert!(p.get("covariance").is_none(), "covariance only when asked");
 
     let p: Value = s
-        .post(
-            &format!("{location}/predict"),
-            &json!({"x": [[0.5], [3.0]], "covariance": true, "variance": false}),
-        )
+        .post(&format!("{location}/predict"), &json!({"x": [[0.5], [3.0]], "covariance": true, "variance": false}))
         .await
         .json()
         .await
         .unwrap();
-    assert!(
-        p.get("variance").is_none() && p.get("std").is_none(),
-        "variance: false leaves them out: {p}"
-    );
+    assert!(p.get("variance").is_none() && p.get("std").is_none(), "variance: false leaves them out: {p}");
     let cov = p["covariance"].as_array().unwrap();
     assert_eq!(cov.len(), 2);
     assert_eq!(cov[0][1], cov[1][0]);
@@ -137,11 +100,7 @@ async fn train_get_list_predict_delete() {
     assert_eq!(r.status(), 204);
     let (status, body) = problem(s.get(&location).await).await;
     assert_eq!(status, 404, "{body}");
-    let (status, _) = problem(
-        s.post(&format!("{location}/predict"), &json!({"x": [[1.0]]}))
-            .await,
-    )
-    .await;
+    let (status, _) = problem(s.post(&format!("{location}/predict"), &json!({"x": [[1.0]]})).await).await;
     assert_eq!(status, 404);
     let (status, _) = problem(s.delete(&location).await).await;
     assert_eq!(status, 404);
@@ -155,56 +114,34 @@ async fn kernel_ridge_trains_and_predicts_without_variance() {
     let (x, y) = sine(20);
     let m = s.train(&json!({"model": "kernel_ridge", "kernel": {"type": "laplacian"}, "params": {"lambda": 0.1}, "x": x, "y": y})).await;
     assert_eq!(m["params"], json!({"lambda": 0.1}));
-    assert_eq!(
-        m["kernel"],
-        json!({"type": "laplacian", "length_scale": 1.0})
-    );
+    assert_eq!(m["kernel"], json!({"type": "laplacian", "length_scale": 1.0}));
     assert!(m["training"].get("log_marginal_likelihood").is_none());
     let p: Value = s
-        .post(
-            &format!("/models/{}/predict", m["id"].as_str().unwrap()),
-            &json!({"x": [[1.0]]}),
-        )
+        .post(&format!("/models/{}/predict", m["id"].as_str().unwrap()), &json!({"x": [[1.0]]}))
         .await
         .json()
         .await
         .unwrap();
     assert_eq!(p["predictions"].as_array().unwrap().len(), 1);
-    assert!(
-        p.get("variance").is_none(),
-        "kernel ridge has no variance: {p}"
-    );
+    assert!(p.get("variance").is_none(), "kernel ridge has no variance: {p}");
 }
 
 #[tokio::test]
 async fn defaults_apply_when_kernel_and_params_are_omitted() {
     let s = TestServer::default().await;
     let (x, y) = sine(5);
-    let m = s
-        .train(&json!({"model": "gaussian_process", "x": x, "y": y}))
-        .await;
+    let m = s.train(&json!({"model": "gaussian_process", "x": x, "y": y})).await;
     assert_eq!(m["kernel"], json!({"type": "rbf", "length_scale": 1.0}));
-    assert_eq!(
-        m["params"],
-        json!({"noise": 1e-10, "normalize_y": false, "optimize": false, "restarts": 0, "seed": 0})
-    );
+    assert_eq!(m["params"], json!({"noise": 1e-10, "normalize_y": false, "optimize": false, "restarts": 0, "seed": 0}));
 }
 
 #[tokio::test]
 async fn body_is_json_whatever_the_content_type() {
     let s = TestServer::default().await;
     let body = gp_body().to_string();
-    let r = s
-        .post_raw("/models", body.clone(), "application/x-www-form-urlencoded")
-        .await;
+    let r = s.post_raw("/models", body.clone(), "application/x-www-form-urlencoded").await;
     assert_eq!(r.status(), 201);
-    let r = s
-        .http
-        .post(s.url("/models"))
-        .body(body)
-        .send()
-        .await
-        .unwrap();
+    let r = s.http.post(s.url("/models")).body(body).send().await.unwrap();
     assert_eq!(r.status(), 201, "no content type at all");
 }
 
@@ -215,10 +152,7 @@ async fn wait_false_answers_202_and_the_client_can_follow_the_model() {
     assert_eq!(r.status(), 202);
     let location = r.headers()["location"].to_str().unwrap().to_string();
     let m: Value = r.json().await.unwrap();
-    assert!(
-        ["queued", "training", "ready"].contains(&m["status"].as_str().unwrap()),
-        "{m}"
-    );
+    assert!(["queued", "training", "ready"].contains(&m["status"].as_str().unwrap()), "{m}");
     assert_eq!(location, format!("/models/{}", m["id"].as_str().unwrap()));
     let id = uuid::Uuid::parse_str(m["id"].as_str().unwrap()).unwrap();
     let entry = s.service().get(id).unwrap();
@@ -243,11 +177,7 @@ async fn queued_model_is_409_at_predict_and_delete_discards_its_fit() {
     assert_eq!(m["status"], "queued");
     let location = format!("/models/{}", m["id"].as_str().unwrap());
 
-    let (status, body) = problem(
-        s.post(&format!("{location}/predict"), &json!({"x": [[1.0]]}))
-            .await,
-    )
-    .await;
+    let (status, body) = problem(s.post(&format!("{location}/predict"), &json!({"x": [[1.0]]})).await).await;
     assert_eq!(status, 409, "{body}");
     assert!(body["detail"].as_str().unwrap().contains("queued"));
 
@@ -257,10 +187,7 @@ async fn queued_model_is_409_at_predict_and_delete_discards_its_fit() {
     let (status, _) = problem(s.get(&location).await).await;
     assert_eq!(status, 404);
     let metrics = s.get("/metrics").await.text().await.unwrap();
-    assert!(
-        metrics.contains(r#"mercer_fits_total{model="gaussian_process",outcome="cancelled"} 1"#),
-        "{metrics}"
-    );
+    assert!(metrics.contains(r#"mercer_fits_total{model="gaussian_process",outcome="cancelled"} 1"#), "{metrics}");
 }
 
 #[tokio::test]
@@ -273,31 +200,16 @@ async fn full_queue_is_503_with_retry_after_and_health_still_answers() {
     let _queued = s.fill_queue_slot();
 
     let r = s.post("/models", &gp_body()).await;
-    let retry = r
-        .headers()
-        .get("retry-after")
-        .expect("Retry-After on 503")
-        .to_str()
-        .unwrap()
-        .to_string();
+    let retry = r.headers().get("retry-after").expect("Retry-After on 503").to_str().unwrap().to_string();
     let secs: u64 = retry.parse().expect("Retry-After is whole seconds");
     assert!(secs >= 1);
     let (status, body) = problem(r).await;
     assert_eq!(status, 503);
     assert_eq!(body["type"], "/problems/queue-full");
-    assert!(
-        s.service().registry.list().is_empty(),
-        "a refused fit leaves no model behind"
-    );
+    assert!(s.service().registry.list().is_empty(), "a refused fit leaves no model behind");
 
     // Every worker is busy and the queue is full: liveness and reads still answer.
-    let r = s
-        .http
-        .get(s.url("/healthz"))
-        .timeout(std::time::Duration::from_secs(5))
-        .send()
-        .await
-        .unwrap();
+    let r = s.http.get(s.url("/healthz")).timeout(std::time::Duration::from_secs(5)).send().await.unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(s.get("/models").await.status(), 200);
     let metrics = s.get("/metrics").await.text().await.unwrap();
@@ -314,13 +226,7 @@ async fn healthz_answers_while_every_worker_is_busy() {
     let _b = s.block_worker();
     assert_eq!(s.service().pool.running(), 2);
     for _ in 0..20 {
-        let r = s
-            .http
-            .get(s.url("/healthz"))
-            .timeout(std::time::Duration::from_secs(5))
-            .send()
-            .await
-            .unwrap();
+        let r = s.http.get(s.url("/healthz")).timeout(std::time::Duration::from_secs(5)).send().await.unwrap();
         assert_eq!(r.status(), 200);
     }
 }
@@ -344,31 +250,13 @@ async fn malformed_bodies_are_400_with_pointers() {
     let s = TestServer::default().await;
     let cases: Vec<(&str, &str)> = vec![
         ("not json", ""),
-        (
-            r#"{"model": "gaussian_process", "x": [[0], ["a"]], "y": [1, 2]}"#,
-            "/x/1/0",
-        ),
-        (
-            r#"{"model": "gaussian_process", "x": [[0], [1e400]], "y": [1, 2]}"#,
-            "/x/1/0",
-        ),
-        (
-            r#"{"model": "gaussian_process", "x": [[0], [1]], "y": [1, 2], "colour": "red"}"#,
-            "/colour",
-        ),
+        (r#"{"model": "gaussian_process", "x": [[0], ["a"]], "y": [1, 2]}"#, "/x/1/0"),
+        (r#"{"model": "gaussian_process", "x": [[0], [1e400]], "y": [1, 2]}"#, "/x/1/0"),
+        (r#"{"model": "gaussian_process", "x": [[0], [1]], "y": [1, 2], "colour": "red"}"#, "/colour"),
         (r#"{"model": "gaussian_process", "y": [1, 2]}"#, "/x"),
-        (
-            r#"{"model": "gaussian_process", "x": [[0], [1]], "y": [1, "b"]}"#,
-            "/y/1",
-        ),
-        (
-            r#"{"model": "gaussian_process", "x": [[0], [1]], "y": [1, 2], "params": {"noize": 1}}"#,
-            "/params/noize",
-        ),
-        (
-            r#"{"model": "gaussian_process", "x": [[0], [1]], "y": [1, 2], "params": {"noise": "low"}}"#,
-            "/params/noise",
-        ),
+        (r#"{"model": "gaussian_process", "x": [[0], [1]], "y": [1, "b"]}"#, "/y/1"),
+        (r#"{"model": "gaussian_process", "x": [[0], [1]], "y": [1, 2], "params": {"noize": 1}}"#, "/params/noize"),
+        (r#"{"model": "gaussian_process", "x": [[0], [1]], "y": [1, 2], "params": {"noise": "low"}}"#, "/params/noise"),
         (
             r#"{"model": "gaussian_process", "x": [[0], [1]], "y": [1, 2], "kernel": {"type": "rbf", "sigma": 1}}"#,
             "/kernel/sigma",
@@ -380,11 +268,7 @@ async fn malformed_bodies_are_400_with_pointers() {
         (r#"{"model": 7, "x": [[0]], "y": [1]}"#, "/model"),
     ];
     for (body, pointer) in cases {
-        let (status, p) = problem(
-            s.post_raw("/models", body.to_string(), "application/json")
-                .await,
-        )
-        .await;
+        let (status, p) = problem(s.post_raw("/models", body.to_string(), "application/json").await).await;
         assert_eq!(status, 400, "{body} -> {p}");
         assert_eq!(pointers(&p), vec![pointer.to_string()], "{body} -> {p}");
     }
@@ -395,24 +279,12 @@ async fn malformed_bodies_are_400_with_pointers() {
 async fn invalid_requests_are_422_with_pointers() {
     let s = TestServer::default().await;
     let cases = vec![
-        (
-            json!({"model": "gaussian_process", "x": [[0], [1, 2]], "y": [1, 2]}),
-            "/x/1",
-        ),
+        (json!({"model": "gaussian_process", "x": [[0], [1, 2]], "y": [1, 2]}), "/x/1"),
         (json!({"model": "gaussian_process", "x": [], "y": []}), "/x"),
-        (
-            json!({"model": "gaussian_process", "x": [[]], "y": [1]}),
-            "/x/0",
-        ),
-        (
-            json!({"model": "gaussian_process", "x": [[0], [1]], "y": [1]}),
-            "/y",
-        ),
+        (json!({"model": "gaussian_process", "x": [[]], "y": [1]}), "/x/0"),
+        (json!({"model": "gaussian_process", "x": [[0], [1]], "y": [1]}), "/y"),
         (json!({"model": "deep_net", "x": [[0]], "y": [1]}), "/model"),
-        (
-            json!({"model": "gaussian_process", "x": [[0]], "y": [1], "kernel": {"type": "spline"}}),
-            "/kernel/type",
-        ),
+        (json!({"model": "gaussian_process", "x": [[0]], "y": [1], "kernel": {"type": "spline"}}), "/kernel/type"),
         (
             json!({"model": "gaussian_process", "x": [[0]], "y": [1], "kernel": {"type": "rbf", "length_scale": 0}}),
             "/kernel/length_scale",
@@ -425,24 +297,15 @@ async fn invalid_requests_are_422_with_pointers() {
             json!({"model": "gaussian_process", "x": [[0]], "y": [1], "kernel": {"type": "polynomial", "degree": 0}}),
             "/kernel/degree",
         ),
-        (
-            json!({"model": "gaussian_process", "x": [[0]], "y": [1], "params": {"noise": -1}}),
-            "/params/noise",
-        ),
-        (
-            json!({"model": "kernel_ridge", "x": [[0]], "y": [1], "params": {"lambda": -0.5}}),
-            "/params/lambda",
-        ),
+        (json!({"model": "gaussian_process", "x": [[0]], "y": [1], "params": {"noise": -1}}), "/params/noise"),
+        (json!({"model": "kernel_ridge", "x": [[0]], "y": [1], "params": {"lambda": -0.5}}), "/params/lambda"),
     ];
     for (body, pointer) in cases {
         let (status, p) = problem(s.post("/models", &body).await).await;
         assert_eq!(status, 422, "{body} -> {p}");
         assert_eq!(pointers(&p), vec![pointer.to_string()], "{body} -> {p}");
     }
-    assert!(
-        s.service().registry.list().is_empty(),
-        "no invalid request leaves a model"
-    );
+    assert!(s.service().registry.list().is_empty(), "no invalid request leaves a model");
 }
 
 #[tokio::test]
@@ -457,35 +320,19 @@ async fn a_matrix_that_cannot_be_factorised_is_422() {
     });
     let (status, p) = problem(s.post("/models", &body).await).await;
     assert_eq!(status, 422, "{p}");
-    assert!(
-        p["detail"].as_str().unwrap().contains("positive definite"),
-        "{p}"
-    );
-    assert!(
-        s.service().registry.list().is_empty(),
-        "a failed synchronous fit leaves no model"
-    );
+    assert!(p["detail"].as_str().unwrap().contains("positive definite"), "{p}");
+    assert!(s.service().registry.list().is_empty(), "a failed synchronous fit leaves no model");
 
     // The same fit with wait=false ends as a failed model that carries its problem.
     let r = s.post("/models?wait=false", &body).await;
     assert_eq!(r.status(), 202);
-    let id = r.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let entry = s
-        .service()
-        .get(uuid::Uuid::parse_str(&id).unwrap())
-        .unwrap();
+    let id = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
+    let entry = s.service().get(uuid::Uuid::parse_str(&id).unwrap()).unwrap();
     assert_eq!(entry.settled().await, mercer::registry::Status::Failed);
     let m: Value = s.get(&format!("/models/{id}")).await.json().await.unwrap();
     assert_eq!(m["status"], "failed");
     assert_eq!(m["error"]["status"], 422, "{m}");
-    let (status, _) = problem(
-        s.post(&format!("/models/{id}/predict"), &json!({"x": [[1.0]]}))
-            .await,
-    )
-    .await;
+    let (status, _) = problem(s.post(&format!("/models/{id}/predict"), &json!({"x": [[1.0]]})).await).await;
     assert_eq!(status, 409);
 }
 
@@ -493,7 +340,8 @@ async fn a_matrix_that_cannot_be_factorised_is_422() {
 async fn jitter_rescues_a_singular_kernel_matrix_and_is_reported() {
     let s = TestServer::default().await;
     // A repeated point with zero noise makes K singular; the smallest jitter fixes it.
-    let body = json!({"model": "gaussian_process", "params": {"noise": 0.0}, "x": [[0.0], [0.0], [1.0]], "y": [1, 1, 2]});
+    let body =
+        json!({"model": "gaussian_process", "params": {"noise": 0.0}, "x": [[0.0], [0.0], [1.0]], "y": [1, 1, 2]});
     let m = s.train(&body).await;
     let jitter = m["training"]["jitter"].as_f64().unwrap();
     assert!(jitter > 0.0 && jitter <= 1e-4, "jitter {jitter}");
@@ -518,20 +366,10 @@ async fn predict_errors() {
         assert_eq!(status, want, "{body} -> {p}");
         assert_eq!(pointers(&p), vec![pointer.to_string()], "{body} -> {p}");
     }
-    let (status, _) = problem(
-        s.post("/models/not-a-uuid/predict", &json!({"x": [[1.0]]}))
-            .await,
-    )
-    .await;
+    let (status, _) = problem(s.post("/models/not-a-uuid/predict", &json!({"x": [[1.0]]})).await).await;
     assert_eq!(status, 404);
-    let (status, _) = problem(
-        s.post(
-            &format!("/models/{}/predict", uuid::Uuid::new_v4()),
-            &json!({"x": [[1.0]]}),
-        )
-        .await,
-    )
-    .await;
+    let (status, _) =
+        problem(s.post(&format!("/models/{}/predict", uuid::Uuid::new_v4()), &json!({"x": [[1.0]]})).await).await;
     assert_eq!(status, 404);
 }
 
@@ -542,19 +380,9 @@ async fn limits_give_413() {
     config.max_train_rows = 5;
     let s = TestServer::start(config).await;
     let (x, y) = sine(6);
-    let (status, p) = problem(
-        s.post(
-            "/models",
-            &json!({"model": "gaussian_process", "x": x, "y": y}),
-        )
-        .await,
-    )
-    .await;
+    let (status, p) = problem(s.post("/models", &json!({"model": "gaussian_process", "x": x, "y": y})).await).await;
     assert_eq!(status, 413, "{p}");
-    assert!(p["detail"]
-        .as_str()
-        .unwrap()
-        .contains("MERCER_MAX_TRAIN_ROWS"));
+    assert!(p["detail"].as_str().unwrap().contains("MERCER_MAX_TRAIN_ROWS"));
 
     let (x, y) = sine(200);
     let big = json!({"model": "gaussian_process", "x": x, "y": y}).to_string();
@@ -567,9 +395,22 @@ async fn limits_give_413() {
     assert_eq!(status, 413, "{p}");
 }
 
+#[tokio::test]
+async fn a_fit_over_the_memory_limit_is_413_before_it_starts() {
+    let mut config = Config::for_tests();
+    config.max_fit_bytes = 100 * 100 * 8;
+    let s = TestServer::start(config).await;
+    let (x, y) = sine(101);
+    let (status, p) = problem(s.post("/models", &json!({"model": "kernel_ridge", "x": x, "y": y})).await).await;
+    assert_eq!(status, 413, "{p}");
+    let detail = p["detail"].as_str().unwrap();
+    assert!(detail.contains("MERCER_MAX_FIT_BYTES") && detail.contains("80000"), "{detail}");
+    let (x, y) = sine(50);
+    s.train(&json!({"model": "kernel_ridge", "x": x, "y": y})).await;
+}
+
 fn futures_stream(bytes: Vec<u8>) -> reqwest::Body {
-    let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
-        bytes.chunks(512).map(|c| Ok(c.to_vec())).collect();
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = bytes.chunks(512).map(|c| Ok(c.to_vec())).collect();
     reqwest::Body::wrap_stream(futures_util::stream::iter(chunks))
 }
 
@@ -593,30 +434,11 @@ async fn api_keys_guard_models_but_not_operations() {
     assert_eq!(r.headers()["www-authenticate"], "Bearer realm=\"mercer\"");
     let (status, _) = problem(r).await;
     assert_eq!(status, 401);
-    let r = s
-        .http
-        .get(s.url("/models"))
-        .bearer_auth("wrong")
-        .send()
-        .await
-        .unwrap();
+    let r = s.http.get(s.url("/models")).bearer_auth("wrong").send().await.unwrap();
     assert_eq!(r.status(), 401);
-    let r = s
-        .http
-        .get(s.url("/models"))
-        .bearer_auth("k2")
-        .send()
-        .await
-        .unwrap();
+    let r = s.http.get(s.url("/models")).bearer_auth("k2").send().await.unwrap();
     assert_eq!(r.status(), 200);
-    let r = s
-        .http
-        .post(s.url("/models"))
-        .bearer_auth("k1")
-        .body(gp_body().to_string())
-        .send()
-        .await
-        .unwrap();
+    let r = s.http.post(s.url("/models")).bearer_auth("k1").body(gp_body().to_string()).send().await.unwrap();
     assert_eq!(r.status(), 201);
     for open in ["/healthz", "/readyz", "/metrics", "/openapi.yaml"] {
         assert_eq!(s.get(open).await.status(), 200, "{open} needs no token");
@@ -627,16 +449,9 @@ async fn api_keys_guard_models_but_not_operations() {
 async fn metrics_expose_the_contract_families() {
     let s = TestServer::default().await;
     let m = s.train(&gp_body()).await;
-    s.post(
-        &format!("/models/{}/predict", m["id"].as_str().unwrap()),
-        &json!({"x": [[1.0], [2.0]]}),
-    )
-    .await;
+    s.post(&format!("/models/{}/predict", m["id"].as_str().unwrap()), &json!({"x": [[1.0], [2.0]]})).await;
     let r = s.get("/metrics").await;
-    assert!(r.headers()["content-type"]
-        .to_str()
-        .unwrap()
-        .starts_with("application/openmetrics-text"));
+    assert!(r.headers()["content-type"].to_str().unwrap().starts_with("application/openmetrics-text"));
     let text = r.text().await.unwrap();
     for family in [
         "mercer_http_requests_total{",
@@ -651,28 +466,12 @@ async fn metrics_expose_the_contract_families() {
     ] {
         assert!(text.contains(family), "missing {family} in\n{text}");
     }
-    assert!(
-        text.contains(
-            r#"mercer_http_requests_total{method="POST",route="/models",status="201"} 1"#
-        ),
-        "{text}"
-    );
+    assert!(text.contains(r#"mercer_http_requests_total{method="POST",route="/models",status="201"} 1"#), "{text}");
 }
 
 #[tokio::test]
 async fn gzip_is_applied_when_asked() {
     let s = TestServer::default().await;
-    let r = s
-        .http
-        .get(s.url("/openapi.yaml"))
-        .header("accept-encoding", "gzip")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        r.headers()
-            .get("content-encoding")
-            .map(|v| v.to_str().unwrap()),
-        Some("gzip")
-    );
+    let r = s.http.get(s.url("/openapi.yaml")).header("accept-encoding", "gzip").send().await.unwrap();
+    assert_eq!(r.headers().get("content-encoding").map(|v| v.to_str().unwrap()), Some("gzip"));
 }

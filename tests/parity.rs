@@ -11,10 +11,7 @@ use serde_json::Value;
 const REL: f64 = 1e-8;
 
 fn fixtures() -> Value {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/sklearn_reference.json"
-    );
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sklearn_reference.json");
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
@@ -37,10 +34,7 @@ fn assert_close(case: &str, field: &str, got: &Value, want: &Value) {
     for (i, (a, b)) in g.iter().zip(&w).enumerate() {
         let rel = (a - b).abs() / b.abs().max(floor).max(f64::MIN_POSITIVE);
         worst = worst.max(rel);
-        assert!(
-            rel <= REL,
-            "{case}: {field}[{i}] = {a}, scikit-learn {b} (rel. error {rel:e})"
-        );
+        assert!(rel <= REL, "{case}: {field}[{i}] = {a}, scikit-learn {b} (rel. error {rel:e})");
     }
     eprintln!("{case:<36} {field:<24} worst rel. error {worst:.1e}");
 }
@@ -54,25 +48,12 @@ async fn kernel_ridge_and_gp_match_scikit_learn() {
     for case in cases {
         let name = case["name"].as_str().unwrap();
         let m = s.train(&case["request"]).await;
-        assert_eq!(
-            m["training"]["jitter"], 0.0,
-            "{name}: the reference needed no jitter"
-        );
+        assert_eq!(m["training"]["jitter"], 0.0, "{name}: the reference needed no jitter");
         let want = &case["expected"];
         if let Some(lml) = want.get("log_marginal_likelihood") {
-            assert_close(
-                name,
-                "log_marginal_likelihood",
-                &m["training"]["log_marginal_likelihood"],
-                lml,
-            );
+            assert_close(name, "log_marginal_likelihood", &m["training"]["log_marginal_likelihood"], lml);
         }
-        let r = s
-            .post(
-                &format!("/models/{}/predict", m["id"].as_str().unwrap()),
-                &case["predict"],
-            )
-            .await;
+        let r = s.post(&format!("/models/{}/predict", m["id"].as_str().unwrap()), &case["predict"]).await;
         assert_eq!(r.status(), 200, "{name}");
         let got: Value = r.json().await.unwrap();
         for field in ["predictions", "variance", "std", "covariance"] {

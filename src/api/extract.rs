@@ -15,10 +15,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let limit = req
-            .extensions()
-            .get::<BodyLimit>()
-            .map_or(usize::MAX, |l| l.0);
+        let limit = req.extensions().get::<BodyLimit>().map_or(usize::MAX, |l| l.0);
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::BodyTooLarge { limit }
@@ -45,9 +42,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         for seg in e.path().iter() {
             match seg {
                 Segment::Seq { index } => pointer.push_str(&format!("/{index}")),
-                Segment::Map { key } => {
-                    pointer.push_str(&format!("/{}", crate::spec::pointer_token(key)))
-                }
+                Segment::Map { key } => pointer.push_str(&format!("/{}", crate::spec::pointer_token(key))),
                 Segment::Enum { .. } | Segment::Unknown => {}
             }
         }
@@ -65,17 +60,12 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             }
         }
         if message.starts_with("data did not match any variant of untagged enum Target") {
-            message = message.replace(
-                "data did not match any variant of untagged enum Target",
-                "expected a number or a string",
-            );
+            message = message
+                .replace("data did not match any variant of untagged enum Target", "expected a number or a string");
         }
         ApiError::MalformedBody { pointer, message }
     })?;
-    de.end().map_err(|e| ApiError::MalformedBody {
-        pointer: String::new(),
-        message: e.to_string(),
-    })?;
+    de.end().map_err(|e| ApiError::MalformedBody { pointer: String::new(), message: e.to_string() })?;
     Ok(value)
 }
 
@@ -87,36 +77,18 @@ mod tests {
     fn pointer_of(body: &str) -> String {
         match parse_json::<TrainBody>(body.as_bytes()) {
             Err(ApiError::MalformedBody { pointer, .. }) => pointer,
-            other => panic!(
-                "expected a malformed-body error, got {:?}",
-                other.map(|_| ())
-            ),
+            other => panic!("expected a malformed-body error, got {:?}", other.map(|_| ())),
         }
     }
 
     #[test]
     fn pointers_name_the_offending_place() {
-        assert_eq!(
-            pointer_of(r#"{"model":"kernel_ridge","x":[[1,2],[3,"a"]],"y":[1,2]}"#),
-            "/x/1/1"
-        );
-        assert_eq!(
-            pointer_of(r#"{"model":"kernel_ridge","x":[[1e400]],"y":[1]}"#),
-            "/x/0/0"
-        );
+        assert_eq!(pointer_of(r#"{"model":"kernel_ridge","x":[[1,2],[3,"a"]],"y":[1,2]}"#), "/x/1/1");
+        assert_eq!(pointer_of(r#"{"model":"kernel_ridge","x":[[1e400]],"y":[1]}"#), "/x/0/0");
         assert_eq!(pointer_of(r#"{"model":"kernel_ridge","y":[1]}"#), "/x");
-        assert_eq!(
-            pointer_of(r#"{"model":"kernel_ridge","x":[[1]],"y":[1],"colour":1}"#),
-            "/colour"
-        );
-        assert_eq!(
-            pointer_of(r#"{"model":"kernel_ridge","x":[[1]],"y":[true]}"#),
-            "/y/0"
-        );
+        assert_eq!(pointer_of(r#"{"model":"kernel_ridge","x":[[1]],"y":[1],"colour":1}"#), "/colour");
+        assert_eq!(pointer_of(r#"{"model":"kernel_ridge","x":[[1]],"y":[true]}"#), "/y/0");
         assert_eq!(pointer_of(r#"not json"#), "");
-        assert_eq!(
-            pointer_of(r#"{"model":"kernel_ridge","x":[[1]],"y":[1]} trailing"#),
-            ""
-        );
+        assert_eq!(pointer_of(r#"{"model":"kernel_ridge","x":[[1]],"y":[1]} trailing"#), "");
     }
 }

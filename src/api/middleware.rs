@@ -23,17 +23,10 @@ pub async fn require_bearer(State(keys): State<ApiKeys>, req: Request, next: Nex
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
         .map(str::trim);
     // Every key is compared, each in time independent of where it differs.
-    let ok = presented.is_some_and(|p| {
-        keys.0
-            .iter()
-            .fold(false, |acc, k| acc | constant_time_eq(p.as_bytes(), k))
-    });
+    let ok = presented.is_some_and(|p| keys.0.iter().fold(false, |acc, k| acc | constant_time_eq(p.as_bytes(), k)));
     if ok {
         next.run(req).await
     } else {
@@ -55,29 +48,20 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 pub async fn observe(State(service): State<Arc<Service>>, req: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = req.method().to_string();
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
+    let route =
+        req.extensions().get::<MatchedPath>().map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
     let response = next.run(req).await;
     let secs = started.elapsed().as_secs_f64();
     let status = response.status().as_u16();
     service
         .metrics
         .http_requests
-        .get_or_create(&HttpLabels {
-            method: method.clone(),
-            route: route.clone(),
-            status,
-        })
+        .get_or_create(&HttpLabels { method: method.clone(), route: route.clone(), status })
         .inc();
     service
         .metrics
         .http_duration
-        .get_or_create(&RouteLabels {
-            method: method.clone(),
-            route: route.clone(),
-        })
+        .get_or_create(&RouteLabels { method: method.clone(), route: route.clone() })
         .observe(secs);
     tracing::info!(method, route, status, latency_ms = secs * 1e3, "request");
     response
@@ -104,18 +88,11 @@ where
         return response;
     }
     let (slug, detail) = match status {
-        StatusCode::PAYLOAD_TOO_LARGE => (
-            "too-large",
-            "request body exceeds the limit (MERCER_MAX_BODY_BYTES)",
-        ),
-        StatusCode::REQUEST_TIMEOUT => (
-            "timeout",
-            "the request took longer than the server allows (MERCER_REQUEST_TIMEOUT_SECS)",
-        ),
-        StatusCode::METHOD_NOT_ALLOWED => (
-            "method-not-allowed",
-            "this method is not allowed on this resource",
-        ),
+        StatusCode::PAYLOAD_TOO_LARGE => ("too-large", "request body exceeds the limit (MERCER_MAX_BODY_BYTES)"),
+        StatusCode::REQUEST_TIMEOUT => {
+            ("timeout", "the request took longer than the server allows (MERCER_REQUEST_TIMEOUT_SECS)")
+        }
+        StatusCode::METHOD_NOT_ALLOWED => ("method-not-allowed", "this method is not allowed on this resource"),
         StatusCode::UNSUPPORTED_MEDIA_TYPE => ("malformed-request", "unsupported media type"),
         _ => ("error", "the request failed"),
     };

@@ -28,23 +28,14 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// Every route of the contract, with its middleware.
 pub fn router(service: Arc<Service>) -> Router {
     let config = &service.config;
-    let keys = middleware::ApiKeys(Arc::new(
-        config
-            .api_keys()
-            .into_iter()
-            .map(String::into_bytes)
-            .collect(),
-    ));
+    let keys = middleware::ApiKeys(Arc::new(config.api_keys().into_iter().map(String::into_bytes).collect()));
     let limit = config.max_body_bytes;
 
     let models = Router::new()
         .route("/models", post(models::create).get(models::list))
         .route("/models/{id}", get(models::get).delete(models::delete))
         .route("/models/{id}/predict", post(models::predict))
-        .route_layer(axum::middleware::from_fn_with_state(
-            keys,
-            middleware::require_bearer,
-        ));
+        .route_layer(axum::middleware::from_fn_with_state(keys, middleware::require_bearer));
 
     let open = Router::new()
         .route("/healthz", get(ops::healthz))
@@ -62,21 +53,12 @@ pub fn router(service: Arc<Service>) -> Router {
                 .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
                 .layer(PropagateRequestIdLayer::new(REQUEST_ID))
                 .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
-                    let id = req
-                        .headers()
-                        .get(REQUEST_ID)
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or("");
+                    let id = req.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("");
                     tracing::info_span!("request", request_id = %id)
                 }))
                 .layer(CompressionLayer::new())
-                .layer(axum::middleware::from_fn_with_state(
-                    service.clone(),
-                    middleware::observe,
-                ))
-                .layer(axum::middleware::map_response(
-                    middleware::problem_for_bare_errors,
-                ))
+                .layer(axum::middleware::from_fn_with_state(service.clone(), middleware::observe))
+                .layer(axum::middleware::map_response(middleware::problem_for_bare_errors))
                 .layer(TimeoutLayer::with_status_code(
                     StatusCode::REQUEST_TIMEOUT,
                     Duration::from_secs(config.request_timeout_secs),

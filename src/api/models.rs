@@ -18,30 +18,17 @@ pub async fn create(
     query: Result<Query<TrainQuery>, QueryRejection>,
     JsonBody(body): JsonBody<TrainBody>,
 ) -> Result<Response, ApiError> {
-    let Query(query) =
-        query.map_err(|e| ApiError::BadQuery(format!("invalid query: {}", e.body_text())))?;
+    let Query(query) = query.map_err(|e| ApiError::BadQuery(format!("invalid query: {}", e.body_text())))?;
     let (status, entry) = match service.train(body.into(), query.wait).await? {
         TrainOutcome::Ready(e) => (StatusCode::CREATED, e),
         TrainOutcome::Accepted(e) => (StatusCode::ACCEPTED, e),
     };
-    let location = HeaderValue::from_str(&format!("/models/{}", entry.id))
-        .expect("a UUID path is a valid header");
-    Ok((
-        status,
-        [(header::LOCATION, location)],
-        Json(ModelResource::of(&entry)),
-    )
-        .into_response())
+    let location = HeaderValue::from_str(&format!("/models/{}", entry.id)).expect("a UUID path is a valid header");
+    Ok((status, [(header::LOCATION, location)], Json(ModelResource::of(&entry))).into_response())
 }
 
 pub async fn list(State(service): State<Arc<Service>>) -> Json<ModelList> {
-    Json(ModelList {
-        models: service
-            .list()
-            .iter()
-            .map(|e| ModelResource::of(e))
-            .collect(),
-    })
+    Json(ModelList { models: service.list().iter().map(|e| ModelResource::of(e)).collect() })
 }
 
 pub async fn get(
@@ -79,7 +66,6 @@ pub async fn predict(
 
 /// A path segment that is not a UUID names no model: 404, as for an unknown UUID.
 fn model_id(id: Result<Path<String>, PathRejection>) -> Result<Uuid, ApiError> {
-    let Path(raw) =
-        id.map_err(|e| ApiError::BadQuery(format!("invalid path: {}", e.body_text())))?;
+    let Path(raw) = id.map_err(|e| ApiError::BadQuery(format!("invalid path: {}", e.body_text())))?;
     Uuid::parse_str(&raw).map_err(|_| ApiError::NoRoute(format!("/models/{raw}")))
 }

@@ -20,11 +20,7 @@ pub async fn readyz(State(service): State<Arc<Service>>) -> Response {
     if service.is_ready() {
         Json(json!({"status": "ready"})).into_response()
     } else {
-        let why = if service.is_draining() {
-            "the server is shutting down"
-        } else {
-            "the server is starting"
-        };
+        let why = if service.is_draining() { "the server is shutting down" } else { "the server is starting" };
         let mut r = Problem::new(StatusCode::SERVICE_UNAVAILABLE, "not-ready", why).into_response();
         r.headers_mut().insert(header::RETRY_AFTER, 1u64.into());
         r
@@ -33,13 +29,7 @@ pub async fn readyz(State(service): State<Arc<Service>>) -> Response {
 
 pub async fn metrics(State(service): State<Arc<Service>>) -> Response {
     service.refresh_gauges();
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        service.metrics.encode(),
-    )
+    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], service.metrics.encode())
         .into_response()
 }
 

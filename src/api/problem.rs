@@ -40,10 +40,7 @@ impl Problem {
     }
 
     pub fn with_field(mut self, pointer: impl Into<String>, message: impl Into<String>) -> Problem {
-        self.errors.push(ProblemField {
-            pointer: pointer.into(),
-            message: message.into(),
-        });
+        self.errors.push(ProblemField { pointer: pointer.into(), message: message.into() });
         self
     }
 
@@ -55,21 +52,13 @@ impl Problem {
     /// fit answers with).
     pub fn of_failure(f: &Failure) -> Problem {
         match &f.kind {
-            FailureKind::Unprocessable => {
-                Problem::new(StatusCode::UNPROCESSABLE_ENTITY, "fit-failed", &f.detail)
+            FailureKind::Unprocessable => Problem::new(StatusCode::UNPROCESSABLE_ENTITY, "fit-failed", &f.detail),
+            FailureKind::InvalidField { pointer } => {
+                Problem::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid-input", format!("{pointer}: {}", f.detail))
+                    .with_field(pointer.clone(), f.detail.clone())
             }
-            FailureKind::InvalidField { pointer } => Problem::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid-input",
-                format!("{pointer}: {}", f.detail),
-            )
-            .with_field(pointer.clone(), f.detail.clone()),
-            FailureKind::Shutdown => {
-                Problem::new(StatusCode::SERVICE_UNAVAILABLE, "draining", &f.detail)
-            }
-            FailureKind::Internal => {
-                Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", &f.detail)
-            }
+            FailureKind::Shutdown => Problem::new(StatusCode::SERVICE_UNAVAILABLE, "draining", &f.detail),
+            FailureKind::Internal => Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", &f.detail),
         }
     }
 }
@@ -78,15 +67,7 @@ impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let status = self.status_code();
         let body = serde_json::to_vec(&self).expect("a problem always serialises");
-        (
-            status,
-            [(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static(PROBLEM_CONTENT_TYPE),
-            )],
-            body,
-        )
-            .into_response()
+        (status, [(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_CONTENT_TYPE))], body).into_response()
     }
 }
 
@@ -125,59 +106,39 @@ impl ApiError {
                         ErrorKind::Shape => (StatusCode::BAD_REQUEST, "malformed-request"),
                         ErrorKind::Invalid => (StatusCode::UNPROCESSABLE_ENTITY, "invalid-input"),
                     };
-                    Problem::new(status, slug, f.to_string())
-                        .with_field(f.pointer.clone(), f.message.clone())
+                    Problem::new(status, slug, f.to_string()).with_field(f.pointer.clone(), f.message.clone())
                 }
-                ServiceError::TooLarge { detail } => {
-                    Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "too-large", detail)
+                ServiceError::TooLarge { detail } => Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "too-large", detail),
+                ServiceError::NotFound(id) => {
+                    Problem::new(StatusCode::NOT_FOUND, "not-found", format!("no model with id {id}"))
                 }
-                ServiceError::NotFound(id) => Problem::new(
-                    StatusCode::NOT_FOUND,
-                    "not-found",
-                    format!("no model with id {id}"),
-                ),
-                ServiceError::NotReady { .. } => {
-                    Problem::new(StatusCode::CONFLICT, "not-ready", e.to_string())
-                }
+                ServiceError::NotReady { .. } => Problem::new(StatusCode::CONFLICT, "not-ready", e.to_string()),
                 ServiceError::QueueFull { retry_after } => Problem::new(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "queue-full",
-                    format!(
-                        "the fit queue is full; retry in {} s",
-                        retry_after.as_secs().max(1)
-                    ),
+                    format!("the fit queue is full; retry in {} s", retry_after.as_secs().max(1)),
                 ),
-                ServiceError::Draining => Problem::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "draining",
-                    "the server is shutting down",
-                ),
+                ServiceError::Draining => {
+                    Problem::new(StatusCode::SERVICE_UNAVAILABLE, "draining", "the server is shutting down")
+                }
                 ServiceError::FitFailed(f) => Problem::of_failure(f),
             },
-            ApiError::MalformedBody { pointer, message } => Problem::new(
-                StatusCode::BAD_REQUEST,
-                "malformed-request",
-                message.clone(),
-            )
-            .with_field(pointer.clone(), message.clone()),
+            ApiError::MalformedBody { pointer, message } => {
+                Problem::new(StatusCode::BAD_REQUEST, "malformed-request", message.clone())
+                    .with_field(pointer.clone(), message.clone())
+            }
             ApiError::BodyTooLarge { limit } => Problem::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "too-large",
                 format!("request body exceeds the limit of {limit} bytes (MERCER_MAX_BODY_BYTES)"),
             ),
-            ApiError::BadQuery(m) => {
-                Problem::new(StatusCode::BAD_REQUEST, "malformed-request", m.clone())
+            ApiError::BadQuery(m) => Problem::new(StatusCode::BAD_REQUEST, "malformed-request", m.clone()),
+            ApiError::Unauthorized => {
+                Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", "a valid bearer token is required")
             }
-            ApiError::Unauthorized => Problem::new(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                "a valid bearer token is required",
-            ),
-            ApiError::NoRoute(path) => Problem::new(
-                StatusCode::NOT_FOUND,
-                "not-found",
-                format!("no resource at {path}"),
-            ),
+            ApiError::NoRoute(path) => {
+                Problem::new(StatusCode::NOT_FOUND, "not-found", format!("no resource at {path}"))
+            }
             ApiError::MethodNotAllowed => Problem::new(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method-not-allowed",
@@ -193,19 +154,13 @@ impl IntoResponse for ApiError {
         let headers = response.headers_mut();
         match &self {
             ApiError::Service(ServiceError::QueueFull { retry_after }) => {
-                headers.insert(
-                    header::RETRY_AFTER,
-                    HeaderValue::from(retry_after.as_secs().max(1)),
-                );
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after.as_secs().max(1)));
             }
             ApiError::Service(ServiceError::Draining) => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(5u64));
             }
             ApiError::Unauthorized => {
-                headers.insert(
-                    header::WWW_AUTHENTICATE,
-                    HeaderValue::from_static("Bearer realm=\"mercer\""),
-                );
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"mercer\""));
             }
             _ => {}
         }

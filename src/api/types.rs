@@ -78,19 +78,9 @@ pub struct PredictResponse {
 
 impl From<Prediction> for PredictResponse {
     fn from(p: Prediction) -> PredictResponse {
-        let std = p
-            .variance
-            .as_ref()
-            .map(|v| v.iter().map(|x| x.sqrt()).collect());
-        let covariance = p
-            .covariance
-            .map(|c| c.row_iter().map(|r| r.iter().copied().collect()).collect());
-        PredictResponse {
-            predictions: p.values,
-            variance: p.variance,
-            std,
-            covariance,
-        }
+        let std = p.variance.as_ref().map(|v| v.iter().map(|x| x.sqrt()).collect());
+        let covariance = p.covariance.map(|c| c.row_iter().map(|r| r.iter().copied().collect()).collect());
+        PredictResponse { predictions: p.values, variance: p.variance, std, covariance }
     }
 }
 

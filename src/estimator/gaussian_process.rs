@@ -7,8 +7,8 @@
 //! `alpha = noise`, including `normalize_y` (centre, divide by the ddof-0 std).
 
 use super::{
-    regularised_gram, weighted_columns, Estimator, FitContext, FitError, PredictOptions,
-    Prediction, Predictor, TrainingReport, TrainingSet,
+    regularised_gram, weighted_columns, Estimator, FitContext, FitError, PredictOptions, Prediction, Predictor,
+    TrainingReport, TrainingSet,
 };
 use crate::kernel::hyper::Hyper;
 use crate::kernel::{Kernel, Points};
@@ -33,11 +33,7 @@ pub struct GaussianProcess {
 }
 
 impl GaussianProcess {
-    pub fn from_json(
-        kernel: Kernel,
-        params: &Value,
-        path: &str,
-    ) -> Result<GaussianProcess, FieldError> {
+    pub fn from_json(kernel: Kernel, params: &Value, path: &str) -> Result<GaussianProcess, FieldError> {
         let mut obj = ObjectReader::new(params, path)?;
         let noise_ptr = obj.pointer("noise");
         let noise = match obj.take("noise") {
@@ -45,11 +41,7 @@ impl GaussianProcess {
             Some(v) => {
                 let h = Hyper::<f64>::read(v, &noise_ptr)?;
                 if h.value < 0.0 {
-                    let at = if v.is_object() {
-                        format!("{noise_ptr}/value")
-                    } else {
-                        noise_ptr
-                    };
+                    let at = if v.is_object() { format!("{noise_ptr}/value") } else { noise_ptr };
                     return Err(FieldError::invalid(at, "must not be negative"));
                 }
                 h
@@ -66,14 +58,7 @@ impl GaussianProcess {
             ));
         }
         obj.finish()?;
-        Ok(GaussianProcess {
-            kernel,
-            noise,
-            normalize_y,
-            optimize,
-            restarts,
-            seed,
-        })
+        Ok(GaussianProcess { kernel, noise, normalize_y, optimize, restarts, seed })
     }
 
     pub fn params_json(&self) -> Value {
@@ -129,11 +114,7 @@ impl Estimator for GaussianProcess {
 
     fn fit(&self, data: &TrainingSet, ctx: &FitContext) -> Result<GaussianProcessModel, FitError> {
         ctx.cancel.check()?;
-        let (y_mean, y_std) = if self.normalize_y {
-            normalisation(&data.y)
-        } else {
-            (0.0, 1.0)
-        };
+        let (y_mean, y_std) = if self.normalize_y { normalisation(&data.y) } else { (0.0, 1.0) };
         let y = DVector::from_iterator(data.y.len(), data.y.iter().map(|v| (v - y_mean) / y_std));
         let chol = Cholesky::factor_with_jitter(
             || regularised_gram(&self.kernel, &data.x, self.noise.value, ctx.par),
@@ -142,14 +123,9 @@ impl Estimator for GaussianProcess {
         ctx.cancel.check()?;
         let alpha = chol.solve_vec(&y);
         let n = y.len() as f64;
-        let lml = -0.5 * y.dot(&alpha)
-            - 0.5 * chol.log_det()
-            - 0.5 * n * (2.0 * std::f64::consts::PI).ln();
-        let report = TrainingReport {
-            log_marginal_likelihood: Some(lml),
-            jitter: Some(chol.jitter()),
-            ..Default::default()
-        };
+        let lml = -0.5 * y.dot(&alpha) - 0.5 * chol.log_det() - 0.5 * n * (2.0 * std::f64::consts::PI).ln();
+        let report =
+            TrainingReport { log_marginal_likelihood: Some(lml), jitter: Some(chol.jitter()), ..Default::default() };
         Ok(GaussianProcessModel {
             spec: self.clone(),
             x: data.x.clone(),
@@ -165,11 +141,7 @@ impl Estimator for GaussianProcess {
 impl Predictor for GaussianProcessModel {
     fn predict(&self, x: &Points, opts: &PredictOptions, par: Parallelism) -> Prediction {
         let scale2 = self.y_std * self.y_std;
-        let extra = if opts.include_noise {
-            self.noise_in_y_units()
-        } else {
-            0.0
-        };
+        let extra = if opts.include_noise { self.noise_in_y_units() } else { 0.0 };
         let kernel = &self.spec.kernel;
         if opts.covariance {
             // The covariance needs every query at once; the caller bounds m.
@@ -182,14 +154,8 @@ impl Predictor for GaussianProcessModel {
             for i in 0..cov.nrows() {
                 cov[(i, i)] = cov[(i, i)].max(0.0) + extra;
             }
-            let variance = opts
-                .variance
-                .then(|| cov.diagonal().iter().copied().collect());
-            return Prediction {
-                values,
-                variance,
-                covariance: Some(cov),
-            };
+            let variance = opts.variance.then(|| cov.diagonal().iter().copied().collect());
+            return Prediction { values, variance, covariance: Some(cov) };
         }
         let block = super::predict_block_rows(self.x.n());
         let mut values = Vec::with_capacity(x.n());
@@ -209,11 +175,7 @@ impl Predictor for GaussianProcessModel {
                 );
             }
         }
-        Prediction {
-            values,
-            variance,
-            covariance: None,
-        }
+        Prediction { values, variance, covariance: None }
     }
 
     fn kernel(&self) -> &Kernel {
@@ -260,10 +222,7 @@ impl Predictor for GaussianProcessModel {
 
 impl GaussianProcessModel {
     fn mean_of(&self, cross: &DMatrix<f64>) -> Vec<f64> {
-        weighted_columns(cross, &self.alpha)
-            .into_iter()
-            .map(|f| f * self.y_std + self.y_mean)
-            .collect()
+        weighted_columns(cross, &self.alpha).into_iter().map(|f| f * self.y_std + self.y_mean).collect()
     }
 }
 
@@ -273,14 +232,9 @@ mod tests {
     use serde_json::json;
 
     fn data() -> TrainingSet {
-        let rows: Vec<Vec<f64>> = (0..12)
-            .map(|i| vec![i as f64 * 0.5, (i as f64 * 0.7).sin()])
-            .collect();
+        let rows: Vec<Vec<f64>> = (0..12).map(|i| vec![i as f64 * 0.5, (i as f64 * 0.7).sin()]).collect();
         let y = rows.iter().map(|r| r[0].cos() + 0.3 * r[1]).collect();
-        TrainingSet {
-            x: Points::from_rows(&rows),
-            y,
-        }
+        TrainingSet { x: Points::from_rows(&rows), y }
     }
 
     fn gp(params: Value) -> GaussianProcess {
@@ -294,22 +248,16 @@ mod tests {
     #[test]
     fn variance_and_covariance_agree_with_the_definition() {
         let data = data();
-        let model = gp(json!({"noise": 0.05}))
-            .fit(&data, &FitContext::sequential())
-            .unwrap();
+        let model = gp(json!({"noise": 0.05})).fit(&data, &FitContext::sequential()).unwrap();
         let q = Points::from_rows(&[vec![0.2, 0.1], vec![3.3, -0.4], vec![9.0, 1.0]]);
-        let opts = PredictOptions {
-            covariance: true,
-            ..Default::default()
-        };
+        let opts = PredictOptions { covariance: true, ..Default::default() };
         let full = model.predict(&q, &opts, Parallelism::Sequential);
         let var = model.predict(&q, &PredictOptions::default(), Parallelism::Sequential);
 
         let k = model.kernel();
         let n = data.x.n();
-        let kxx = DMatrix::from_fn(n, n, |i, j| {
-            k.eval(data.x.point(i), data.x.point(j)) + if i == j { 0.05 } else { 0.0 }
-        });
+        let kxx =
+            DMatrix::from_fn(n, n, |i, j| k.eval(data.x.point(i), data.x.point(j)) + if i == j { 0.05 } else { 0.0 });
         let ks = DMatrix::from_fn(n, 3, |i, j| k.eval(data.x.point(i), q.point(j)));
         let kss = DMatrix::from_fn(3, 3, |i, j| k.eval(q.point(i), q.point(j)));
         let inv = kxx.clone().try_inverse().unwrap();
@@ -333,34 +281,20 @@ mod tests {
             *v = 100.0 + 20.0 * *v;
         }
         let (_, std) = normalisation(&data.y);
-        let model = gp(json!({"noise": 0.01, "normalize_y": true}))
-            .fit(&data, &FitContext::sequential())
-            .unwrap();
+        let model = gp(json!({"noise": 0.01, "normalize_y": true})).fit(&data, &FitContext::sequential()).unwrap();
         let q = Points::from_rows(&[vec![1.0, 0.2]]);
         let plain = model.predict(&q, &PredictOptions::default(), Parallelism::Sequential);
-        let noisy = model.predict(
-            &q,
-            &PredictOptions {
-                include_noise: true,
-                ..Default::default()
-            },
-            Parallelism::Sequential,
-        );
+        let noisy =
+            model.predict(&q, &PredictOptions { include_noise: true, ..Default::default() }, Parallelism::Sequential);
         let dv = noisy.variance.unwrap()[0] - plain.variance.unwrap()[0];
         assert!((dv - 0.01 * std * std).abs() < 1e-9 * std * std);
-        assert!(
-            (plain.values[0] - 100.0).abs() < 40.0,
-            "prediction in y units: {}",
-            plain.values[0]
-        );
+        assert!((plain.values[0] - 100.0).abs() < 40.0, "prediction in y units: {}", plain.values[0]);
     }
 
     #[test]
     fn variance_is_never_negative_at_training_points() {
         let data = data();
-        let model = gp(json!({"noise": 0.0}))
-            .fit(&data, &FitContext::sequential())
-            .unwrap();
+        let model = gp(json!({"noise": 0.0})).fit(&data, &FitContext::sequential()).unwrap();
         let p = model.predict(&data.x, &PredictOptions::default(), Parallelism::Sequential);
         assert!(p.variance.unwrap().iter().all(|&v| v >= 0.0));
     }
@@ -373,14 +307,9 @@ mod tests {
             json!({"noise": {"value": 0.1, "bounds": [1e-3, 1.0]}, "normalize_y": false, "optimize": false, "restarts": 0, "seed": 3})
         );
         let k = crate::kernel::default_kernel();
-        let e =
-            GaussianProcess::from_json(k.clone(), &json!({"noise": -1.0}), "/params").unwrap_err();
+        let e = GaussianProcess::from_json(k.clone(), &json!({"noise": -1.0}), "/params").unwrap_err();
         assert_eq!(e.pointer, "/params/noise");
-        let e =
-            GaussianProcess::from_json(k, &json!({"normalize_y": "yes"}), "/params").unwrap_err();
-        assert_eq!(
-            (e.kind, e.pointer.as_str()),
-            (crate::spec::ErrorKind::Shape, "/params/normalize_y")
-        );
+        let e = GaussianProcess::from_json(k, &json!({"normalize_y": "yes"}), "/params").unwrap_err();
+        assert_eq!((e.kind, e.pointer.as_str()), (crate::spec::ErrorKind::Shape, "/params/normalize_y"));
     }
 }

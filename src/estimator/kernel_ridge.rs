@@ -5,8 +5,8 @@
 //! predict.
 
 use super::{
-    regularised_gram, weighted_columns, Estimator, FitContext, FitError, PredictOptions,
-    Prediction, Predictor, TrainingReport, TrainingSet,
+    regularised_gram, weighted_columns, Estimator, FitContext, FitError, PredictOptions, Prediction, Predictor,
+    TrainingReport, TrainingSet,
 };
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{Cholesky, Parallelism};
@@ -23,18 +23,11 @@ pub struct KernelRidge {
 }
 
 impl KernelRidge {
-    pub fn from_json(
-        kernel: Kernel,
-        params: &Value,
-        path: &str,
-    ) -> Result<KernelRidge, FieldError> {
+    pub fn from_json(kernel: Kernel, params: &Value, path: &str) -> Result<KernelRidge, FieldError> {
         let mut obj = ObjectReader::new(params, path)?;
         let lambda = obj.f64("lambda")?.unwrap_or(1.0);
         if lambda < 0.0 {
-            return Err(FieldError::invalid(
-                obj.pointer("lambda"),
-                "must not be negative",
-            ));
+            return Err(FieldError::invalid(obj.pointer("lambda"), "must not be negative"));
         }
         obj.finish()?;
         Ok(KernelRidge { kernel, lambda })
@@ -64,21 +57,11 @@ impl Estimator for KernelRidge {
 
     fn fit(&self, data: &TrainingSet, ctx: &FitContext) -> Result<KernelRidgeModel, FitError> {
         ctx.cancel.check()?;
-        let chol = Cholesky::factor_with_jitter(
-            || regularised_gram(&self.kernel, &data.x, self.lambda, ctx.par),
-            ctx.par,
-        )?;
+        let chol =
+            Cholesky::factor_with_jitter(|| regularised_gram(&self.kernel, &data.x, self.lambda, ctx.par), ctx.par)?;
         let alpha = chol.solve_vec(&DVector::from_column_slice(&data.y));
-        let report = TrainingReport {
-            jitter: Some(chol.jitter()),
-            ..Default::default()
-        };
-        Ok(KernelRidgeModel {
-            spec: self.clone(),
-            x: data.x.clone(),
-            alpha: alpha.as_slice().to_vec(),
-            report,
-        })
+        let report = TrainingReport { jitter: Some(chol.jitter()), ..Default::default() };
+        Ok(KernelRidgeModel { spec: self.clone(), x: data.x.clone(), alpha: alpha.as_slice().to_vec(), report })
     }
 }
 
@@ -91,10 +74,7 @@ impl Predictor for KernelRidgeModel {
             let ks = self.spec.kernel.cross(&self.x, &q, par);
             values.extend(weighted_columns(&ks, &self.alpha));
         }
-        Prediction {
-            values,
-            ..Default::default()
-        }
+        Prediction { values, ..Default::default() }
     }
 
     fn kernel(&self) -> &Kernel {
@@ -141,15 +121,7 @@ mod tests {
         let y = vec![1.0, -1.0, 0.5];
         let kernel = Kernel::from_json(&json!({"type": "rbf", "length_scale": 0.7})).unwrap();
         let spec = KernelRidge::from_json(kernel, &json!({"lambda": 1e-12}), "/params").unwrap();
-        let model = spec
-            .fit(
-                &TrainingSet {
-                    x: x.clone(),
-                    y: y.clone(),
-                },
-                &FitContext::sequential(),
-            )
-            .unwrap();
+        let model = spec.fit(&TrainingSet { x: x.clone(), y: y.clone() }, &FitContext::sequential()).unwrap();
         let p = model.predict(&x, &PredictOptions::default(), Parallelism::Sequential);
         for (a, b) in p.values.iter().zip(&y) {
             assert!((a - b).abs() < 1e-9, "{a} vs {b}");

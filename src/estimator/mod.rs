@@ -73,10 +73,9 @@ impl ModelKind {
 
     pub fn task(self) -> Task {
         match self {
-            ModelKind::KernelRidge
-            | ModelKind::GaussianProcess
-            | ModelKind::NadarayaWatson
-            | ModelKind::RbfNetwork => Task::Regression,
+            ModelKind::KernelRidge | ModelKind::GaussianProcess | ModelKind::NadarayaWatson | ModelKind::RbfNetwork => {
+                Task::Regression
+            }
             _ => Task::Classification,
         }
     }
@@ -127,10 +126,7 @@ pub struct FitContext {
 
 impl FitContext {
     pub fn sequential() -> FitContext {
-        FitContext {
-            par: Parallelism::Sequential,
-            cancel: CancelToken::default(),
-        }
+        FitContext { par: Parallelism::Sequential, cancel: CancelToken::default() }
     }
 }
 
@@ -170,12 +166,7 @@ pub struct PredictOptions {
 
 impl Default for PredictOptions {
     fn default() -> Self {
-        PredictOptions {
-            variance: true,
-            covariance: false,
-            include_noise: false,
-            probabilities: true,
-        }
+        PredictOptions { variance: true, covariance: false, include_noise: false, probabilities: true }
     }
 }
 
@@ -224,23 +215,17 @@ pub enum ModelSpec {
 impl ModelSpec {
     /// Reads `params` (the request's `params` object, pointer `/params`) for `kind`.
     /// The kernel is already checked. Errors point into the request document.
-    pub fn from_json(
-        kind: ModelKind,
-        kernel: Kernel,
-        params: Option<&Value>,
-    ) -> Result<ModelSpec, FieldError> {
+    pub fn from_json(kind: ModelKind, kernel: Kernel, params: Option<&Value>) -> Result<ModelSpec, FieldError> {
         let empty = Value::Object(Default::default());
         let params = params.unwrap_or(&empty);
         match kind {
-            ModelKind::KernelRidge => {
-                KernelRidge::from_json(kernel, params, "/params").map(ModelSpec::KernelRidge)
+            ModelKind::KernelRidge => KernelRidge::from_json(kernel, params, "/params").map(ModelSpec::KernelRidge),
+            ModelKind::GaussianProcess => {
+                GaussianProcess::from_json(kernel, params, "/params").map(ModelSpec::GaussianProcess)
             }
-            ModelKind::GaussianProcess => GaussianProcess::from_json(kernel, params, "/params")
-                .map(ModelSpec::GaussianProcess),
-            other => Err(FieldError::invalid(
-                "/model",
-                format!("model `{}` is not available in this version", other.name()),
-            )),
+            other => {
+                Err(FieldError::invalid("/model", format!("model `{}` is not available in this version", other.name())))
+            }
         }
     }
 
@@ -273,9 +258,7 @@ impl ModelSpec {
 
     pub fn fit(&self, data: &TrainingSet, ctx: &FitContext) -> Result<FittedModel, FitError> {
         // The kernel may be well-formed but inconsistent with the data (ARD list length).
-        self.kernel()
-            .check_features(data.x.d())
-            .map_err(|e| FitError::Invalid(e.under("/kernel")))?;
+        self.kernel().check_features(data.x.d()).map_err(|e| FitError::Invalid(e.under("/kernel")))?;
         Ok(match self {
             ModelSpec::KernelRidge(p) => FittedModel::KernelRidge(p.fit(data, ctx)?),
             ModelSpec::GaussianProcess(p) => FittedModel::GaussianProcess(p.fit(data, ctx)?),
@@ -314,12 +297,7 @@ impl FittedModel {
 }
 
 /// K(X, X) + s I.
-pub(crate) fn regularised_gram(
-    kernel: &Kernel,
-    x: &Points,
-    s: f64,
-    par: Parallelism,
-) -> DMatrix<f64> {
+pub(crate) fn regularised_gram(kernel: &Kernel, x: &Points, s: f64, par: Parallelism) -> DMatrix<f64> {
     let mut k = kernel.gram(x, par);
     for i in 0..k.nrows() {
         k[(i, i)] += s;
@@ -329,9 +307,7 @@ pub(crate) fn regularised_gram(
 
 /// K(X*, X)^T-style products: out[j] = sum_i k[(i, j)] w[i], for a n x m cross matrix.
 pub(crate) fn weighted_columns(k: &DMatrix<f64>, w: &[f64]) -> Vec<f64> {
-    k.column_iter()
-        .map(|col| col.iter().zip(w).map(|(a, b)| a * b).sum())
-        .collect()
+    k.column_iter().map(|col| col.iter().zip(w).map(|(a, b)| a * b).sum()).collect()
 }
 
 /// Query rows per block at predict, so that the n x block cross matrix stays bounded

@@ -102,11 +102,7 @@ pub(super) fn build(k: &Kernel, x: &Points, z: Option<&Points>, par: Parallelism
             let c = c.value;
             compute(Base::Inner, x, z, par, move |t| t + c)
         }
-        Kernel::Polynomial {
-            degree,
-            gamma,
-            coef0,
-        } => {
+        Kernel::Polynomial { degree, gamma, coef0 } => {
             let (g, c0, p) = (gamma.value, coef0.value, *degree as i32);
             compute(Base::Inner, x, z, par, move |t| (g * t + c0).powi(p))
         }
@@ -163,16 +159,9 @@ fn compute(
     let symmetric = z.is_none();
     let z = z.unwrap_or(x);
     let (n, m) = (x.n(), z.n());
-    let x_norms: Vec<f64> = (0..n)
-        .map(|i| x.point(i).iter().map(|v| v * v).sum())
-        .collect();
-    let z_norms: Vec<f64> = if symmetric {
-        x_norms.clone()
-    } else {
-        (0..m)
-            .map(|j| z.point(j).iter().map(|v| v * v).sum())
-            .collect()
-    };
+    let x_norms: Vec<f64> = (0..n).map(|i| x.point(i).iter().map(|v| v * v).sum()).collect();
+    let z_norms: Vec<f64> =
+        if symmetric { x_norms.clone() } else { (0..m).map(|j| z.point(j).iter().map(|v| v * v).sum()).collect() };
 
     let mut out = DMatrix::<f64>::zeros(n, m);
     if n == 0 || m == 0 {
@@ -188,19 +177,8 @@ fn compute(
             Base::Inner | Base::SqDist => {
                 let lhs = x.view().subcols(i0, n - i0).transpose();
                 let rhs = z.view().subcols(j0, cols);
-                let alpha = if matches!(base, Base::SqDist) {
-                    -2.0
-                } else {
-                    1.0
-                };
-                faer::linalg::matmul::matmul(
-                    dst.subrows_mut(i0, n - i0),
-                    Accum::Replace,
-                    lhs,
-                    rhs,
-                    alpha,
-                    Par::Seq,
-                );
+                let alpha = if matches!(base, Base::SqDist) { -2.0 } else { 1.0 };
+                faer::linalg::matmul::matmul(dst.subrows_mut(i0, n - i0), Accum::Replace, lhs, rhs, alpha, Par::Seq);
                 for jj in 0..cols {
                     let j = j0 + jj;
                     let col = &mut chunk[jj * n..(jj + 1) * n];
@@ -242,10 +220,7 @@ fn compute(
 fn out_par(chunks: Vec<&mut [f64]>, fill: &(impl Fn(usize, &mut [f64]) + Sync)) {
     // Blocks near the right of a symmetric matrix are shorter; the rayon work queue
     // balances the uneven sizes.
-    chunks
-        .into_par_iter()
-        .enumerate()
-        .for_each(|(b, c)| fill(b, c));
+    chunks.into_par_iter().enumerate().for_each(|(b, c)| fill(b, c));
 }
 
 /// Copies the strict lower triangle onto the upper, in square tiles so that both the
@@ -333,10 +308,7 @@ mod tests {
                         }
                         for j in 0..m {
                             let want = k.eval(x.point(i), z.point(j));
-                            assert!(
-                                (c[(i, j)] - want).abs() <= 1e-12 * want.abs().max(1.0),
-                                "{k:?} cross ({i},{j})"
-                            );
+                            assert!((c[(i, j)] - want).abs() <= 1e-12 * want.abs().max(1.0), "{k:?} cross ({i},{j})");
                         }
                     }
                     assert_eq!(g, g.transpose(), "{k:?} not exactly symmetric");

@@ -24,12 +24,7 @@ pub struct Hyper<T = f64> {
 
 impl<T> Hyper<T> {
     pub fn new(value: T) -> Self {
-        Hyper {
-            value,
-            bounds: None,
-            fixed: false,
-            object_form: false,
-        }
+        Hyper { value, bounds: None, fixed: false, object_form: false }
     }
 
     pub fn bounds_or(&self, default: (f64, f64)) -> (f64, f64) {
@@ -38,12 +33,7 @@ impl<T> Hyper<T> {
 
     /// The same hyperparameter (bounds, flag, form) holding another value.
     pub fn with_value<U>(&self, value: U) -> Hyper<U> {
-        Hyper {
-            value,
-            bounds: self.bounds,
-            fixed: self.fixed,
-            object_form: self.object_form,
-        }
+        Hyper { value, bounds: self.bounds, fixed: self.fixed, object_form: self.object_form }
     }
 }
 
@@ -78,10 +68,7 @@ impl HyperValue for Scales {
         match v {
             Value::Array(items) => {
                 if items.is_empty() {
-                    return Err(FieldError::invalid(
-                        pointer,
-                        "a per-feature list must not be empty",
-                    ));
+                    return Err(FieldError::invalid(pointer, "a per-feature list must not be empty"));
                 }
                 let values = items
                     .iter()
@@ -116,12 +103,7 @@ impl<T: HyperValue> Hyper<T> {
         let mut obj = ObjectReader::new(v, pointer)?;
         let value = match obj.take("value") {
             Some(x) => T::read(x, &obj.pointer("value"))?,
-            None => {
-                return Err(FieldError::shape(
-                    obj.pointer("value"),
-                    "missing field `value`",
-                ))
-            }
+            None => return Err(FieldError::shape(obj.pointer("value"), "missing field `value`")),
         };
         let bounds = match obj.take("bounds") {
             None => None,
@@ -129,23 +111,14 @@ impl<T: HyperValue> Hyper<T> {
         };
         let fixed = obj.bool("fixed")?.unwrap_or(false);
         obj.finish()?;
-        Ok(Hyper {
-            value,
-            bounds,
-            fixed,
-            object_form: true,
-        })
+        Ok(Hyper { value, bounds, fixed, object_form: true })
     }
 
     /// Reads like [`Hyper::read`] and requires every value to be strictly positive.
     pub fn read_positive(v: &Value, pointer: &str) -> Result<Self, FieldError> {
         let h = Self::read(v, pointer)?;
         if !h.value.all(|x| x > 0.0) {
-            let at = if v.is_object() {
-                format!("{pointer}/value")
-            } else {
-                pointer.to_string()
-            };
+            let at = if v.is_object() { format!("{pointer}/value") } else { pointer.to_string() };
             return Err(FieldError::invalid(at, "must be greater than 0"));
         }
         Ok(h)
@@ -172,26 +145,17 @@ fn read_bounds(v: &Value, pointer: &str) -> Result<(f64, f64), FieldError> {
         Value::Array(items) if items.len() == 2 => items,
         Value::Array(_) => return Err(FieldError::shape(pointer, "expected [lower, upper]")),
         other => {
-            return Err(FieldError::shape(
-                pointer,
-                format!("expected [lower, upper], found {}", json_type_name(other)),
-            ))
+            return Err(FieldError::shape(pointer, format!("expected [lower, upper], found {}", json_type_name(other))))
         }
     };
     let lo = as_f64(&items[0], &format!("{pointer}/0"))?;
     let hi = as_f64(&items[1], &format!("{pointer}/1"))?;
     if lo <= 0.0 {
         // The search runs in log space, so bounds must be positive.
-        return Err(FieldError::invalid(
-            format!("{pointer}/0"),
-            "lower bound must be greater than 0",
-        ));
+        return Err(FieldError::invalid(format!("{pointer}/0"), "lower bound must be greater than 0"));
     }
     if hi < lo {
-        return Err(FieldError::invalid(
-            format!("{pointer}/1"),
-            "upper bound must not be below the lower bound",
-        ));
+        return Err(FieldError::invalid(format!("{pointer}/1"), "upper bound must not be below the lower bound"));
     }
     Ok((lo, hi))
 }
@@ -221,22 +185,14 @@ mod tests {
 
     #[test]
     fn bad_bounds_and_values_are_named() {
-        let err =
-            Hyper::<f64>::read(&json!({"value": 1.0, "bounds": [0.0, 1.0]}), "/k").unwrap_err();
-        assert_eq!(
-            (err.kind, err.pointer.as_str()),
-            (ErrorKind::Invalid, "/k/bounds/0")
-        );
-        let err =
-            Hyper::<f64>::read(&json!({"value": 1.0, "bounds": [2.0, 1.0]}), "/k").unwrap_err();
+        let err = Hyper::<f64>::read(&json!({"value": 1.0, "bounds": [0.0, 1.0]}), "/k").unwrap_err();
+        assert_eq!((err.kind, err.pointer.as_str()), (ErrorKind::Invalid, "/k/bounds/0"));
+        let err = Hyper::<f64>::read(&json!({"value": 1.0, "bounds": [2.0, 1.0]}), "/k").unwrap_err();
         assert_eq!(err.pointer, "/k/bounds/1");
         let err = Hyper::<f64>::read_positive(&json!({"value": 0.0}), "/k").unwrap_err();
         assert_eq!(err.pointer, "/k/value");
         let err = Hyper::<f64>::read(&json!({"bounds": [1.0, 2.0]}), "/k").unwrap_err();
-        assert_eq!(
-            (err.kind, err.pointer.as_str()),
-            (ErrorKind::Shape, "/k/value")
-        );
+        assert_eq!((err.kind, err.pointer.as_str()), (ErrorKind::Shape, "/k/value"));
         let err = Hyper::<f64>::read(&json!({"value": 1.0, "lower": 1}), "/k").unwrap_err();
         assert_eq!(err.pointer, "/k/lower");
     }

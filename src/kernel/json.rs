@@ -30,12 +30,7 @@ pub(super) fn read(v: &Value, path: &str) -> Result<Kernel, FieldError> {
     let mut obj = ObjectReader::new(v, path)?;
     let ty = match obj.str("type")? {
         Some(t) => t,
-        None => {
-            return Err(FieldError::shape(
-                obj.pointer("type"),
-                "missing field `type`",
-            ))
-        }
+        None => return Err(FieldError::shape(obj.pointer("type"), "missing field `type`")),
     };
     let kernel = match ty {
         "linear" => {
@@ -55,11 +50,7 @@ pub(super) fn read(v: &Value, path: &str) -> Result<Kernel, FieldError> {
             };
             let gamma = positive(&mut obj, "gamma", 1.0)?;
             let coef0 = any_number(&mut obj, "coef0", 1.0)?;
-            Kernel::Polynomial {
-                degree,
-                gamma,
-                coef0,
-            }
+            Kernel::Polynomial { degree, gamma, coef0 }
         }
         "rbf" => {
             let ls_ptr = obj.pointer("length_scale");
@@ -68,37 +59,20 @@ pub(super) fn read(v: &Value, path: &str) -> Result<Kernel, FieldError> {
             let gamma = obj.take("gamma");
             match (ls, gamma) {
                 (Some(_), Some(_)) => {
-                    return Err(FieldError::invalid(
-                        g_ptr,
-                        "give either `length_scale` or `gamma`, not both",
-                    ))
+                    return Err(FieldError::invalid(g_ptr, "give either `length_scale` or `gamma`, not both"))
                 }
-                (Some(l), None) => {
-                    Kernel::Rbf(RbfWidth::LengthScale(Hyper::read_positive(l, &ls_ptr)?))
-                }
+                (Some(l), None) => Kernel::Rbf(RbfWidth::LengthScale(Hyper::read_positive(l, &ls_ptr)?)),
                 (None, Some(g)) => Kernel::Rbf(RbfWidth::Gamma(Hyper::read_positive(g, &g_ptr)?)),
-                (None, None) => {
-                    Kernel::Rbf(RbfWidth::LengthScale(Hyper::new(Scales::Isotropic(1.0))))
-                }
+                (None, None) => Kernel::Rbf(RbfWidth::LengthScale(Hyper::new(Scales::Isotropic(1.0)))),
             }
         }
-        "laplacian" => Kernel::Laplacian {
-            length_scale: positive(&mut obj, "length_scale", 1.0)?,
-        },
-        "exponential" => Kernel::Exponential {
-            length_scale: positive(&mut obj, "length_scale", 1.0)?,
-        },
+        "laplacian" => Kernel::Laplacian { length_scale: positive(&mut obj, "length_scale", 1.0)? },
+        "exponential" => Kernel::Exponential { length_scale: positive(&mut obj, "length_scale", 1.0)? },
         other => {
             let message = if NOT_YET.contains(&other) {
-                format!(
-                    "kernel type `{other}` is not available in this version; available: {}",
-                    IMPLEMENTED.join(", ")
-                )
+                format!("kernel type `{other}` is not available in this version; available: {}", IMPLEMENTED.join(", "))
             } else {
-                format!(
-                    "unknown kernel type `{other}`; expected one of {}",
-                    IMPLEMENTED.join(", ")
-                )
+                format!("unknown kernel type `{other}`; expected one of {}", IMPLEMENTED.join(", "))
             };
             return Err(FieldError::invalid(obj.pointer("type"), message));
         }
@@ -107,11 +81,7 @@ pub(super) fn read(v: &Value, path: &str) -> Result<Kernel, FieldError> {
     Ok(kernel)
 }
 
-fn positive(
-    obj: &mut ObjectReader<'_>,
-    key: &'static str,
-    default: f64,
-) -> Result<Hyper, FieldError> {
+fn positive(obj: &mut ObjectReader<'_>, key: &'static str, default: f64) -> Result<Hyper, FieldError> {
     let pointer = obj.pointer(key);
     match obj.take(key) {
         None => Ok(Hyper::new(default)),
@@ -119,22 +89,14 @@ fn positive(
     }
 }
 
-fn positive_or_zero(
-    obj: &mut ObjectReader<'_>,
-    key: &'static str,
-    default: f64,
-) -> Result<Hyper, FieldError> {
+fn positive_or_zero(obj: &mut ObjectReader<'_>, key: &'static str, default: f64) -> Result<Hyper, FieldError> {
     let pointer = obj.pointer(key);
     match obj.take(key) {
         None => Ok(Hyper::new(default)),
         Some(v) => {
             let h = Hyper::<f64>::read(v, &pointer)?;
             if h.value < 0.0 {
-                let at = if v.is_object() {
-                    format!("{pointer}/value")
-                } else {
-                    pointer
-                };
+                let at = if v.is_object() { format!("{pointer}/value") } else { pointer };
                 return Err(FieldError::invalid(at, "must not be negative"));
             }
             Ok(h)
@@ -142,11 +104,7 @@ fn positive_or_zero(
     }
 }
 
-fn any_number(
-    obj: &mut ObjectReader<'_>,
-    key: &'static str,
-    default: f64,
-) -> Result<Hyper, FieldError> {
+fn any_number(obj: &mut ObjectReader<'_>, key: &'static str, default: f64) -> Result<Hyper, FieldError> {
     let pointer = obj.pointer(key);
     match obj.take(key) {
         None => Ok(Hyper::new(default)),
@@ -161,11 +119,7 @@ pub(super) fn write(k: &Kernel) -> Value {
         Kernel::Linear { c } => {
             m.insert("c".into(), c.to_json());
         }
-        Kernel::Polynomial {
-            degree,
-            gamma,
-            coef0,
-        } => {
+        Kernel::Polynomial { degree, gamma, coef0 } => {
             m.insert("degree".into(), json!(degree));
             m.insert("gamma".into(), gamma.to_json());
             m.insert("coef0".into(), coef0.to_json());
@@ -195,34 +149,19 @@ mod tests {
     #[test]
     fn every_kernel_round_trips_with_defaults_filled_in() {
         let cases = [
-            (
-                json!({"type": "linear"}),
-                json!({"type": "linear", "c": 0.0}),
-            ),
+            (json!({"type": "linear"}), json!({"type": "linear", "c": 0.0})),
             (
                 json!({"type": "polynomial", "degree": 2}),
                 json!({"type": "polynomial", "degree": 2, "gamma": 1.0, "coef0": 1.0}),
             ),
-            (
-                json!({"type": "rbf"}),
-                json!({"type": "rbf", "length_scale": 1.0}),
-            ),
-            (
-                json!({"type": "rbf", "gamma": 0.5}),
-                json!({"type": "rbf", "gamma": 0.5}),
-            ),
+            (json!({"type": "rbf"}), json!({"type": "rbf", "length_scale": 1.0})),
+            (json!({"type": "rbf", "gamma": 0.5}), json!({"type": "rbf", "gamma": 0.5})),
             (
                 json!({"type": "rbf", "length_scale": {"value": [1.0, 2.0], "bounds": [0.01, 100.0]}}),
                 json!({"type": "rbf", "length_scale": {"value": [1.0, 2.0], "bounds": [0.01, 100.0]}}),
             ),
-            (
-                json!({"type": "laplacian", "length_scale": 3.0}),
-                json!({"type": "laplacian", "length_scale": 3.0}),
-            ),
-            (
-                json!({"type": "exponential"}),
-                json!({"type": "exponential", "length_scale": 1.0}),
-            ),
+            (json!({"type": "laplacian", "length_scale": 3.0}), json!({"type": "laplacian", "length_scale": 3.0})),
+            (json!({"type": "exponential"}), json!({"type": "exponential", "length_scale": 1.0})),
         ];
         for (input, expected) in cases {
             let k = read(&input, "").unwrap();
@@ -234,15 +173,9 @@ mod tests {
     #[test]
     fn invalid_values_are_422_kind_with_pointers() {
         let e = err(json!({"type": "rbf", "length_scale": -1.0}));
-        assert_eq!(
-            (e.kind, e.pointer.as_str()),
-            (ErrorKind::Invalid, "/length_scale")
-        );
+        assert_eq!((e.kind, e.pointer.as_str()), (ErrorKind::Invalid, "/length_scale"));
         let e = err(json!({"type": "polynomial", "degree": 0}));
-        assert_eq!(
-            (e.kind, e.pointer.as_str()),
-            (ErrorKind::Invalid, "/degree")
-        );
+        assert_eq!((e.kind, e.pointer.as_str()), (ErrorKind::Invalid, "/degree"));
         let e = err(json!({"type": "rbf", "gamma": 1.0, "length_scale": 1.0}));
         assert_eq!((e.kind, e.pointer.as_str()), (ErrorKind::Invalid, "/gamma"));
         let e = err(json!({"type": "spline"}));
@@ -256,10 +189,7 @@ mod tests {
         let e = err(json!({"length_scale": 1.0}));
         assert_eq!((e.kind, e.pointer.as_str()), (ErrorKind::Shape, "/type"));
         let e = err(json!({"type": "rbf", "length_scale": "wide"}));
-        assert_eq!(
-            (e.kind, e.pointer.as_str()),
-            (ErrorKind::Shape, "/length_scale")
-        );
+        assert_eq!((e.kind, e.pointer.as_str()), (ErrorKind::Shape, "/length_scale"));
         let e = err(json!({"type": "rbf", "sigma": 1.0}));
         assert_eq!((e.kind, e.pointer.as_str()), (ErrorKind::Shape, "/sigma"));
         let e = err(json!({"type": "polynomial", "degree": 2.5}));

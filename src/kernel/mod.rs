@@ -90,19 +90,11 @@ impl Kernel {
     pub fn eval(&self, x: &[f64], z: &[f64]) -> f64 {
         let dot = || x.iter().zip(z).map(|(a, b)| a * b).sum::<f64>();
         let sq_dist = |scale: &dyn Fn(usize) -> f64| {
-            x.iter()
-                .zip(z)
-                .enumerate()
-                .map(|(k, (a, b))| ((a - b) / scale(k)).powi(2))
-                .sum::<f64>()
+            x.iter().zip(z).enumerate().map(|(k, (a, b))| ((a - b) / scale(k)).powi(2)).sum::<f64>()
         };
         match self {
             Kernel::Linear { c } => dot() + c.value,
-            Kernel::Polynomial {
-                degree,
-                gamma,
-                coef0,
-            } => (gamma.value * dot() + coef0.value).powi(*degree as i32),
+            Kernel::Polynomial { degree, gamma, coef0 } => (gamma.value * dot() + coef0.value).powi(*degree as i32),
             Kernel::Rbf(RbfWidth::Gamma(g)) => (-g.value * sq_dist(&|_| 1.0)).exp(),
             Kernel::Rbf(RbfWidth::LengthScale(h)) => match &h.value {
                 Scales::Isotropic(l) => (-0.5 * sq_dist(&|_| *l)).exp(),
@@ -112,18 +104,14 @@ impl Kernel {
                 let l1: f64 = x.iter().zip(z).map(|(a, b)| (a - b).abs()).sum();
                 (-l1 / length_scale.value).exp()
             }
-            Kernel::Exponential { length_scale } => {
-                (-sq_dist(&|_| 1.0).sqrt() / length_scale.value).exp()
-            }
+            Kernel::Exponential { length_scale } => (-sq_dist(&|_| 1.0).sqrt() / length_scale.value).exp(),
         }
     }
 
     /// k(x_i, x_i) for every point, without building the Gram matrix.
     pub fn diag(&self, x: &Points) -> DVector<f64> {
         match self {
-            Kernel::Rbf(_) | Kernel::Laplacian { .. } | Kernel::Exponential { .. } => {
-                DVector::from_element(x.n(), 1.0)
-            }
+            Kernel::Rbf(_) | Kernel::Laplacian { .. } | Kernel::Exponential { .. } => DVector::from_element(x.n(), 1.0),
             Kernel::Linear { .. } | Kernel::Polynomial { .. } => {
                 DVector::from_iterator(x.n(), (0..x.n()).map(|i| self.eval(x.point(i), x.point(i))))
             }
@@ -170,8 +158,7 @@ mod tests {
         let z = [1.1, 0.4, -0.5];
         let by_l = Kernel::from_json(&json!({"type": "rbf", "length_scale": 2.0})).unwrap();
         let by_g = Kernel::from_json(&json!({"type": "rbf", "gamma": 0.125})).unwrap();
-        let ard =
-            Kernel::from_json(&json!({"type": "rbf", "length_scale": [2.0, 2.0, 2.0]})).unwrap();
+        let ard = Kernel::from_json(&json!({"type": "rbf", "length_scale": [2.0, 2.0, 2.0]})).unwrap();
         let a = by_l.eval(&x, &z);
         assert!((a - by_g.eval(&x, &z)).abs() < 1e-15);
         assert!((a - ard.eval(&x, &z)).abs() < 1e-15);

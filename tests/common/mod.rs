@@ -18,11 +18,7 @@ impl TestServer {
     pub async fn start(config: Config) -> TestServer {
         let server = server::start(config).await.expect("server starts");
         let url = format!("http://{}", server.addr);
-        TestServer {
-            url,
-            http: reqwest::Client::new(),
-            server: Some(server),
-        }
+        TestServer { url, http: reqwest::Client::new(), server: Some(server) }
     }
 
     pub async fn default() -> TestServer {
@@ -38,20 +34,10 @@ impl TestServer {
     }
 
     pub async fn post(&self, path: &str, body: &Value) -> reqwest::Response {
-        self.http
-            .post(self.url(path))
-            .body(body.to_string())
-            .send()
-            .await
-            .expect("request sent")
+        self.http.post(self.url(path)).body(body.to_string()).send().await.expect("request sent")
     }
 
-    pub async fn post_raw(
-        &self,
-        path: &str,
-        body: impl Into<reqwest::Body>,
-        content_type: &str,
-    ) -> reqwest::Response {
+    pub async fn post_raw(&self, path: &str, body: impl Into<reqwest::Body>, content_type: &str) -> reqwest::Response {
         self.http
             .post(self.url(path))
             .header("content-type", content_type)
@@ -62,19 +48,11 @@ impl TestServer {
     }
 
     pub async fn get(&self, path: &str) -> reqwest::Response {
-        self.http
-            .get(self.url(path))
-            .send()
-            .await
-            .expect("request sent")
+        self.http.get(self.url(path)).send().await.expect("request sent")
     }
 
     pub async fn delete(&self, path: &str) -> reqwest::Response {
-        self.http
-            .delete(self.url(path))
-            .send()
-            .await
-            .expect("request sent")
+        self.http.delete(self.url(path)).send().await.expect("request sent")
     }
 
     /// Trains synchronously and returns the model resource (asserting 201).
@@ -99,9 +77,7 @@ impl TestServer {
             }))
             .expect("pool accepts the blocking job");
         started_rx.recv().expect("blocking job started");
-        WorkerBlock {
-            _release: release_tx,
-        }
+        WorkerBlock { _release: release_tx }
     }
 
     /// Fills one queue slot with a job that waits until the guard is dropped.
@@ -113,9 +89,7 @@ impl TestServer {
                 let _ = release_rx.recv();
             }))
             .expect("pool accepts the queued job");
-        WorkerBlock {
-            _release: release_tx,
-        }
+        WorkerBlock { _release: release_tx }
     }
 }
 
@@ -133,21 +107,10 @@ pub fn sine(n: usize) -> (Vec<Vec<f64>>, Vec<f64>) {
 
 pub async fn problem(r: reqwest::Response) -> (u16, Value) {
     let status = r.status().as_u16();
-    let ct = r
-        .headers()
-        .get("content-type")
-        .map(|v| v.to_str().unwrap().to_string())
-        .unwrap_or_default();
-    assert!(
-        ct.starts_with("application/problem+json"),
-        "status {status}: content-type {ct:?}"
-    );
+    let ct = r.headers().get("content-type").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+    assert!(ct.starts_with("application/problem+json"), "status {status}: content-type {ct:?}");
     let body: Value = r.json().await.unwrap();
-    assert_eq!(
-        body["status"].as_u64(),
-        Some(status as u64),
-        "problem status matches: {body}"
-    );
+    assert_eq!(body["status"].as_u64(), Some(status as u64), "problem status matches: {body}");
     for k in ["type", "title", "detail"] {
         assert!(body[k].is_string(), "problem has {k}: {body}");
     }
@@ -156,9 +119,5 @@ pub async fn problem(r: reqwest::Response) -> (u16, Value) {
 
 /// The pointers of a problem's `errors`.
 pub fn pointers(p: &Value) -> Vec<String> {
-    p["errors"].as_array().map_or(vec![], |a| {
-        a.iter()
-            .map(|e| e["pointer"].as_str().unwrap().to_string())
-            .collect()
-    })
+    p["errors"].as_array().map_or(vec![], |a| a.iter().map(|e| e["pointer"].as_str().unwrap().to_string()).collect())
 }
