@@ -475,3 +475,22 @@ async fn gzip_is_applied_when_asked() {
     let r = s.http.get(s.url("/openapi.yaml")).header("accept-encoding", "gzip").send().await.unwrap();
     assert_eq!(r.headers().get("content-encoding").map(|v| v.to_str().unwrap()), Some("gzip"));
 }
+
+/// Predictions moved off the async threads (every one, with a zero inline budget) give
+/// the same numbers as inline ones.
+#[tokio::test]
+async fn blocking_and_inline_predictions_agree() {
+    let inline = TestServer::default().await;
+    let mut config = Config::for_tests();
+    config.predict_inline_max_flops = 0.0;
+    let blocking = TestServer::start(config).await;
+    let query = json!({"x": [[0.25], [1.75], [4.5]], "include_noise": true});
+    let mut answers = Vec::new();
+    for s in [&inline, &blocking] {
+        let m = s.train(&gp_body()).await;
+        let r = s.post(&format!("/models/{}/predict", m["id"].as_str().unwrap()), &query).await;
+        assert_eq!(r.status(), 200);
+        answers.push(r.json::<Value>().await.unwrap());
+    }
+    assert_eq!(answers[0], answers[1]);
+}
