@@ -84,7 +84,7 @@ impl Points {
 
 /// Output columns per block: large enough for an efficient product, small enough that
 /// a 4000-row block (4 MB) stays near the cache and gives the cores enough blocks.
-const BLOCK_COLS: usize = 64;
+const BLOCK_COLS: usize = 128;
 
 /// How a kernel value is reached from the two points.
 enum Base {
@@ -172,6 +172,8 @@ fn compute(
         let cols = chunk.len() / n;
         // Symmetric: rows j0.. of these columns hold the diagonal block and the lower part.
         let i0 = if symmetric { j0 } else { 0 };
+        // This thread may come straight from faer work (a Cholesky on the rayon pool).
+        crate::linalg::clear_upper_vector_state();
         let dst = MatMut::from_column_major_slice_mut(&mut *chunk, n, cols);
         match base {
             Base::Inner | Base::SqDist => {
@@ -179,6 +181,7 @@ fn compute(
                 let rhs = z.view().subcols(j0, cols);
                 let alpha = if matches!(base, Base::SqDist) { -2.0 } else { 1.0 };
                 faer::linalg::matmul::matmul(dst.subrows_mut(i0, n - i0), Accum::Replace, lhs, rhs, alpha, Par::Seq);
+                crate::linalg::clear_upper_vector_state();
                 for jj in 0..cols {
                     let j = j0 + jj;
                     let col = &mut chunk[jj * n..(jj + 1) * n];
