@@ -41,6 +41,13 @@ pub struct TrainInput {
     pub metadata: Option<Value>,
 }
 
+impl TrainInput {
+    /// The name and metadata, dropping everything else.
+    fn into_labels(self) -> (Option<String>, Option<Value>) {
+        (self.name, self.metadata)
+    }
+}
+
 #[derive(Debug)]
 pub enum TrainOutcome {
     /// The fit finished and the model is ready.
@@ -184,10 +191,13 @@ impl Service {
             return Err(ServiceError::Draining);
         }
         let (spec, data) = self.validate_training(&input)?;
+        // The rows now live in `data`; the request's copy must not outlive this point,
+        // as a synchronous fit can hold this function for minutes.
+        let (name, metadata) = input.into_labels();
         let entry = Arc::new(ModelEntry::new(
             spec.kind(),
-            input.name,
-            input.metadata,
+            name,
+            metadata,
             data.x.n(),
             data.x.d(),
             spec.kernel().to_json(),
