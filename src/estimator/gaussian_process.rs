@@ -256,10 +256,11 @@ mod tests {
 
         let k = model.kernel();
         let n = data.x.n();
-        let kxx =
-            DMatrix::from_fn(n, n, |i, j| k.eval(data.x.point(i), data.x.point(j)) + if i == j { 0.05 } else { 0.0 });
-        let ks = DMatrix::from_fn(n, 3, |i, j| k.eval(data.x.point(i), q.point(j)));
-        let kss = DMatrix::from_fn(3, 3, |i, j| k.eval(q.point(i), q.point(j)));
+        let kxx = DMatrix::from_fn(n, n, |i, j| {
+            k.eval(data.x.point(i), data.x.point(j), i == j) + if i == j { 0.05 } else { 0.0 }
+        });
+        let ks = DMatrix::from_fn(n, 3, |i, j| k.eval(data.x.point(i), q.point(j), false));
+        let kss = DMatrix::from_fn(3, 3, |i, j| k.eval(q.point(i), q.point(j), i == j));
         let inv = kxx.clone().try_inverse().unwrap();
         let want_cov = &kss - ks.transpose() * &inv * &ks;
         let want_mean = ks.transpose() * (&inv * DVector::from_column_slice(&data.y));

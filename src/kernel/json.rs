@@ -2,15 +2,17 @@
 //! and writing back (fitted values, in the form the client used).
 
 use super::hyper::{Hyper, Scales};
-use super::{Kernel, RbfWidth};
-use crate::spec::{FieldError, ObjectReader};
+use super::{Kernel, Nu, RbfWidth};
+use crate::spec::{json_type_name, FieldError, ObjectReader};
 use serde_json::{json, Map, Value};
 
-const IMPLEMENTED: &[&str] = &["linear", "polynomial", "rbf", "laplacian", "exponential"];
-
-/// Contract kernel types this build does not serve yet; named so that the error says so
-/// rather than calling a documented type unknown.
-const NOT_YET: &[&str] = &[
+/// Every kernel type of the contract.
+const TYPES: &[&str] = &[
+    "linear",
+    "polynomial",
+    "rbf",
+    "laplacian",
+    "exponential",
     "matern",
     "rational_quadratic",
     "periodic",
@@ -33,10 +35,7 @@ pub(super) fn read(v: &Value, path: &str) -> Result<Kernel, FieldError> {
         None => return Err(FieldError::shape(obj.pointer("type"), "missing field `type`")),
     };
     let kernel = match ty {
-        "linear" => {
-            let c = positive_or_zero(&mut obj, "c", 0.0)?;
-            Kernel::Linear { c }
-        }
+        "linear" => Kernel::Linear { c: non_negative(&mut obj, "c", 0.0)? },
         "polynomial" => {
             let degree = match obj.u64("degree")? {
                 None => 3,
@@ -67,18 +66,80 @@ pub(super) fn read(v: &Value, path: &str) -> Result<Kernel, FieldError> {
             }
         }
         "laplacian" => Kernel::Laplacian { length_scale: positive(&mut obj, "length_scale", 1.0)? },
-        "exponential" => Kernel::Exponential { length_scale: positive(&mut obj, "length_scale", 1.0)? },
-        other => {
-            let message = if NOT_YET.contains(&other) {
-                format!("kernel type `{other}` is not available in this version; available: {}", IMPLEMENTED.join(", "))
-            } else {
-                format!("unknown kernel type `{other}`; expected one of {}", IMPLEMENTED.join(", "))
+        "exponential" => Kernel::Exponential { length_scale: scales(&mut obj)? },
+        "matern" => {
+            let nu = match obj.f64("nu")? {
+                None => Nu::ThreeHalves,
+                Some(0.5) => Nu::Half,
+                Some(1.5) => Nu::ThreeHalves,
+                Some(2.5) => Nu::FiveHalves,
+                Some(_) => return Err(FieldError::invalid(obj.pointer("nu"), "must be 0.5, 1.5 or 2.5")),
             };
-            return Err(FieldError::invalid(obj.pointer("type"), message));
+            Kernel::Matern { length_scale: scales(&mut obj)?, nu }
+        }
+        "rational_quadratic" => Kernel::RationalQuadratic {
+            length_scale: positive(&mut obj, "length_scale", 1.0)?,
+            alpha: positive(&mut obj, "alpha", 1.0)?,
+        },
+        "periodic" => Kernel::Periodic {
+            length_scale: positive(&mut obj, "length_scale", 1.0)?,
+            period: positive(&mut obj, "period", 1.0)?,
+        },
+        "sigmoid" => {
+            Kernel::Sigmoid { gamma: positive(&mut obj, "gamma", 1.0)?, coef0: any_number(&mut obj, "coef0", 0.0)? }
+        }
+        "inverse_multiquadric" => Kernel::InverseMultiquadric { c: positive(&mut obj, "c", 1.0)? },
+        "constant" => Kernel::Constant { value: positive(&mut obj, "value", 1.0)? },
+        "white" => Kernel::White { noise: positive(&mut obj, "noise", 1.0)? },
+        "sum" | "product" => {
+            let ptr = obj.pointer("kernels");
+            let parts = match obj.take("kernels") {
+                None => return Err(FieldError::shape(ptr, "missing field `kernels`")),
+                Some(Value::Array(items)) => items,
+                Some(other) => {
+                    return Err(FieldError::shape(
+                        ptr,
+                        format!("expected a list of kernels, found {}", json_type_name(other)),
+                    ))
+                }
+            };
+            if parts.len() < 2 {
+                return Err(FieldError::invalid(ptr, format!("a {ty} needs at least 2 kernels, got {}", parts.len())));
+            }
+            let parts =
+                parts.iter().enumerate().map(|(i, p)| read(p, &format!("{ptr}/{i}"))).collect::<Result<Vec<_>, _>>()?;
+            if ty == "sum" {
+                Kernel::Sum(parts)
+            } else {
+                Kernel::Product(parts)
+            }
+        }
+        "scale" => {
+            let factor = positive(&mut obj, "factor", 1.0)?;
+            let ptr = obj.pointer("kernel");
+            let inner = match obj.take("kernel") {
+                None => return Err(FieldError::shape(ptr, "missing field `kernel`")),
+                Some(k) => read(k, &ptr)?,
+            };
+            Kernel::Scale { factor, kernel: Box::new(inner) }
+        }
+        other => {
+            return Err(FieldError::invalid(
+                obj.pointer("type"),
+                format!("unknown kernel type `{other}`; expected one of {}", TYPES.join(", ")),
+            ));
         }
     };
     obj.finish()?;
     Ok(kernel)
+}
+
+fn scales(obj: &mut ObjectReader<'_>) -> Result<Hyper<Scales>, FieldError> {
+    let pointer = obj.pointer("length_scale");
+    match obj.take("length_scale") {
+        None => Ok(Hyper::new(Scales::Isotropic(1.0))),
+        Some(v) => Hyper::read_positive(v, &pointer),
+    }
 }
 
 fn positive(obj: &mut ObjectReader<'_>, key: &'static str, default: f64) -> Result<Hyper, FieldError> {
@@ -89,7 +150,7 @@ fn positive(obj: &mut ObjectReader<'_>, key: &'static str, default: f64) -> Resu
     }
 }
 
-fn positive_or_zero(obj: &mut ObjectReader<'_>, key: &'static str, default: f64) -> Result<Hyper, FieldError> {
+fn non_negative(obj: &mut ObjectReader<'_>, key: &'static str, default: f64) -> Result<Hyper, FieldError> {
     let pointer = obj.pointer(key);
     match obj.take(key) {
         None => Ok(Hyper::new(default)),
@@ -115,23 +176,44 @@ fn any_number(obj: &mut ObjectReader<'_>, key: &'static str, default: f64) -> Re
 pub(super) fn write(k: &Kernel) -> Value {
     let mut m = Map::new();
     m.insert("type".into(), json!(k.type_name()));
+    let mut put = |key: &str, v: Value| {
+        m.insert(key.into(), v);
+    };
     match k {
-        Kernel::Linear { c } => {
-            m.insert("c".into(), c.to_json());
-        }
+        Kernel::Linear { c } => put("c", c.to_json()),
         Kernel::Polynomial { degree, gamma, coef0 } => {
-            m.insert("degree".into(), json!(degree));
-            m.insert("gamma".into(), gamma.to_json());
-            m.insert("coef0".into(), coef0.to_json());
+            put("degree", json!(degree));
+            put("gamma", gamma.to_json());
+            put("coef0", coef0.to_json());
         }
-        Kernel::Rbf(RbfWidth::LengthScale(h)) => {
-            m.insert("length_scale".into(), h.to_json());
+        Kernel::Rbf(RbfWidth::LengthScale(h)) | Kernel::Exponential { length_scale: h } => {
+            put("length_scale", h.to_json())
         }
-        Kernel::Rbf(RbfWidth::Gamma(h)) => {
-            m.insert("gamma".into(), h.to_json());
+        Kernel::Rbf(RbfWidth::Gamma(h)) => put("gamma", h.to_json()),
+        Kernel::Laplacian { length_scale } => put("length_scale", length_scale.to_json()),
+        Kernel::Matern { length_scale, nu } => {
+            put("length_scale", length_scale.to_json());
+            put("nu", json!(nu.value()));
         }
-        Kernel::Laplacian { length_scale } | Kernel::Exponential { length_scale } => {
-            m.insert("length_scale".into(), length_scale.to_json());
+        Kernel::RationalQuadratic { length_scale, alpha } => {
+            put("length_scale", length_scale.to_json());
+            put("alpha", alpha.to_json());
+        }
+        Kernel::Periodic { length_scale, period } => {
+            put("length_scale", length_scale.to_json());
+            put("period", period.to_json());
+        }
+        Kernel::Sigmoid { gamma, coef0 } => {
+            put("gamma", gamma.to_json());
+            put("coef0", coef0.to_json());
+        }
+        Kernel::InverseMultiquadric { c } => put("c", c.to_json()),
+        Kernel::Constant { value } => put("value", value.to_json()),
+        Kernel::White { noise } => put("noise", noise.to_json()),
+        Kernel::Sum(ks) | Kernel::Product(ks) => put("kernels", Value::Array(ks.iter().map(write).collect())),
+        Kernel::Scale { factor, kernel } => {
+            put("factor", factor.to_json());
+            put("kernel", write(kernel));
         }
     }
     Value::Object(m)
@@ -162,6 +244,26 @@ mod tests {
             ),
             (json!({"type": "laplacian", "length_scale": 3.0}), json!({"type": "laplacian", "length_scale": 3.0})),
             (json!({"type": "exponential"}), json!({"type": "exponential", "length_scale": 1.0})),
+            (json!({"type": "matern"}), json!({"type": "matern", "length_scale": 1.0, "nu": 1.5})),
+            (
+                json!({"type": "rational_quadratic", "alpha": 2.0}),
+                json!({"type": "rational_quadratic", "length_scale": 1.0, "alpha": 2.0}),
+            ),
+            (json!({"type": "periodic"}), json!({"type": "periodic", "length_scale": 1.0, "period": 1.0})),
+            (json!({"type": "sigmoid"}), json!({"type": "sigmoid", "gamma": 1.0, "coef0": 0.0})),
+            (json!({"type": "inverse_multiquadric"}), json!({"type": "inverse_multiquadric", "c": 1.0})),
+            (
+                json!({"type": "constant", "value": {"value": 2.0, "fixed": true}}),
+                json!({"type": "constant", "value": {"value": 2.0, "fixed": true}}),
+            ),
+            (json!({"type": "white"}), json!({"type": "white", "noise": 1.0})),
+            (
+                json!({"type": "scale", "factor": 2.0, "kernel": {"type": "sum", "kernels": [{"type": "white"}, {"type": "product", "kernels": [{"type": "constant"}, {"type": "rbf"}]}]}}),
+                json!({"type": "scale", "factor": 2.0, "kernel": {"type": "sum", "kernels": [
+                    {"type": "white", "noise": 1.0},
+                    {"type": "product", "kernels": [{"type": "constant", "value": 1.0}, {"type": "rbf", "length_scale": 1.0}]}
+                ]}}),
+            ),
         ];
         for (input, expected) in cases {
             let k = read(&input, "").unwrap();
@@ -182,6 +284,20 @@ mod tests {
         assert_eq!((e.kind, e.pointer.as_str()), (ErrorKind::Invalid, "/type"));
         let e = err(json!({"type": "linear", "c": -1.0}));
         assert_eq!((e.kind, e.pointer.as_str()), (ErrorKind::Invalid, "/c"));
+        let e = err(json!({"type": "matern", "nu": 2.0}));
+        assert_eq!((e.kind, e.pointer.as_str()), (ErrorKind::Invalid, "/nu"));
+        let e = err(json!({"type": "periodic", "period": 0}));
+        assert_eq!((e.kind, e.pointer.as_str()), (ErrorKind::Invalid, "/period"));
+        let e = err(json!({"type": "sum", "kernels": [{"type": "rbf"}]}));
+        assert_eq!((e.kind, e.pointer.as_str()), (ErrorKind::Invalid, "/kernels"));
+        let e = err(json!({"type": "product", "kernels": []}));
+        assert_eq!((e.kind, e.pointer.as_str()), (ErrorKind::Invalid, "/kernels"));
+        let e = err(
+            json!({"type": "sum", "kernels": [{"type": "rbf"}, {"type": "scale", "kernel": {"type": "rbf", "length_scale": -2}}]}),
+        );
+        assert_eq!((e.kind, e.pointer.as_str()), (ErrorKind::Invalid, "/kernels/1/kernel/length_scale"));
+        let e = err(json!({"type": "white", "noise": {"value": 0.0}}));
+        assert_eq!((e.kind, e.pointer.as_str()), (ErrorKind::Invalid, "/noise/value"));
     }
 
     #[test]
@@ -196,5 +312,11 @@ mod tests {
         assert_eq!((e.kind, e.pointer.as_str()), (ErrorKind::Shape, "/degree"));
         let e = err(json!("rbf"));
         assert_eq!((e.kind, e.pointer.as_str()), (ErrorKind::Shape, ""));
+        let e = err(json!({"type": "sum", "kernels": {"type": "rbf"}}));
+        assert_eq!((e.kind, e.pointer.as_str()), (ErrorKind::Shape, "/kernels"));
+        let e = err(json!({"type": "scale", "factor": 2.0}));
+        assert_eq!((e.kind, e.pointer.as_str()), (ErrorKind::Shape, "/kernel"));
+        let e = err(json!({"type": "product", "kernels": [{"type": "rbf"}, {"type": "rbf", "width": 1}]}));
+        assert_eq!((e.kind, e.pointer.as_str()), (ErrorKind::Shape, "/kernels/1/width"));
     }
 }

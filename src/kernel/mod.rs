@@ -1,21 +1,28 @@
-//! Kernel functions, their JSON form, and Gram matrices.
+//! Kernel functions, the kernel algebra, their JSON form, Gram matrices and gradients.
 //!
 //! A [`Kernel`] is a validated kernel specification: every hyperparameter in it is in
 //! range, so Gram-matrix code never checks. Points are the columns of a [`Points`] matrix
 //! (d x n), which keeps each point's features contiguous for the pointwise kernels and
 //! lets the matrix-product kernels hand the same storage to faer without copying.
 //!
-//! Adding a kernel means: a variant here, its arm in `eval`/`diag`/`gram_with`, and its
-//! reader and writer in `json.rs`. Combinators (sum, product, scale) combine the Gram
-//! matrices of their parts, so they fit the same interface.
+//! Three views of one kernel, kept consistent by tests:
+//! - [`Kernel::eval`], the definition, pointwise; the reference for everything else.
+//! - [`Kernel::gram`] / [`Kernel::cross`] / [`Kernel::diag`], the fast paths (`gram.rs`).
+//! - [`Kernel::theta`], [`Kernel::with_theta`] and [`Kernel::gram_with_gradient`], the
+//!   hyperparameters in log space and dK/dtheta (`grad.rs`), as scikit-learn's `theta`.
+//!
+//! Sums, products and positive multiples of kernels are kernels; `white` contributes
+//! only where both arguments are the same point (the training diagonal, or the diagonal
+//! of a prediction covariance), never between distinct points.
 
+mod grad;
 mod gram;
 pub mod hyper;
 mod json;
 
 use crate::linalg::Parallelism;
 use crate::spec::FieldError;
-use hyper::{Hyper, Scales};
+use hyper::{Hyper, Scales, DEFAULT_BOUNDS};
 use nalgebra::{DMatrix, DVector};
 
 pub use gram::Points;
@@ -31,6 +38,24 @@ pub fn default_kernel() -> Kernel {
 pub enum RbfWidth {
     LengthScale(Hyper<Scales>),
     Gamma(Hyper),
+}
+
+/// The smoothness of a Matern kernel: the three values with closed forms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nu {
+    Half,
+    ThreeHalves,
+    FiveHalves,
+}
+
+impl Nu {
+    pub fn value(self) -> f64 {
+        match self {
+            Nu::Half => 0.5,
+            Nu::ThreeHalves => 1.5,
+            Nu::FiveHalves => 2.5,
+        }
+    }
 }
 
 /// A validated kernel.
@@ -51,10 +76,59 @@ pub enum Kernel {
     Laplacian {
         length_scale: Hyper,
     },
-    /// exp(-|x - z|_2 / l), Matern with nu = 1/2.
+    /// exp(-r), r = |(x - z) / l|: Matern with nu = 1/2.
     Exponential {
-        length_scale: Hyper,
+        length_scale: Hyper<Scales>,
     },
+    /// Matern with nu in {1/2, 3/2, 5/2}, r = |(x - z) / l|.
+    Matern {
+        length_scale: Hyper<Scales>,
+        nu: Nu,
+    },
+    /// (1 + |x - z|^2 / (2 alpha l^2))^-alpha.
+    RationalQuadratic {
+        length_scale: Hyper,
+        alpha: Hyper,
+    },
+    /// exp(-2 sin^2(pi |x - z| / p) / l^2).
+    Periodic {
+        length_scale: Hyper,
+        period: Hyper,
+    },
+    /// tanh(gamma x.z + coef0); not positive semi-definite in general.
+    Sigmoid {
+        gamma: Hyper,
+        coef0: Hyper,
+    },
+    /// 1 / sqrt(|x - z|^2 + c^2).
+    InverseMultiquadric {
+        c: Hyper,
+    },
+    /// value, everywhere.
+    Constant {
+        value: Hyper,
+    },
+    /// noise where both arguments are the same point, else 0.
+    White {
+        noise: Hyper,
+    },
+    Sum(Vec<Kernel>),
+    Product(Vec<Kernel>),
+    /// factor * kernel.
+    Scale {
+        factor: Hyper,
+        kernel: Box<Kernel>,
+    },
+}
+
+/// One optimisable scalar hyperparameter as seen by the optimiser: a JSON pointer into
+/// the kernel document, its value, its bounds and whether it is fixed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HyperInfo {
+    pub pointer: String,
+    pub value: f64,
+    pub bounds: (f64, f64),
+    pub fixed: bool,
 }
 
 impl Kernel {
@@ -66,55 +140,92 @@ impl Kernel {
             Kernel::Rbf(_) => "rbf",
             Kernel::Laplacian { .. } => "laplacian",
             Kernel::Exponential { .. } => "exponential",
+            Kernel::Matern { .. } => "matern",
+            Kernel::RationalQuadratic { .. } => "rational_quadratic",
+            Kernel::Periodic { .. } => "periodic",
+            Kernel::Sigmoid { .. } => "sigmoid",
+            Kernel::InverseMultiquadric { .. } => "inverse_multiquadric",
+            Kernel::Constant { .. } => "constant",
+            Kernel::White { .. } => "white",
+            Kernel::Sum(_) => "sum",
+            Kernel::Product(_) => "product",
+            Kernel::Scale { .. } => "scale",
+        }
+    }
+
+    /// Whether every Gram matrix of this kernel is positive semi-definite (sigmoid is
+    /// not, and neither is anything built from it).
+    pub fn is_psd(&self) -> bool {
+        match self {
+            Kernel::Sigmoid { .. } => false,
+            // (gamma x.z + coef0)^p is PSD for coef0 >= 0; a negative offset can break it.
+            Kernel::Polynomial { coef0, .. } => coef0.value >= 0.0,
+            Kernel::Sum(ks) | Kernel::Product(ks) => ks.iter().all(Kernel::is_psd),
+            Kernel::Scale { kernel, .. } => kernel.is_psd(),
+            _ => true,
         }
     }
 
     /// Checks what can only be checked once the feature count d is known (ARD lists).
-    /// Errors point into the kernel document (`/length_scale`).
+    /// Errors point into the kernel document (`/length_scale`, `/kernels/1/length_scale`).
     pub fn check_features(&self, d: usize) -> Result<(), FieldError> {
-        if let Kernel::Rbf(RbfWidth::LengthScale(h)) = self {
-            if let Scales::PerFeature(ls) = &h.value {
-                if ls.len() != d {
-                    return Err(FieldError::invalid(
-                        "/length_scale",
-                        format!("has {} entries but the data has {d} features", ls.len()),
-                    ));
-                }
-            }
-        }
-        Ok(())
+        self.check_features_at(d, "")
     }
 
-    /// k(x, z) for two points, straight from the definition. The Gram builders are the
-    /// fast path; this is their reference and serves tiny inputs.
-    pub fn eval(&self, x: &[f64], z: &[f64]) -> f64 {
-        let dot = || x.iter().zip(z).map(|(a, b)| a * b).sum::<f64>();
-        let sq_dist = |scale: &dyn Fn(usize) -> f64| {
-            x.iter().zip(z).enumerate().map(|(k, (a, b))| ((a - b) / scale(k)).powi(2)).sum::<f64>()
+    fn check_features_at(&self, d: usize, path: &str) -> Result<(), FieldError> {
+        let ard = match self {
+            Kernel::Rbf(RbfWidth::LengthScale(h))
+            | Kernel::Exponential { length_scale: h }
+            | Kernel::Matern { length_scale: h, .. } => Some(h),
+            _ => None,
         };
-        match self {
-            Kernel::Linear { c } => dot() + c.value,
-            Kernel::Polynomial { degree, gamma, coef0 } => (gamma.value * dot() + coef0.value).powi(*degree as i32),
-            Kernel::Rbf(RbfWidth::Gamma(g)) => (-g.value * sq_dist(&|_| 1.0)).exp(),
-            Kernel::Rbf(RbfWidth::LengthScale(h)) => match &h.value {
-                Scales::Isotropic(l) => (-0.5 * sq_dist(&|_| *l)).exp(),
-                Scales::PerFeature(ls) => (-0.5 * sq_dist(&|k| ls[k])).exp(),
-            },
-            Kernel::Laplacian { length_scale } => {
-                let l1: f64 = x.iter().zip(z).map(|(a, b)| (a - b).abs()).sum();
-                (-l1 / length_scale.value).exp()
+        if let Some(Hyper { value: Scales::PerFeature(ls), .. }) = ard {
+            if ls.len() != d {
+                return Err(FieldError::invalid(
+                    format!("{path}/length_scale"),
+                    format!("has {} entries but the data has {d} features", ls.len()),
+                ));
             }
-            Kernel::Exponential { length_scale } => (-sq_dist(&|_| 1.0).sqrt() / length_scale.value).exp(),
         }
+        match self {
+            Kernel::Sum(ks) | Kernel::Product(ks) => {
+                for (i, k) in ks.iter().enumerate() {
+                    k.check_features_at(d, &format!("{path}/kernels/{i}"))?;
+                }
+                Ok(())
+            }
+            Kernel::Scale { kernel, .. } => kernel.check_features_at(d, &format!("{path}/kernel")),
+            _ => Ok(()),
+        }
+    }
+
+    /// k(x, z) straight from the definition; `same` says whether x and z are the same
+    /// point of one set (only `white` cares). The Gram builders are the fast path; this
+    /// is their reference.
+    pub fn eval(&self, x: &[f64], z: &[f64], same: bool) -> f64 {
+        grad::eval(self, x, z, same, None)
     }
 
     /// k(x_i, x_i) for every point, without building the Gram matrix.
     pub fn diag(&self, x: &Points) -> DVector<f64> {
         match self {
-            Kernel::Rbf(_) | Kernel::Laplacian { .. } | Kernel::Exponential { .. } => DVector::from_element(x.n(), 1.0),
-            Kernel::Linear { .. } | Kernel::Polynomial { .. } => {
-                DVector::from_iterator(x.n(), (0..x.n()).map(|i| self.eval(x.point(i), x.point(i))))
+            Kernel::Rbf(_)
+            | Kernel::Laplacian { .. }
+            | Kernel::Exponential { .. }
+            | Kernel::Matern { .. }
+            | Kernel::RationalQuadratic { .. }
+            | Kernel::Periodic { .. } => DVector::from_element(x.n(), 1.0),
+            Kernel::InverseMultiquadric { c } => DVector::from_element(x.n(), 1.0 / c.value),
+            Kernel::Constant { value } => DVector::from_element(x.n(), value.value),
+            Kernel::White { noise } => DVector::from_element(x.n(), noise.value),
+            Kernel::Linear { .. } | Kernel::Polynomial { .. } | Kernel::Sigmoid { .. } => {
+                DVector::from_iterator(x.n(), (0..x.n()).map(|i| self.eval(x.point(i), x.point(i), true)))
             }
+            Kernel::Sum(ks) => ks.iter().map(|k| k.diag(x)).reduce(|a, b| a + b).expect("a sum has parts"),
+            Kernel::Product(ks) => {
+                ks.iter().map(|k| k.diag(x)).reduce(|a, b| a.component_mul(&b)).expect("a product has parts")
+            }
+            Kernel::Scale { factor, kernel } => kernel.diag(x) * factor.value,
         }
     }
 
@@ -123,9 +234,98 @@ impl Kernel {
         gram::build(self, x, None, par)
     }
 
-    /// The cross-kernel matrix K(X, Z) with K[i, j] = k(x_i, z_j), n x m.
+    /// The cross-kernel matrix K(X, Z) with K[i, j] = k(x_i, z_j), n x m. `white`
+    /// contributes nothing here: X and Z are different point sets.
     pub fn cross(&self, x: &Points, z: &Points, par: Parallelism) -> DMatrix<f64> {
         gram::build(self, x, Some(z), par)
+    }
+
+    /// K(X, X) and dK/dtheta_j for every free hyperparameter, in [`Kernel::theta`]'s
+    /// order (derivatives with respect to the log of each hyperparameter).
+    pub fn gram_with_gradient(&self, x: &Points, par: Parallelism) -> (DMatrix<f64>, Vec<DMatrix<f64>>) {
+        grad::gram_with_gradient(self, x, par)
+    }
+
+    /// Every optimisable scalar hyperparameter, fixed or not, in a fixed traversal order
+    /// (depth first, as written). Never listed: degree, nu, coef0, linear c, polynomial and
+    /// sigmoid gamma.
+    pub fn hyperparameters(&self) -> Vec<HyperInfo> {
+        let mut out = Vec::new();
+        self.clone().visit_hypers("", &mut |pointer, value, bounds, fixed| {
+            out.push(HyperInfo { pointer, value: *value, bounds, fixed })
+        });
+        out
+    }
+
+    /// log of the free (not fixed) hyperparameters, as scikit-learn's `theta`.
+    pub fn theta(&self) -> Vec<f64> {
+        self.hyperparameters().iter().filter(|h| !h.fixed).map(|h| h.value.ln()).collect()
+    }
+
+    /// log-space bounds of the free hyperparameters.
+    pub fn theta_bounds(&self) -> Vec<(f64, f64)> {
+        self.hyperparameters().iter().filter(|h| !h.fixed).map(|h| (h.bounds.0.ln(), h.bounds.1.ln())).collect()
+    }
+
+    /// The same kernel with its free hyperparameters set to exp(theta).
+    pub fn with_theta(&self, theta: &[f64]) -> Kernel {
+        let mut k = self.clone();
+        let mut it = theta.iter();
+        k.visit_hypers("", &mut |_, value, _, fixed| {
+            if !fixed {
+                *value = it.next().expect("theta has one entry per free hyperparameter").exp();
+            }
+        });
+        assert!(it.next().is_none(), "theta longer than the free hyperparameters");
+        k
+    }
+
+    /// Calls `f(pointer, value, bounds, fixed)` on every optimisable scalar, depth first.
+    /// The gradient code (`grad.rs`) emits derivatives in exactly this order.
+    fn visit_hypers(&mut self, path: &str, f: &mut dyn FnMut(String, &mut f64, (f64, f64), bool)) {
+        fn scalar(h: &mut Hyper, pointer: String, f: &mut dyn FnMut(String, &mut f64, (f64, f64), bool)) {
+            let (bounds, fixed) = (h.bounds_or(DEFAULT_BOUNDS), h.fixed);
+            f(pointer, &mut h.value, bounds, fixed);
+        }
+        fn scales(h: &mut Hyper<Scales>, pointer: String, f: &mut dyn FnMut(String, &mut f64, (f64, f64), bool)) {
+            let (bounds, fixed) = (h.bounds_or(DEFAULT_BOUNDS), h.fixed);
+            match &mut h.value {
+                Scales::Isotropic(l) => f(pointer, l, bounds, fixed),
+                Scales::PerFeature(ls) => {
+                    for (i, l) in ls.iter_mut().enumerate() {
+                        f(format!("{pointer}/{i}"), l, bounds, fixed);
+                    }
+                }
+            }
+        }
+        match self {
+            Kernel::Linear { .. } | Kernel::Polynomial { .. } | Kernel::Sigmoid { .. } => {}
+            Kernel::Rbf(RbfWidth::LengthScale(h))
+            | Kernel::Exponential { length_scale: h }
+            | Kernel::Matern { length_scale: h, .. } => scales(h, format!("{path}/length_scale"), f),
+            Kernel::Rbf(RbfWidth::Gamma(g)) => scalar(g, format!("{path}/gamma"), f),
+            Kernel::Laplacian { length_scale } => scalar(length_scale, format!("{path}/length_scale"), f),
+            Kernel::RationalQuadratic { length_scale, alpha } => {
+                scalar(length_scale, format!("{path}/length_scale"), f);
+                scalar(alpha, format!("{path}/alpha"), f);
+            }
+            Kernel::Periodic { length_scale, period } => {
+                scalar(length_scale, format!("{path}/length_scale"), f);
+                scalar(period, format!("{path}/period"), f);
+            }
+            Kernel::InverseMultiquadric { c } => scalar(c, format!("{path}/c"), f),
+            Kernel::Constant { value } => scalar(value, format!("{path}/value"), f),
+            Kernel::White { noise } => scalar(noise, format!("{path}/noise"), f),
+            Kernel::Sum(ks) | Kernel::Product(ks) => {
+                for (i, k) in ks.iter_mut().enumerate() {
+                    k.visit_hypers(&format!("{path}/kernels/{i}"), f);
+                }
+            }
+            Kernel::Scale { factor, kernel } => {
+                scalar(factor, format!("{path}/factor"), f);
+                kernel.visit_hypers(&format!("{path}/kernel"), f);
+            }
+        }
     }
 
     /// Parses the contract's JSON form. Errors point into the kernel document.
@@ -145,11 +345,17 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn ard_length_must_match_feature_count() {
+    fn ard_length_must_match_feature_count_at_any_depth() {
         let k = Kernel::from_json(&json!({"type": "rbf", "length_scale": [1.0, 2.0]})).unwrap();
         assert!(k.check_features(2).is_ok());
-        let err = k.check_features(3).unwrap_err();
-        assert_eq!(err.pointer, "/length_scale");
+        assert_eq!(k.check_features(3).unwrap_err().pointer, "/length_scale");
+        let nested = json!({"type": "sum", "kernels": [
+            {"type": "white"},
+            {"type": "scale", "factor": 2.0, "kernel": {"type": "matern", "length_scale": [1.0, 2.0, 3.0]}}
+        ]});
+        let k = Kernel::from_json(&nested).unwrap();
+        assert!(k.check_features(3).is_ok());
+        assert_eq!(k.check_features(2).unwrap_err().pointer, "/kernels/1/kernel/length_scale");
     }
 
     #[test]
@@ -159,10 +365,54 @@ mod tests {
         let by_l = Kernel::from_json(&json!({"type": "rbf", "length_scale": 2.0})).unwrap();
         let by_g = Kernel::from_json(&json!({"type": "rbf", "gamma": 0.125})).unwrap();
         let ard = Kernel::from_json(&json!({"type": "rbf", "length_scale": [2.0, 2.0, 2.0]})).unwrap();
-        let a = by_l.eval(&x, &z);
-        assert!((a - by_g.eval(&x, &z)).abs() < 1e-15);
-        assert!((a - ard.eval(&x, &z)).abs() < 1e-15);
+        let a = by_l.eval(&x, &z, false);
+        assert!((a - by_g.eval(&x, &z, false)).abs() < 1e-15);
+        assert!((a - ard.eval(&x, &z, false)).abs() < 1e-15);
         let d2: f64 = x.iter().zip(&z).map(|(a, b)| (a - b) * (a - b)).sum();
         assert!((a - (-d2 / 8.0).exp()).abs() < 1e-15);
+    }
+
+    #[test]
+    fn theta_lists_free_hyperparameters_in_log_space_and_round_trips() {
+        let k = Kernel::from_json(&json!({"type": "sum", "kernels": [
+            {"type": "scale", "factor": {"value": 2.0, "bounds": [0.1, 10.0]},
+             "kernel": {"type": "rbf", "length_scale": [0.5, 4.0]}},
+            {"type": "white", "noise": {"value": 0.1, "fixed": true}},
+            {"type": "polynomial", "degree": 2}
+        ]}))
+        .unwrap();
+        let hp = k.hyperparameters();
+        let pointers: Vec<_> = hp.iter().map(|h| h.pointer.as_str()).collect();
+        assert_eq!(
+            pointers,
+            [
+                "/kernels/0/factor",
+                "/kernels/0/kernel/length_scale/0",
+                "/kernels/0/kernel/length_scale/1",
+                "/kernels/1/noise"
+            ]
+        );
+        assert_eq!(hp[0].bounds, (0.1, 10.0));
+        assert_eq!(hp[1].bounds, DEFAULT_BOUNDS);
+        let theta = k.theta();
+        assert_eq!(theta.len(), 3, "the fixed white noise is not free");
+        assert!((theta[0] - 2f64.ln()).abs() < 1e-15 && (theta[2] - 4f64.ln()).abs() < 1e-15);
+        assert_eq!(k.theta_bounds()[0], (0.1f64.ln(), 10f64.ln()));
+        let moved = k.with_theta(&[0.0, 1.0, -1.0]);
+        let hp = moved.hyperparameters();
+        assert_eq!((hp[0].value, hp[3].value), (1.0, 0.1));
+        assert!((hp[1].value - 1f64.exp()).abs() < 1e-15);
+        assert_eq!(moved.with_theta(&theta), k);
+    }
+
+    #[test]
+    fn psd_is_tracked_through_the_algebra() {
+        let sig = json!({"type": "sigmoid"});
+        assert!(!Kernel::from_json(&sig).unwrap().is_psd());
+        let k = Kernel::from_json(&json!({"type": "product", "kernels": [sig, {"type": "rbf"}]})).unwrap();
+        assert!(!k.is_psd());
+        assert!(Kernel::from_json(&json!({"type": "sum", "kernels": [{"type": "rbf"}, {"type": "linear"}]}))
+            .unwrap()
+            .is_psd());
     }
 }
