@@ -131,6 +131,9 @@ pub struct HyperInfo {
     pub fixed: bool,
 }
 
+/// Called with (pointer, value, bounds, fixed) for each optimisable scalar.
+type HyperVisitor<'a> = dyn FnMut(String, &mut f64, (f64, f64), bool) + 'a;
+
 impl Kernel {
     /// The kernel's `type` name in the contract.
     pub fn type_name(&self) -> &'static str {
@@ -282,12 +285,12 @@ impl Kernel {
 
     /// Calls `f(pointer, value, bounds, fixed)` on every optimisable scalar, depth first.
     /// The gradient code (`grad.rs`) emits derivatives in exactly this order.
-    fn visit_hypers(&mut self, path: &str, f: &mut dyn FnMut(String, &mut f64, (f64, f64), bool)) {
-        fn scalar(h: &mut Hyper, pointer: String, f: &mut dyn FnMut(String, &mut f64, (f64, f64), bool)) {
+    fn visit_hypers(&mut self, path: &str, f: &mut HyperVisitor<'_>) {
+        fn scalar(h: &mut Hyper, pointer: String, f: &mut HyperVisitor<'_>) {
             let (bounds, fixed) = (h.bounds_or(DEFAULT_BOUNDS), h.fixed);
             f(pointer, &mut h.value, bounds, fixed);
         }
-        fn scales(h: &mut Hyper<Scales>, pointer: String, f: &mut dyn FnMut(String, &mut f64, (f64, f64), bool)) {
+        fn scales(h: &mut Hyper<Scales>, pointer: String, f: &mut HyperVisitor<'_>) {
             let (bounds, fixed) = (h.bounds_or(DEFAULT_BOUNDS), h.fixed);
             match &mut h.value {
                 Scales::Isotropic(l) => f(pointer, l, bounds, fixed),
