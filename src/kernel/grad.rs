@@ -106,11 +106,11 @@ pub(super) fn eval(k: &Kernel, x: &[f64], z: &[f64], same: bool, grads: Option<&
             let d2 = sq_dist(x, z);
             let base = 1.0 + d2 / (2.0 * a_ * l2);
             let v = base.powf(-a_);
-            if want && !l.fixed {
-                out.push(v / base * d2 / l2);
-            }
             if want && !a.fixed {
                 out.push(a_ * v * (-base.ln() + d2 / (2.0 * a_ * l2 * base)));
+            }
+            if want && !l.fixed {
+                out.push(v / base * d2 / l2);
             }
             v
         }

@@ -156,15 +156,18 @@ impl Kernel {
         }
     }
 
-    /// Whether every Gram matrix of this kernel is positive semi-definite (sigmoid is
-    /// not, and neither is anything built from it).
-    pub fn is_psd(&self) -> bool {
+    /// Whether every Gram matrix of this kernel over d-dimensional points is positive
+    /// semi-definite. Sigmoid is not, nor is anything built from it; nor a polynomial with a
+    /// negative offset; nor the periodic kernel beyond one dimension, since sin^2 of a
+    /// Euclidean distance is only guaranteed PSD on a line (scikit-learn's ExpSineSquared
+    /// shares this; the property tests found it).
+    pub fn is_psd(&self, d: usize) -> bool {
         match self {
             Kernel::Sigmoid { .. } => false,
-            // (gamma x.z + coef0)^p is PSD for coef0 >= 0; a negative offset can break it.
             Kernel::Polynomial { coef0, .. } => coef0.value >= 0.0,
-            Kernel::Sum(ks) | Kernel::Product(ks) => ks.iter().all(Kernel::is_psd),
-            Kernel::Scale { kernel, .. } => kernel.is_psd(),
+            Kernel::Periodic { .. } => d <= 1,
+            Kernel::Sum(ks) | Kernel::Product(ks) => ks.iter().all(|k| k.is_psd(d)),
+            Kernel::Scale { kernel, .. } => kernel.is_psd(d),
             _ => true,
         }
     }
@@ -283,8 +286,10 @@ impl Kernel {
         k
     }
 
-    /// Calls `f(pointer, value, bounds, fixed)` on every optimisable scalar, depth first.
-    /// The gradient code (`grad.rs`) emits derivatives in exactly this order.
+    /// Calls `f(pointer, value, bounds, fixed)` on every optimisable scalar, depth first;
+    /// within one kernel in alphabetical order of name, so that theta is ordered exactly
+    /// as scikit-learn's for the kernels it has. The gradient code (`grad.rs`) emits
+    /// derivatives in this order.
     fn visit_hypers(&mut self, path: &str, f: &mut HyperVisitor<'_>) {
         fn scalar(h: &mut Hyper, pointer: String, f: &mut HyperVisitor<'_>) {
             let (bounds, fixed) = (h.bounds_or(DEFAULT_BOUNDS), h.fixed);
@@ -309,8 +314,8 @@ impl Kernel {
             Kernel::Rbf(RbfWidth::Gamma(g)) => scalar(g, format!("{path}/gamma"), f),
             Kernel::Laplacian { length_scale } => scalar(length_scale, format!("{path}/length_scale"), f),
             Kernel::RationalQuadratic { length_scale, alpha } => {
-                scalar(length_scale, format!("{path}/length_scale"), f);
                 scalar(alpha, format!("{path}/alpha"), f);
+                scalar(length_scale, format!("{path}/length_scale"), f);
             }
             Kernel::Periodic { length_scale, period } => {
                 scalar(length_scale, format!("{path}/length_scale"), f);
