@@ -416,11 +416,12 @@ mod tests {
     #[test]
     fn psd_is_tracked_through_the_algebra() {
         let sig = json!({"type": "sigmoid"});
-        assert!(!Kernel::from_json(&sig).unwrap().is_psd());
+        assert!(!Kernel::from_json(&sig).unwrap().is_psd(1));
         let k = Kernel::from_json(&json!({"type": "product", "kernels": [sig, {"type": "rbf"}]})).unwrap();
-        assert!(!k.is_psd());
-        assert!(Kernel::from_json(&json!({"type": "sum", "kernels": [{"type": "rbf"}, {"type": "linear"}]}))
-            .unwrap()
-            .is_psd());
+        assert!(!k.is_psd(1));
+        let sum = Kernel::from_json(&json!({"type": "sum", "kernels": [{"type": "rbf"}, {"type": "linear"}]})).unwrap();
+        assert!(sum.is_psd(5));
+        let periodic = Kernel::from_json(&json!({"type": "periodic"})).unwrap();
+        assert!(periodic.is_psd(1) && !periodic.is_psd(2));
     }
 }
