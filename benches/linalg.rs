@@ -4,46 +4,13 @@
 //!
 //! Python: $MERCER_BENCH_PYTHON, else the peer's venv (~/.cache/mercer-peer-venv), else
 //! python3. Figures are medians; the machine is shared, so read ratios, not seconds.
+//! The nalgebra Cholesky runs at n <= 2000 only (it takes ~10 s at 4000).
 
-use mercer::kernel::{Kernel, Points};
+mod common;
+
+use common::{median_ms, points, python_timings};
+use mercer::kernel::Kernel;
 use mercer::linalg::{Cholesky, Parallelism};
-use nalgebra::DMatrix;
-use std::process::Command;
-use std::time::Instant;
-
-fn points(d: usize, n: usize, seed: u64) -> Points {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    Points::from_columns(DMatrix::from_fn(d, n, |_, _| {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        (s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
-    }))
-}
-
-fn median_ms(reps: usize, mut f: impl FnMut()) -> f64 {
-    f(); // warm-up
-    let mut t: Vec<f64> = (0..reps)
-        .map(|_| {
-            let s = Instant::now();
-            f();
-            s.elapsed().as_secs_f64() * 1e3
-        })
-        .collect();
-    t.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    t[reps / 2]
-}
-
-fn python() -> Option<String> {
-    if let Ok(p) = std::env::var("MERCER_BENCH_PYTHON") {
-        return Some(p);
-    }
-    let venv = std::env::var("HOME").ok().map(|h| format!("{h}/.cache/mercer-peer-venv/bin/python"));
-    [venv, Some("python3".to_string())]
-        .into_iter()
-        .flatten()
-        .find(|p| Command::new(p).args(["-c", "import numpy, scipy"]).output().is_ok_and(|o| o.status.success()))
-}
 
 fn main() {
     let d = 8;
@@ -83,24 +50,7 @@ fn main() {
         }
     }
 
-    let mut py: std::collections::HashMap<String, f64> = Default::default();
-    if let Some(p) = python() {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/scipy_linalg.py");
-        match Command::new(&p).arg(script).output() {
-            Ok(o) if o.status.success() => {
-                for line in String::from_utf8_lossy(&o.stdout).lines() {
-                    if let Some((k, v)) = line.rsplit_once('\t') {
-                        if let Ok(v) = v.parse() {
-                            py.insert(k.to_string(), v);
-                        }
-                    }
-                }
-            }
-            _ => eprintln!("note: {p} could not run {script}; no numpy/scipy column"),
-        }
-    } else {
-        eprintln!("note: no Python with numpy and scipy found; set MERCER_BENCH_PYTHON for the comparison");
-    }
+    let py = python_timings("scipy_linalg.py");
 
     println!("{:<44}{:>12}{:>16}{:>10}", "operation", "mercer ms", "numpy/scipy ms", "ratio");
     for (name, ms) in &rows {

@@ -215,8 +215,8 @@ pub(super) fn gram_with_gradient(k: &Kernel, x: &Points, par: Parallelism) -> (D
     };
     let columns: Vec<Vec<f64>> =
         if par.is_parallel() { (0..n).into_par_iter().map(column).collect() } else { (0..n).map(column).collect() };
-    let mut kmat = DMatrix::zeros(n, n);
-    let mut grads = vec![DMatrix::zeros(n, n); p];
+    let mut kmat = crate::linalg::zeros(n, n);
+    let mut grads: Vec<DMatrix<f64>> = (0..p).map(|_| crate::linalg::zeros(n, n)).collect();
     for (j, col) in columns.iter().enumerate() {
         for (r, entry) in col.chunks_exact(p + 1).enumerate() {
             let i = j + r;

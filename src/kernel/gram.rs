@@ -183,11 +183,18 @@ pub(super) fn build(k: &Kernel, x: &Points, z: Option<&Points>, par: Parallelism
             let ninv = f64x4::splat(-1.0 / length_scale.value);
             compute(Base::L1, x, z, par, &|col| map4(col, |v| (v * ninv).exp()))
         }
-        Kernel::Constant { value } => DMatrix::from_element(n, m, value.value),
-        Kernel::White { noise } => match z {
-            None => DMatrix::from_diagonal_element(n, n, noise.value),
-            Some(_) => DMatrix::zeros(n, m),
-        },
+        Kernel::Constant { value } => {
+            let mut k = crate::linalg::zeros(n, m);
+            k.fill(value.value);
+            k
+        }
+        Kernel::White { noise } => {
+            let mut k = crate::linalg::zeros(n, m);
+            if z.is_none() {
+                k.fill_diagonal(noise.value);
+            }
+            k
+        }
         Kernel::Sum(ks) => {
             let mut acc = build(&ks[0], x, z, par);
             for part in &ks[1..] {
@@ -244,7 +251,7 @@ fn compute(base: Base, x: &Points, z: Option<&Points>, par: Parallelism, map: Ma
     let x_norms = norms(x);
     let z_norms = if symmetric { x_norms.clone() } else { norms(z) };
 
-    let mut out = DMatrix::<f64>::zeros(n, m);
+    let mut out = crate::linalg::zeros(n, m);
     if n == 0 || m == 0 {
         return out;
     }
