@@ -494,3 +494,53 @@ async fn blocking_and_inline_predictions_agree() {
     }
     assert_eq!(answers[0], answers[1]);
 }
+
+/// Every kernel type of the contract trains with kernel_ridge and gaussian_process and
+/// predicts; the fitted kernel comes back in the form it was sent.
+#[tokio::test]
+async fn every_kernel_trains_and_predicts_through_both_models() {
+    let s = TestServer::default().await;
+    // One feature: the periodic kernel is only positive semi-definite on a line.
+    let x: Vec<Vec<f64>> = (0..15).map(|i| vec![i as f64 * 0.4]).collect();
+    let y: Vec<f64> = x.iter().map(|r| r[0].sin()).collect();
+    let kernels = [
+        json!({"type": "linear", "c": 1.0}),
+        json!({"type": "polynomial", "degree": 2, "gamma": 0.5, "coef0": 1.0}),
+        json!({"type": "rbf", "length_scale": [1.5]}),
+        json!({"type": "rbf", "gamma": 0.5}),
+        json!({"type": "laplacian", "length_scale": 2.0}),
+        json!({"type": "exponential", "length_scale": 1.5}),
+        json!({"type": "matern", "nu": 2.5, "length_scale": {"value": 1.0, "bounds": [0.1, 10.0]}}),
+        json!({"type": "rational_quadratic", "length_scale": 1.0, "alpha": 0.5}),
+        json!({"type": "periodic", "length_scale": 1.0, "period": 3.0}),
+        json!({"type": "sigmoid", "gamma": 0.01, "coef0": 0.0}),
+        json!({"type": "inverse_multiquadric", "c": 1.0}),
+        json!({"type": "constant", "value": 2.0}),
+        json!({"type": "white", "noise": 0.5}),
+        json!({"type": "sum", "kernels": [{"type": "rbf"}, {"type": "white", "noise": 0.1}]}),
+        json!({"type": "product", "kernels": [{"type": "constant", "value": 2.0}, {"type": "matern"}]}),
+        json!({"type": "scale", "factor": 3.0, "kernel": {"type": "sum", "kernels": [{"type": "linear"}, {"type": "periodic"}]}}),
+    ];
+    for kernel in kernels {
+        for (model, params) in [("kernel_ridge", json!({"lambda": 0.1})), ("gaussian_process", json!({"noise": 0.1}))] {
+            let body = json!({"model": model, "kernel": kernel, "params": params, "x": x, "y": y});
+            let r = s.post("/models", &body).await;
+            let status = r.status().as_u16();
+            let m: Value = r.json().await.unwrap();
+            assert_eq!(status, 201, "{model} with {kernel}: {m}");
+            let sent = mercer::kernel::Kernel::from_json(&kernel).unwrap().to_json();
+            assert_eq!(m["kernel"], sent, "{model}: fitted kernel echoed in its form");
+            let p: Value = s
+                .post(&format!("/models/{}/predict", m["id"].as_str().unwrap()), &json!({"x": [[0.3], [2.1]]}))
+                .await
+                .json()
+                .await
+                .unwrap();
+            let preds = p["predictions"].as_array().unwrap();
+            assert!(preds.len() == 2 && preds.iter().all(|v| v.as_f64().unwrap().is_finite()), "{model} {kernel}: {p}");
+            if model == "gaussian_process" {
+                assert!(p["variance"].as_array().unwrap().iter().all(|v| v.as_f64().unwrap() >= 0.0), "{p}");
+            }
+        }
+    }
+}
