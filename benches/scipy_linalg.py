@@ -2,22 +2,10 @@
 
 Prints `name<TAB>median ms` lines with names matching the Rust bench's rows.
 """
-import time
-
 import numpy as np
+from timing import median_ms
 import scipy.linalg as sl
 from sklearn.metrics.pairwise import rbf_kernel
-
-
-def median_ms(reps, f):
-    f()
-    t = []
-    for _ in range(reps):
-        s = time.perf_counter()
-        f()
-        t.append((time.perf_counter() - s) * 1e3)
-    t.sort()
-    return t[reps // 2]
 
 
 rng = np.random.RandomState(1)

@@ -1,20 +1,8 @@
 """Times scikit-learn's Gram builds for benches/gram.rs; prints `name<TAB>median ms`."""
-import time
-
 import numpy as np
+from timing import median_ms
 from sklearn.gaussian_process.kernels import Matern
 from sklearn.metrics.pairwise import rbf_kernel
-
-
-def median_ms(reps, f):
-    f()
-    t = []
-    for _ in range(reps):
-        s = time.perf_counter()
-        f()
-        t.append((time.perf_counter() - s) * 1e3)
-    t.sort()
-    return t[reps // 2]
 
 
 d, ls = 16, 3.0

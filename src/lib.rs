@@ -17,3 +17,20 @@ pub mod server;
 pub mod service;
 pub mod spec;
 pub mod telemetry;
+
+/// Deterministic inputs for unit tests, so that no test needs an RNG crate.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use nalgebra::DMatrix;
+
+    /// A rows x cols matrix of values in [-1, 1) from a xorshift stream seeded by `seed`.
+    pub fn seeded_matrix(rows: usize, cols: usize, seed: u64) -> DMatrix<f64> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        DMatrix::from_fn(rows, cols, |_, _| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+        })
+    }
+}

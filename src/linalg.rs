@@ -247,17 +247,7 @@ fn zero_upper(a: &mut DMatrix<f64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A deterministic pseudo-random matrix (xorshift), so tests need no RNG crate.
-    pub(crate) fn seeded_matrix(rows: usize, cols: usize, seed: u64) -> DMatrix<f64> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        DMatrix::from_fn(rows, cols, |_, _| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
-        })
-    }
+    use crate::test_support::seeded_matrix;
 
     fn spd(n: usize, seed: u64) -> DMatrix<f64> {
         let b = seeded_matrix(n, n, seed);

@@ -237,13 +237,7 @@ mod tests {
     use serde_json::{json, Value};
 
     fn seeded_points(d: usize, n: usize, seed: u64) -> Points {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        Points::from_columns(DMatrix::from_fn(d, n, |_, _| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
-        }))
+        Points::from_columns(crate::test_support::seeded_matrix(d, n, seed))
     }
 
     fn kernels() -> Vec<Value> {

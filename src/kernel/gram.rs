@@ -350,14 +350,9 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// Points in [1, 5)^d: off the origin, so centring inside the distance kernels matters.
     fn seeded_points(d: usize, n: usize, seed: u64) -> Points {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        Points::from_columns(DMatrix::from_fn(d, n, |_, _| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 11) as f64 / (1u64 << 53) as f64) * 4.0 - 2.0 + 3.0
-        }))
+        Points::from_columns(crate::test_support::seeded_matrix(d, n, seed).add_scalar(1.5) * 2.0)
     }
 
     fn kernels() -> Vec<Kernel> {
