@@ -11,6 +11,7 @@ pub mod estimator;
 pub mod kernel;
 pub mod linalg;
 pub mod metrics;
+pub mod optimize;
 pub mod pool;
 pub mod registry;
 pub mod server;

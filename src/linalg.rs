@@ -181,6 +181,45 @@ impl Cholesky {
         }
     }
 
+    /// Factorises `a` as it is, without jitter: for the hyperparameter search, which
+    /// treats a matrix that is not positive definite as a point to step back from.
+    pub fn factor(mut a: DMatrix<f64>, par: Parallelism) -> Result<Cholesky, LinalgError> {
+        let n = a.nrows();
+        let mut mem = MemBuffer::new(cholesky_in_place_scratch::<f64>(n, par.faer(), Default::default()));
+        let view = MatMut::from_column_major_slice_mut(a.as_mut_slice(), n, n);
+        match cholesky_in_place(
+            view,
+            LltRegularization::default(),
+            par.faer(),
+            MemStack::new(&mut mem),
+            Default::default(),
+        ) {
+            Ok(_) => {
+                zero_upper(&mut a);
+                Ok(Cholesky { l: a, jitter: 0.0 })
+            }
+            Err(faer::linalg::cholesky::llt::factor::LltError::NonPositivePivot { index }) => {
+                Err(LinalgError::NotPositiveDefinite { index, max_jitter: 0.0 })
+            }
+        }
+    }
+
+    /// (L L^T)^-1, formed once from the factor; only its lower triangle is filled (the
+    /// inverse is symmetric, and its users read the lower triangle).
+    pub fn inverse_lower(&self, par: Parallelism) -> DMatrix<f64> {
+        let n = self.n();
+        let mut out = zeros(n, n);
+        let mut mem = MemBuffer::new(faer::linalg::cholesky::llt::inverse::inverse_scratch::<f64>(n, par.faer()));
+        faer::linalg::cholesky::llt::inverse::inverse(
+            MatMut::from_column_major_slice_mut(out.as_mut_slice(), n, n),
+            self.l_ref(),
+            par.faer(),
+            MemStack::new(&mut mem),
+        );
+        clear_upper_vector_state();
+        out
+    }
+
     pub fn n(&self) -> usize {
         self.l.nrows()
     }
@@ -278,6 +317,23 @@ mod tests {
             let ld = a.clone().cholesky().unwrap().l().diagonal().map(|d| d.ln()).sum() * 2.0;
             assert!((chol.log_det() - ld).abs() < 1e-9 * ld.abs().max(1.0));
         }
+    }
+
+    #[test]
+    fn inverse_lower_is_the_inverse() {
+        for n in [1, 5, 130] {
+            let a = spd(n, 3);
+            let chol = Cholesky::factor(a.clone(), Parallelism::Parallel).unwrap();
+            let mut inv = chol.inverse_lower(Parallelism::Sequential);
+            for j in 0..n {
+                for i in 0..j {
+                    inv[(i, j)] = inv[(j, i)];
+                }
+            }
+            assert!((&a * &inv - DMatrix::<f64>::identity(n, n)).amax() < 1e-10, "n = {n}");
+        }
+        let indefinite = DMatrix::from_row_slice(2, 2, &[1.0, 2.0, 2.0, 1.0]);
+        assert!(Cholesky::factor(indefinite, Parallelism::Sequential).is_err());
     }
 
     #[test]

@@ -24,11 +24,20 @@ type Work = Box<dyn FnOnce(RunInfo) + Send + 'static>;
 pub struct Job {
     pub id: Uuid,
     work: Work,
+    /// Runs after the pool has counted the job as finished, so that whoever it wakes
+    /// sees consistent gauges. Dropped unrun if the job is withdrawn or dropped.
+    done: Option<Box<dyn FnOnce() + Send + 'static>>,
 }
 
 impl Job {
     pub fn new(id: Uuid, work: impl FnOnce(RunInfo) + Send + 'static) -> Job {
-        Job { id, work: Box::new(work) }
+        Job { id, work: Box::new(work), done: None }
+    }
+
+    /// Calls `done` once the job has run and the pool no longer counts it as running.
+    pub fn on_done(mut self, done: impl FnOnce() + Send + 'static) -> Job {
+        self.done = Some(Box::new(done));
+        self
     }
 }
 
@@ -161,11 +170,17 @@ fn worker_loop(shared: &Shared) {
         let started = std::time::Instant::now();
         // The job reports its own panics as a failed fit; this guard only keeps a worker
         // alive if the reporting itself panics.
-        let _ = catch_unwind(AssertUnwindSafe(|| (job.work)(RunInfo { others_running: others })));
+        let Job { work, done, .. } = job;
+        let _ = catch_unwind(AssertUnwindSafe(|| work(RunInfo { others_running: others })));
         let secs = started.elapsed().as_secs_f64();
-        let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
-        st.running -= 1;
-        st.mean_job_secs = 0.8 * st.mean_job_secs + 0.2 * secs;
+        {
+            let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
+            st.running -= 1;
+            st.mean_job_secs = 0.8 * st.mean_job_secs + 0.2 * secs;
+        }
+        if let Some(done) = done {
+            let _ = catch_unwind(AssertUnwindSafe(done));
+        }
     }
 }
 
@@ -222,6 +237,16 @@ mod tests {
         a_release.send(()).unwrap();
         drop(ran_tx);
         assert!(ran_rx.recv().is_err(), "no dropped job may run");
+    }
+
+    #[test]
+    fn completion_runs_after_the_job_stops_counting_as_running() {
+        let pool = FitPool::new(1, 1);
+        let (tx, rx) = mpsc::channel();
+        let observer = pool.clone();
+        pool.try_submit(Job::new(Uuid::new_v4(), |_| {}).on_done(move || tx.send(observer.running()).unwrap()))
+            .unwrap();
+        assert_eq!(rx.recv().unwrap(), 0);
     }
 
     #[test]

@@ -207,10 +207,11 @@ impl Service {
         let job = {
             let service = self.clone();
             let entry = entry.clone();
-            Job::new(entry.id, move |run| {
-                service.run_fit(&entry, &spec, &data, run.others_running);
-                let _ = done_tx.send(());
-            })
+            Job::new(entry.id, move |run| service.run_fit(&entry, &spec, &data, run.others_running)).on_done(
+                move || {
+                    let _ = done_tx.send(());
+                },
+            )
         };
         self.registry.insert(entry.clone());
         if let Err(e) = self.pool.try_submit(job) {
@@ -409,6 +410,7 @@ fn failure_of(e: FitError) -> Failure {
             detail: format!("{e}; the kernel matrix plus noise cannot be factorised: increase the noise (or lambda) or check the kernel"),
         },
         FitError::Invalid(field) => Failure { kind: FailureKind::InvalidField { pointer: field.pointer.clone() }, detail: field.message },
+        FitError::Optimisation(_) => Failure { kind: FailureKind::Unprocessable, detail: e.to_string() },
         FitError::Cancelled => Failure { kind: FailureKind::Shutdown, detail: "the fit was cancelled".into() },
     }
 }

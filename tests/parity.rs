@@ -64,3 +64,31 @@ async fn kernel_ridge_and_gp_match_scikit_learn() {
         }
     }
 }
+
+/// With optimize and the same kernel, bounds and number of restarts, mercer's log
+/// marginal likelihood is no worse than scikit-learn's minus 1e-3.
+#[tokio::test]
+async fn hyperparameter_search_is_at_least_as_good_as_scikit_learn() {
+    let s = TestServer::default().await;
+    let fx = fixtures();
+    let cases = fx["optimised"].as_array().unwrap();
+    assert_eq!(cases.len(), 3, "sine, diabetes and ARD cases");
+    for case in cases {
+        let name = case["name"].as_str().unwrap();
+        let m = s.train(&case["request"]).await;
+        let ours = m["training"]["log_marginal_likelihood"].as_f64().unwrap();
+        let theirs = case["sklearn_log_marginal_likelihood"].as_f64().unwrap();
+        eprintln!(
+            "{name:<24} mercer LML {ours:.6} scikit-learn {theirs:.6} (diff {:+.2e}); mercer kernel {} noise {}; scikit-learn {}",
+            ours - theirs,
+            m["kernel"],
+            m["params"]["noise"],
+            case["sklearn_kernel"]
+        );
+        assert!(ours >= theirs - 1e-3, "{name}: mercer {ours} < scikit-learn {theirs} - 1e-3: {m}");
+        assert_eq!(m["training"]["converged"], true, "{name}: {m}");
+        assert_eq!(m["training"]["restarts_failed"], 0, "{name}: {m}");
+        assert!(m["training"]["hyperparameters_at_bounds"].is_array(), "{name}: {m}");
+        assert_ne!(m["kernel"], case["request"]["kernel"], "{name}: the fitted kernel is returned");
+    }
+}

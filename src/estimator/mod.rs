@@ -139,6 +139,9 @@ pub enum FitError {
     /// A parameter that is only found invalid against the data (e.g. an ARD list).
     #[error("{0}")]
     Invalid(FieldError),
+    /// No optimiser start could be evaluated.
+    #[error("hyperparameter optimisation failed: {0}")]
+    Optimisation(String),
 }
 
 /// How a fit went, as reported in the model resource's `training`.
@@ -153,6 +156,13 @@ pub struct TrainingReport {
     pub converged: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub iterations: Option<u64>,
+    /// Optimiser starts that could not be evaluated (non-finite or not factorisable).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restarts_failed: Option<u64>,
+    /// Pointers of optimised hyperparameters that ended on a bound (scikit-learn warns
+    /// about these; we report them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hyperparameters_at_bounds: Option<Vec<String>>,
 }
 
 /// What a predict request asks for; fields a model does not produce are ignored.
