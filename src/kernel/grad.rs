@@ -195,9 +195,150 @@ pub(super) fn eval(k: &Kernel, x: &[f64], z: &[f64], same: bool, grads: Option<&
     }
 }
 
-/// K(X, X) and its derivatives, one pointwise evaluation per pair of the lower triangle,
-/// columns spread across cores.
+/// K(X, X) and its derivatives. Combinators combine their parts' matrices; rbf, matern,
+/// exponential, constant and white build K and dK from distance matrices with vectorised
+/// maps; the other kernels fall back to one pointwise evaluation per pair of the lower
+/// triangle (only for their own hyperparameters, so no combinator runs per pair).
 pub(super) fn gram_with_gradient(k: &Kernel, x: &Points, par: Parallelism) -> (DMatrix<f64>, Vec<DMatrix<f64>>) {
+    let n = x.n();
+    match k {
+        Kernel::Sum(ks) => {
+            let mut grads = Vec::new();
+            let mut acc: Option<DMatrix<f64>> = None;
+            for part in ks {
+                let (kp, gp) = gram_with_gradient(part, x, par);
+                grads.extend(gp);
+                acc = Some(match acc {
+                    None => kp,
+                    Some(a) => a + kp,
+                });
+            }
+            (acc.expect("a sum has parts"), grads)
+        }
+        Kernel::Product(ks) => {
+            let parts: Vec<_> = ks.iter().map(|p| gram_with_gradient(p, x, par)).collect();
+            let m = parts.len();
+            let mut grads = Vec::new();
+            for (i, (_, gp)) in parts.iter().enumerate() {
+                if gp.is_empty() {
+                    continue;
+                }
+                // The product of the other parts (no division: a part may be 0).
+                let mut others: Option<DMatrix<f64>> = None;
+                for (j, (kj, _)) in parts.iter().enumerate() {
+                    if j != i {
+                        others = Some(match others {
+                            None => kj.clone(),
+                            Some(o) => o.component_mul(kj),
+                        });
+                    }
+                }
+                let others = others.expect("a product has at least two parts");
+                grads.extend(gp.iter().map(|g| g.component_mul(&others)));
+            }
+            let kmat = parts.into_iter().map(|(kp, _)| kp).reduce(|a, b| a.component_mul(&b)).expect("parts");
+            debug_assert!(m >= 2);
+            (kmat, grads)
+        }
+        Kernel::Scale { factor, kernel } => {
+            let (mut kc, gc) = gram_with_gradient(kernel, x, par);
+            kc *= factor.value;
+            let mut grads = Vec::with_capacity(gc.len() + 1);
+            if !factor.fixed {
+                grads.push(kc.clone());
+            }
+            grads.extend(gc.into_iter().map(|g| g * factor.value));
+            (kc, grads)
+        }
+        Kernel::Constant { value } => {
+            let mut kmat = crate::linalg::zeros(n, n);
+            kmat.fill(value.value);
+            let grads = if value.fixed { vec![] } else { vec![kmat.clone()] };
+            (kmat, grads)
+        }
+        Kernel::White { noise } => {
+            let mut kmat = crate::linalg::zeros(n, n);
+            kmat.fill_diagonal(noise.value);
+            let grads = if noise.fixed { vec![] } else { vec![kmat.clone()] };
+            (kmat, grads)
+        }
+        Kernel::Rbf(RbfWidth::LengthScale(h)) => {
+            let mut r2 = super::gram::scaled_sq_distances(x, &h.value, par);
+            let mut kmat = r2.clone();
+            super::gram::map_matrix(&mut kmat, par, &|v| (v * -0.5).exp());
+            let grads = if h.fixed {
+                vec![]
+            } else {
+                match &h.value {
+                    Scales::Isotropic(_) => {
+                        r2.component_mul_assign(&kmat);
+                        vec![r2]
+                    }
+                    Scales::PerFeature(ls) => per_feature(x, ls, par, |q, i, j| q * kmat[(i, j)]),
+                }
+            };
+            (kmat, grads)
+        }
+        Kernel::Exponential { length_scale: h } | Kernel::Matern { length_scale: h, .. } => {
+            let nu = if let Kernel::Matern { nu, .. } = k { *nu } else { Nu::Half };
+            let r2 = super::gram::scaled_sq_distances(x, &h.value, par);
+            let mut kmat = r2.clone();
+            let mut g = r2.clone();
+            let (kv, gv) = (kmat.as_mut_slice(), g.as_mut_slice());
+            kv.iter_mut().zip(gv.iter_mut()).for_each(|(kk, gg)| {
+                let (v, d) = matern(nu, kk.sqrt());
+                *kk = v;
+                *gg = d;
+            });
+            let grads = if h.fixed {
+                vec![]
+            } else {
+                match &h.value {
+                    Scales::Isotropic(_) => {
+                        g.component_mul_assign(&r2);
+                        vec![g]
+                    }
+                    Scales::PerFeature(ls) => per_feature(x, ls, par, |q, i, j| q * g[(i, j)]),
+                }
+            };
+            (kmat, grads)
+        }
+        _ => pointwise_gram_with_gradient(k, x, par),
+    }
+}
+
+/// For each feature f, the matrix entry(((x_if - x_jf) / l_f)^2, i, j).
+fn per_feature(
+    x: &Points,
+    ls: &[f64],
+    par: Parallelism,
+    entry: impl Fn(f64, usize, usize) -> f64 + Sync,
+) -> Vec<DMatrix<f64>> {
+    let n = x.n();
+    ls.iter()
+        .enumerate()
+        .map(|(f, l)| {
+            let mut m = crate::linalg::zeros(n, n);
+            let fill = |(j, col): (usize, &mut [f64])| {
+                let xj = x.point(j)[f];
+                for (i, v) in col.iter_mut().enumerate() {
+                    let q = ((x.point(i)[f] - xj) / l).powi(2);
+                    *v = entry(q, i, j);
+                }
+            };
+            if par.is_parallel() {
+                m.as_mut_slice().par_chunks_mut(n).enumerate().for_each(fill);
+            } else {
+                m.as_mut_slice().chunks_mut(n).enumerate().for_each(fill);
+            }
+            m
+        })
+        .collect()
+}
+
+/// K and its derivatives by one pointwise evaluation per pair of the lower triangle,
+/// columns spread across cores.
+fn pointwise_gram_with_gradient(k: &Kernel, x: &Points, par: Parallelism) -> (DMatrix<f64>, Vec<DMatrix<f64>>) {
     let n = x.n();
     let p = k.theta().len();
     // Column j holds rows j..n, each as (k, dk_1, ..., dk_p).
@@ -299,6 +440,23 @@ mod tests {
                         );
                     }
                 }
+            }
+        }
+    }
+
+    /// The structural path (combinators over matrices, vectorised leaves) equals the
+    /// pointwise definition for every kernel.
+    #[test]
+    fn structural_and_pointwise_gradients_agree() {
+        let x = seeded_points(3, 23, 9);
+        for spec in kernels() {
+            let k = Kernel::from_json(&spec).unwrap();
+            let (ka, ga) = gram_with_gradient(&k, &x, Parallelism::Parallel);
+            let (kb, gb) = pointwise_gram_with_gradient(&k, &x, Parallelism::Sequential);
+            assert!((&ka - &kb).amax() <= 1e-12 * kb.amax().max(1.0), "{spec}: K");
+            assert_eq!(ga.len(), gb.len(), "{spec}");
+            for (j, (a, b)) in ga.iter().zip(&gb).enumerate() {
+                assert!((a - b).amax() <= 1e-11 * b.amax().max(1.0), "{spec}: dK[{j}] differs by {}", (a - b).amax());
             }
         }
     }

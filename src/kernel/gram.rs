@@ -76,7 +76,7 @@ impl Points {
     }
 
     /// Each feature divided by its length scale (a copy; borrowed when all scales are 1).
-    fn scaled(&self, scales: &Scales) -> Cow<'_, Points> {
+    pub(super) fn scaled(&self, scales: &Scales) -> Cow<'_, Points> {
         let zero = vec![0.0; self.d()];
         match scales {
             Scales::Isotropic(l) if *l == 1.0 => Cow::Borrowed(self),
@@ -210,6 +210,21 @@ pub(super) fn build(k: &Kernel, x: &Points, z: Option<&Points>, par: Parallelism
             acc
         }
         Kernel::Scale { factor, kernel } => build(kernel, x, z, par) * factor.value,
+    }
+}
+
+/// The symmetric matrix of squared distances |(x_i - x_j) / l|^2 (for the gradients).
+pub(super) fn scaled_sq_distances(x: &Points, scales: &Scales, par: Parallelism) -> DMatrix<f64> {
+    compute(Base::SqDist, &x.scaled(scales), None, par, &|_| {})
+}
+
+/// Applies `f` to every entry of `m`, four lanes at a time, split across cores.
+pub(super) fn map_matrix(m: &mut DMatrix<f64>, par: Parallelism, f: &(dyn Fn(f64x4) -> f64x4 + Sync)) {
+    let chunk = 1 << 16;
+    if par.is_parallel() {
+        m.as_mut_slice().par_chunks_mut(chunk).for_each(|c| map4(c, f));
+    } else {
+        m.as_mut_slice().chunks_mut(chunk).for_each(|c| map4(c, f));
     }
 }
 
