@@ -10,6 +10,7 @@ use mercer::linalg::Parallelism;
 use serde_json::json;
 
 fn main() {
+    mercer::tune_allocator();
     let d = 16;
     let kernels = [
         ("rbf", Kernel::from_json(&json!({"type": "rbf", "length_scale": 3.0})).unwrap()),

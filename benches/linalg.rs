@@ -13,6 +13,7 @@ use mercer::kernel::Kernel;
 use mercer::linalg::{Cholesky, Parallelism};
 
 fn main() {
+    mercer::tune_allocator();
     let d = 8;
     let kernel = Kernel::from_json(&serde_json::json!({"type": "rbf", "length_scale": 2.0})).unwrap();
     let mut rows: Vec<(String, f64)> = Vec::new();

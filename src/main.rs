@@ -31,6 +31,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    mercer::tune_allocator();
     let cli = Cli::parse();
     let config = match Config::load(cli.config.as_deref()) {
         Ok(c) => c,

@@ -216,28 +216,56 @@ pub(super) fn gram_with_gradient(k: &Kernel, x: &Points, par: Parallelism) -> (D
             (acc.expect("a sum has parts"), grads)
         }
         Kernel::Product(ks) => {
-            let parts: Vec<_> = ks.iter().map(|p| gram_with_gradient(p, x, par)).collect();
-            let m = parts.len();
-            let mut grads = Vec::new();
-            for (i, (_, gp)) in parts.iter().enumerate() {
-                if gp.is_empty() {
-                    continue;
-                }
-                // The product of the other parts (no division: a part may be 0).
-                let mut others: Option<DMatrix<f64>> = None;
-                for (j, (kj, _)) in parts.iter().enumerate() {
-                    if j != i {
-                        others = Some(match others {
-                            None => kj.clone(),
-                            Some(o) => o.component_mul(kj),
+            // Constant parts are scalars: folding them avoids n x n matrices of one value
+            // (C * RBF is the usual GP kernel).
+            let scalar: f64 = ks
+                .iter()
+                .filter_map(|p| if let Kernel::Constant { value } = p { Some(value.value) } else { None })
+                .product();
+            let parts: Vec<Option<(DMatrix<f64>, Vec<DMatrix<f64>>)>> = ks
+                .iter()
+                .map(|p| if matches!(p, Kernel::Constant { .. }) { None } else { Some(gram_with_gradient(p, x, par)) })
+                .collect();
+            let matrices: Vec<&DMatrix<f64>> = parts.iter().flatten().map(|(kp, _)| kp).collect();
+            // The product of every non-constant part except the one at `skip`, times `scalar`.
+            let others = |skip: usize| -> Option<DMatrix<f64>> {
+                let mut acc: Option<DMatrix<f64>> = None;
+                for (j, p) in parts.iter().enumerate() {
+                    if let (true, Some((kj, _))) = (j != skip, p) {
+                        acc = Some(match acc {
+                            None => kj * scalar,
+                            Some(a) => a.component_mul(kj),
                         });
                     }
                 }
-                let others = others.expect("a product has at least two parts");
-                grads.extend(gp.iter().map(|g| g.component_mul(&others)));
+                acc
+            };
+            let kmat = match matrices.split_first() {
+                None => {
+                    let mut k = crate::linalg::zeros(n, n);
+                    k.fill(scalar);
+                    k
+                }
+                Some((first, rest)) => {
+                    let mut k = *first * scalar;
+                    for m in rest {
+                        k.component_mul_assign(m);
+                    }
+                    k
+                }
+            };
+            let mut grads = Vec::new();
+            for (i, (kernel, part)) in ks.iter().zip(&parts).enumerate() {
+                match (kernel, part) {
+                    // d(v * rest)/dlog v is the product itself.
+                    (Kernel::Constant { value }, _) if !value.fixed => grads.push(kmat.clone()),
+                    (_, Some((_, gp))) if !gp.is_empty() => match others(i) {
+                        Some(o) => grads.extend(gp.iter().map(|g| g.component_mul(&o))),
+                        None => grads.extend(gp.iter().map(|g| g * scalar)),
+                    },
+                    _ => {}
+                }
             }
-            let kmat = parts.into_iter().map(|(kp, _)| kp).reduce(|a, b| a.component_mul(&b)).expect("parts");
-            debug_assert!(m >= 2);
             (kmat, grads)
         }
         Kernel::Scale { factor, kernel } => {
@@ -404,6 +432,11 @@ mod tests {
                 {"type": "linear", "c": 0.2},
                 {"type": "white", "noise": 0.05}
             ]}),
+            json!({"type": "product", "kernels": [{"type": "rbf", "length_scale": 0.9}, {"type": "constant", "value": 1.3}]}),
+            json!({"type": "product", "kernels": [
+                {"type": "constant", "value": 0.7}, {"type": "matern", "length_scale": 1.4},
+                {"type": "constant", "value": {"value": 2.0, "fixed": true}}, {"type": "rbf", "length_scale": [1.0, 2.0, 0.5]}]}),
+            json!({"type": "product", "kernels": [{"type": "constant", "value": 0.7}, {"type": "constant", "value": 3.0}]}),
             json!({"type": "product", "kernels": [
                 {"type": "scale", "factor": 0.6, "kernel": {"type": "periodic", "period": 2.2}},
                 {"type": "sum", "kernels": [{"type": "matern", "nu": 2.5, "length_scale": 0.9}, {"type": "constant", "value": 0.4}]},
