@@ -12,6 +12,9 @@ use nalgebra::DMatrix;
 use rayon::prelude::*;
 use std::f64::consts::PI;
 
+/// K and dK/dtheta_j for each free hyperparameter.
+type GramGrad = (DMatrix<f64>, Vec<DMatrix<f64>>);
+
 fn dot(x: &[f64], z: &[f64]) -> f64 {
     x.iter().zip(z).map(|(a, b)| a * b).sum()
 }
@@ -199,7 +202,7 @@ pub(super) fn eval(k: &Kernel, x: &[f64], z: &[f64], same: bool, grads: Option<&
 /// exponential, constant and white build K and dK from distance matrices with vectorised
 /// maps; the other kernels fall back to one pointwise evaluation per pair of the lower
 /// triangle (only for their own hyperparameters, so no combinator runs per pair).
-pub(super) fn gram_with_gradient(k: &Kernel, x: &Points, par: Parallelism) -> (DMatrix<f64>, Vec<DMatrix<f64>>) {
+pub(super) fn gram_with_gradient(k: &Kernel, x: &Points, par: Parallelism) -> GramGrad {
     let n = x.n();
     match k {
         Kernel::Sum(ks) => {
@@ -222,7 +225,7 @@ pub(super) fn gram_with_gradient(k: &Kernel, x: &Points, par: Parallelism) -> (D
                 .iter()
                 .filter_map(|p| if let Kernel::Constant { value } = p { Some(value.value) } else { None })
                 .product();
-            let parts: Vec<Option<(DMatrix<f64>, Vec<DMatrix<f64>>)>> = ks
+            let parts: Vec<Option<GramGrad>> = ks
                 .iter()
                 .map(|p| if matches!(p, Kernel::Constant { .. }) { None } else { Some(gram_with_gradient(p, x, par)) })
                 .collect();
@@ -366,7 +369,7 @@ fn per_feature(
 
 /// K and its derivatives by one pointwise evaluation per pair of the lower triangle,
 /// columns spread across cores.
-fn pointwise_gram_with_gradient(k: &Kernel, x: &Points, par: Parallelism) -> (DMatrix<f64>, Vec<DMatrix<f64>>) {
+fn pointwise_gram_with_gradient(k: &Kernel, x: &Points, par: Parallelism) -> GramGrad {
     let n = x.n();
     let p = k.theta().len();
     // Column j holds rows j..n, each as (k, dk_1, ..., dk_p).
