@@ -18,6 +18,9 @@ use crate::spec::{FieldError, ObjectReader};
 use nalgebra::{DMatrix, DVector};
 use serde_json::{json, Value};
 
+/// The most extra optimiser starts one fit may ask for: each costs a full search.
+pub const MAX_RESTARTS: u64 = 1000;
+
 /// Default bounds of `params.noise` when it is optimised.
 pub const NOISE_BOUNDS: (f64, f64) = (1e-10, 1e5);
 
@@ -51,6 +54,9 @@ impl GaussianProcess {
         let normalize_y = obj.bool("normalize_y")?.unwrap_or(false);
         let optimize = obj.bool("optimize")?.unwrap_or(false);
         let restarts = obj.u64("restarts")?.unwrap_or(0);
+        if restarts > MAX_RESTARTS {
+            return Err(FieldError::invalid(obj.pointer("restarts"), format!("must be at most {MAX_RESTARTS}")));
+        }
         let seed = obj.u64("seed")?.unwrap_or(0);
         obj.finish()?;
         Ok(GaussianProcess { kernel, noise, normalize_y, optimize, restarts, seed })
@@ -520,6 +526,8 @@ mod tests {
         let k = crate::kernel::default_kernel();
         let e = GaussianProcess::from_json(k.clone(), &json!({"noise": -1.0}), "/params").unwrap_err();
         assert_eq!(e.pointer, "/params/noise");
+        let e = GaussianProcess::from_json(k.clone(), &json!({"restarts": 1001}), "/params").unwrap_err();
+        assert_eq!((e.kind, e.pointer.as_str()), (crate::spec::ErrorKind::Invalid, "/params/restarts"));
         let e = GaussianProcess::from_json(k, &json!({"normalize_y": "yes"}), "/params").unwrap_err();
         assert_eq!((e.kind, e.pointer.as_str()), (crate::spec::ErrorKind::Shape, "/params/normalize_y"));
     }
