@@ -17,6 +17,7 @@ pub mod registry;
 pub mod server;
 pub mod service;
 pub mod spec;
+pub mod store;
 pub mod telemetry;
 
 /// Tunes glibc's allocator for this workload; call once at start.

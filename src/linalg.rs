@@ -220,6 +220,12 @@ impl Cholesky {
         out
     }
 
+    /// A factor computed earlier (the durable store): `l` lower triangular, zeros above.
+    pub fn from_factor(l: DMatrix<f64>, jitter: f64) -> Cholesky {
+        assert!(l.is_square(), "a Cholesky factor is square");
+        Cholesky { l, jitter }
+    }
+
     pub fn n(&self) -> usize {
         self.l.nrows()
     }

@@ -43,6 +43,8 @@ pub enum FailureKind {
     InvalidField { pointer: String },
     /// The server shut down before the fit ran.
     Shutdown,
+    /// The fitted model could not be written to the data directory.
+    Storage { out_of_space: bool },
     /// A bug: the fit panicked.
     Internal,
 }
@@ -115,6 +117,36 @@ impl ModelEntry {
             cancel: CancelToken::default(),
             state: RwLock::new(ModelState::Queued),
             status_tx: tokio::sync::watch::Sender::new(Status::Queued),
+        }
+    }
+
+    /// A ready model read back from the durable store.
+    #[allow(clippy::too_many_arguments)]
+    pub fn restored(
+        id: Uuid,
+        kind: ModelKind,
+        name: Option<String>,
+        metadata: Option<Value>,
+        created_at: SystemTime,
+        n_train: usize,
+        n_features: usize,
+        fitted: FittedModel,
+    ) -> ModelEntry {
+        let p = fitted.predictor();
+        let (kernel, params) = (p.kernel().to_json(), p.params_json());
+        ModelEntry {
+            id,
+            name,
+            kind,
+            metadata,
+            created_at,
+            n_train,
+            n_features,
+            requested_kernel: kernel,
+            requested_params: params,
+            cancel: CancelToken::default(),
+            state: RwLock::new(ModelState::Ready(Arc::new(fitted))),
+            status_tx: tokio::sync::watch::Sender::new(Status::Ready),
         }
     }
 

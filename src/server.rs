@@ -43,6 +43,9 @@ pub async fn start(config: Config) -> std::io::Result<RunningServer> {
     let listener = TcpListener::bind(&config.bind).await?;
     let addr = listener.local_addr()?;
     let service = Arc::new(Service::new(config));
+    // Stored models load off the async threads while /readyz answers 503.
+    let loader = service.clone();
+    tokio::task::spawn_blocking(move || loader.load_store());
     let app = api::router(service.clone());
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {

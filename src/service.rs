@@ -12,6 +12,7 @@ use crate::metrics::{Metrics, StatusLabels};
 use crate::pool::{FitPool, Job, SubmitError};
 use crate::registry::{Failure, FailureKind, ModelEntry, ModelState, Registry, Status};
 use crate::spec::FieldError;
+use crate::store::{Store, StoredModel};
 use serde::Deserialize;
 use serde_json::Value;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -72,6 +73,9 @@ pub enum ServiceError {
     Draining,
     #[error("{}", .0.detail)]
     FitFailed(Failure),
+    /// The data directory refused an operation that must be durable.
+    #[error("{0}")]
+    Storage(String),
 }
 
 impl From<FieldError> for ServiceError {
@@ -85,7 +89,9 @@ pub struct Service {
     pub registry: Registry,
     pub pool: FitPool,
     pub metrics: Metrics,
-    ready: AtomicBool,
+    /// The durable store; None keeps models in memory only (empty data_dir).
+    store: Option<Store>,
+    ready: tokio::sync::watch::Sender<bool>,
     draining: AtomicBool,
     /// Predictions running on blocking threads now (they compete with fits for cores).
     heavy_predicts: AtomicUsize,
@@ -97,13 +103,16 @@ impl Service {
         let workers = config.effective_fit_workers();
         let pool = FitPool::new(workers, config.fit_queue);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let store = (!config.data_dir.is_empty()).then(|| Store::open(&config.data_dir));
+        // With a store, not ready until `load_store` has read it back.
+        let ready = tokio::sync::watch::Sender::new(store.is_none());
         Service {
             config,
             registry: Registry::new(),
             pool,
             metrics: Metrics::new(),
-            // Nothing to load yet: the durable store marks itself not ready while loading.
-            ready: AtomicBool::new(true),
+            store,
+            ready,
             draining: AtomicBool::new(false),
             heavy_predicts: AtomicUsize::new(0),
             heavy_predict_slots: Semaphore::new(cores),
@@ -112,7 +121,46 @@ impl Service {
 
     /// Ready to serve: started and not draining.
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Acquire) && !self.is_draining()
+        *self.ready.borrow() && !self.is_draining()
+    }
+
+    /// Waits until the stored models are loaded.
+    pub async fn wait_ready(&self) {
+        let _ = self.ready.subscribe().wait_for(|r| *r).await;
+    }
+
+    /// Reads the durable store back into the registry (blocking: call off the async
+    /// threads), then marks the service ready. Returns how many models were loaded.
+    pub fn load_store(&self) -> usize {
+        let started = Instant::now();
+        let mut loaded = 0;
+        if let Some(store) = &self.store {
+            let report = store.load();
+            loaded = report.loaded.len();
+            for l in report.loaded {
+                let m = l.model;
+                let metadata = m.metadata.as_deref().and_then(|t| serde_json::from_str(t).ok());
+                let kind = l.fitted.kind();
+                self.registry.insert(Arc::new(ModelEntry::restored(
+                    m.id,
+                    kind,
+                    m.name.clone(),
+                    metadata,
+                    m.created_at(),
+                    m.n_train as usize,
+                    m.n_features as usize,
+                    l.fitted,
+                )));
+            }
+            tracing::info!(
+                loaded,
+                quarantined = report.quarantined.len(),
+                duration_ms = started.elapsed().as_secs_f64() * 1e3,
+                "stored models loaded"
+            );
+        }
+        self.ready.send_replace(true);
+        loaded
     }
 
     pub fn is_draining(&self) -> bool {
@@ -259,8 +307,25 @@ impl Service {
             Ok(Ok(_)) | Ok(Err(FitError::Cancelled)) if entry.cancel.is_cancelled() => "cancelled",
             Ok(Ok(mut fitted)) => {
                 fitted.predictor_mut().report_mut().duration_ms = secs * 1e3;
-                entry.set_state(ModelState::Ready(Arc::new(fitted)));
-                "ready"
+                // Durable before ready: 201 is sent only once the model is on disk.
+                match self.persist(entry, &fitted) {
+                    Ok(()) => {
+                        entry.set_state(ModelState::Ready(Arc::new(fitted)));
+                        if entry.cancel.is_cancelled() {
+                            // Deleted while being written: the file must not outlive it.
+                            self.unpersist(entry.id);
+                        }
+                        "ready"
+                    }
+                    Err(e) => {
+                        tracing::error!(model_id = %entry.id, error = %e, "cannot store the fitted model");
+                        entry.set_state(ModelState::Failed(Failure {
+                            kind: FailureKind::Storage { out_of_space: e.is_out_of_space() },
+                            detail: format!("the model was fitted but could not be stored: {e}"),
+                        }));
+                        "failed"
+                    }
+                }
             }
             Ok(Err(FitError::Cancelled)) => "cancelled",
             Ok(Err(e)) => {
@@ -285,6 +350,32 @@ impl Service {
         tracing::info!(model_id = %entry.id, model, n, d, duration_ms = secs * 1e3, outcome, par = ?ctx.par, "fit finished");
     }
 
+    fn persist(
+        &self,
+        entry: &ModelEntry,
+        fitted: &crate::estimator::FittedModel,
+    ) -> Result<(), crate::store::StoreError> {
+        let Some(store) = &self.store else { return Ok(()) };
+        let created = entry.created_at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        store.save(&StoredModel {
+            id: entry.id,
+            name: entry.name.clone(),
+            metadata: entry.metadata.as_ref().map(Value::to_string),
+            created_at_unix_nanos: created.as_nanos(),
+            n_train: entry.n_train as u64,
+            n_features: entry.n_features as u64,
+            fit: fitted.to_stored(),
+        })
+    }
+
+    fn unpersist(&self, id: Uuid) {
+        if let Some(store) = &self.store {
+            if let Err(e) = store.remove(id) {
+                tracing::error!(model_id = %id, error = %e, "cannot remove a stored model");
+            }
+        }
+    }
+
     pub fn get(&self, id: Uuid) -> Result<Arc<ModelEntry>, ServiceError> {
         self.registry.get(id).ok_or(ServiceError::NotFound(id))
     }
@@ -295,6 +386,14 @@ impl Service {
 
     /// Removes a model; a queued fit is withdrawn, a running one is abandoned.
     pub fn delete(&self, id: Uuid) -> Result<(), ServiceError> {
+        if !self.registry.contains(id) {
+            return Err(ServiceError::NotFound(id));
+        }
+        // The file goes first: a model whose file could not be removed would come back
+        // at the next start, so it stays, and the client hears why.
+        if let Some(store) = &self.store {
+            store.remove(id).map_err(|e| ServiceError::Storage(format!("cannot delete the stored model: {e}")))?;
+        }
         let entry = self.registry.remove(id).ok_or(ServiceError::NotFound(id))?;
         if self.pool.withdraw(entry.id) {
             self.metrics.record_fit(entry.kind.name(), "cancelled", 0.0);

@@ -58,6 +58,12 @@ impl Problem {
                     .with_field(pointer.clone(), f.detail.clone())
             }
             FailureKind::Shutdown => Problem::new(StatusCode::SERVICE_UNAVAILABLE, "draining", &f.detail),
+            FailureKind::Storage { out_of_space: true } => {
+                Problem::new(StatusCode::INSUFFICIENT_STORAGE, "storage-full", &f.detail)
+            }
+            FailureKind::Storage { out_of_space: false } => {
+                Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "storage-failed", &f.detail)
+            }
             FailureKind::Internal => Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", &f.detail),
         }
     }
@@ -122,6 +128,9 @@ impl ApiError {
                     Problem::new(StatusCode::SERVICE_UNAVAILABLE, "draining", "the server is shutting down")
                 }
                 ServiceError::FitFailed(f) => Problem::of_failure(f),
+                ServiceError::Storage(detail) => {
+                    Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "storage-failed", detail)
+                }
             },
             ApiError::MalformedBody { pointer, message } => {
                 Problem::new(StatusCode::BAD_REQUEST, "malformed-request", message.clone())

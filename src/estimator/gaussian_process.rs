@@ -233,6 +233,27 @@ impl GaussianProcessModel {
         &self.alpha
     }
 
+    pub(super) fn store_into(&self, s: &mut super::StoredFit) {
+        s.x = self.x.as_matrix().as_slice().to_vec();
+        s.alpha = self.alpha.clone();
+        s.factor = self.chol.l().as_slice().to_vec();
+        s.jitter = self.chol.jitter();
+        s.y_mean = self.y_mean;
+        s.y_std = self.y_std;
+    }
+
+    pub(super) fn restore(
+        spec: GaussianProcess,
+        x: Points,
+        alpha: Vec<f64>,
+        chol: Cholesky,
+        y_mean: f64,
+        y_std: f64,
+        report: TrainingReport,
+    ) -> GaussianProcessModel {
+        GaussianProcessModel { spec, x, alpha, chol, y_mean, y_std, report }
+    }
+
     pub fn log_marginal_likelihood(&self) -> f64 {
         self.report.log_marginal_likelihood.unwrap_or(f64::NAN)
     }

@@ -50,6 +50,15 @@ impl KernelRidgeModel {
     pub fn alpha(&self) -> &[f64] {
         &self.alpha
     }
+
+    pub(super) fn store_into(&self, s: &mut super::StoredFit) {
+        s.x = self.x.as_matrix().as_slice().to_vec();
+        s.alpha = self.alpha.clone();
+    }
+
+    pub(super) fn restore(spec: KernelRidge, x: Points, alpha: Vec<f64>, report: TrainingReport) -> KernelRidgeModel {
+        KernelRidgeModel { spec, x, alpha, report }
+    }
 }
 
 impl Estimator for KernelRidge {

@@ -276,6 +276,54 @@ impl ModelSpec {
     }
 }
 
+/// A fitted model's state in plain data, for the durable store. Kernel, params and the
+/// training report travel as their JSON text (re-checked on load); arrays as f64,
+/// bit-exact.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct StoredFit {
+    pub kind: String,
+    pub kernel: String,
+    pub params: String,
+    pub report: String,
+    /// Training points, d x n column-major.
+    pub d: u64,
+    pub x: Vec<f64>,
+    pub alpha: Vec<f64>,
+    /// GP only: the Cholesky factor (n x n column-major), its jitter, y normalisation.
+    pub factor: Vec<f64>,
+    pub jitter: f64,
+    pub y_mean: f64,
+    pub y_std: f64,
+}
+
+/// Why stored state could not be turned back into a model.
+#[derive(Debug, thiserror::Error)]
+#[error("stored model is inconsistent: {0}")]
+pub struct RestoreError(pub String);
+
+impl StoredFit {
+    fn points(&self) -> Result<Points, RestoreError> {
+        let d = self.d as usize;
+        if d == 0 || self.x.len() % d != 0 || self.x.is_empty() {
+            return Err(RestoreError(format!("{} values do not make points of dimension {d}", self.x.len())));
+        }
+        Ok(Points::from_columns(DMatrix::from_vec(d, self.x.len() / d, self.x.clone())))
+    }
+
+    fn kernel(&self) -> Result<Kernel, RestoreError> {
+        let v: Value = serde_json::from_str(&self.kernel).map_err(|e| RestoreError(format!("kernel: {e}")))?;
+        Kernel::from_json(&v).map_err(|e| RestoreError(format!("kernel: {e}")))
+    }
+
+    fn params(&self) -> Result<Value, RestoreError> {
+        serde_json::from_str(&self.params).map_err(|e| RestoreError(format!("params: {e}")))
+    }
+
+    fn report(&self) -> Result<TrainingReport, RestoreError> {
+        serde_json::from_str(&self.report).map_err(|e| RestoreError(format!("report: {e}")))
+    }
+}
+
 /// A fitted model of any kind.
 #[derive(Debug, Clone)]
 pub enum FittedModel {
@@ -295,6 +343,63 @@ impl FittedModel {
         match self {
             FittedModel::KernelRidge(m) => m,
             FittedModel::GaussianProcess(m) => m,
+        }
+    }
+
+    /// The state to store.
+    pub fn to_stored(&self) -> StoredFit {
+        let p = self.predictor();
+        let mut s = StoredFit {
+            kind: self.kind().name().to_string(),
+            kernel: p.kernel().to_json().to_string(),
+            params: p.params_json().to_string(),
+            report: serde_json::to_string(p.report()).expect("a report serialises"),
+            d: p.n_features() as u64,
+            x: Vec::new(),
+            alpha: Vec::new(),
+            factor: Vec::new(),
+            jitter: 0.0,
+            y_mean: 0.0,
+            y_std: 1.0,
+        };
+        match self {
+            FittedModel::KernelRidge(m) => m.store_into(&mut s),
+            FittedModel::GaussianProcess(m) => m.store_into(&mut s),
+        }
+        s
+    }
+
+    /// The model a stored state describes, checked for consistency.
+    pub fn from_stored(s: &StoredFit) -> Result<FittedModel, RestoreError> {
+        let kind = ModelKind::from_name(&s.kind).ok_or_else(|| RestoreError(format!("unknown model {}", s.kind)))?;
+        let (x, kernel, params, report) = (s.points()?, s.kernel()?, s.params()?, s.report()?);
+        if s.alpha.len() != x.n() {
+            return Err(RestoreError(format!("{} coefficients for {} points", s.alpha.len(), x.n())));
+        }
+        let bad = |e: FieldError| RestoreError(format!("params: {e}"));
+        match kind {
+            ModelKind::KernelRidge => {
+                let spec = KernelRidge::from_json(kernel, &params, "/params").map_err(bad)?;
+                Ok(FittedModel::KernelRidge(KernelRidgeModel::restore(spec, x, s.alpha.clone(), report)))
+            }
+            ModelKind::GaussianProcess => {
+                let spec = GaussianProcess::from_json(kernel, &params, "/params").map_err(bad)?;
+                let n = x.n();
+                if s.factor.len() != n * n {
+                    return Err(RestoreError(format!("factor has {} entries, expected {}", s.factor.len(), n * n)));
+                }
+                let factor = crate::linalg::Cholesky::from_factor(DMatrix::from_vec(n, n, s.factor.clone()), s.jitter);
+                Ok(FittedModel::GaussianProcess(GaussianProcessModel::restore(
+                    spec,
+                    x,
+                    s.alpha.clone(),
+                    factor,
+                    s.y_mean,
+                    s.y_std,
+                    report,
+                )))
+            }
+            other => Err(RestoreError(format!("model {} cannot be stored", other.name()))),
         }
     }
 

@@ -1,0 +1,204 @@
+//! The durable store through the service: restarts keep models bit-identically, damaged
+//! files are quarantined, an unwritable data dir gives a clean error, DELETE removes the
+//! file, and a model acknowledged with 201 survives kill -9 of the server (spawned binary).
+
+mod common;
+
+use common::{problem, sine, TestServer};
+use mercer::config::Config;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mercer-{tag}-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn config_with(dir: &Path) -> Config {
+    Config { data_dir: dir.display().to_string(), ..Config::for_tests() }
+}
+
+async fn started(dir: &Path) -> TestServer {
+    let s = TestServer::start(config_with(dir)).await;
+    s.service().wait_ready().await;
+    s
+}
+
+async fn stop(mut s: TestServer) {
+    assert!(s.server.take().unwrap().shutdown().await, "clean shutdown");
+}
+
+fn model_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("model"))
+        .collect();
+    v.sort();
+    v
+}
+
+fn bodies() -> Vec<Value> {
+    let (x, y) = sine(25);
+    vec![
+        json!({"model": "gaussian_process", "kernel": {"type": "product", "kernels": [{"type": "constant"}, {"type": "rbf"}]},
+               "params": {"noise": 0.1, "optimize": true, "restarts": 1, "normalize_y": true}, "x": x, "y": y,
+               "name": "searched", "metadata": {"k": [1, 2]}}),
+        json!({"model": "kernel_ridge", "kernel": {"type": "laplacian", "length_scale": 0.7}, "params": {"lambda": 0.3}, "x": x, "y": y}),
+        json!({"model": "gaussian_process", "kernel": {"type": "rbf", "length_scale": [0.9]}, "params": {"noise": 0.01}, "x": x, "y": y}),
+    ]
+}
+
+#[tokio::test]
+async fn restart_keeps_every_model_and_predictions_are_bit_identical() {
+    let dir = temp_dir("restart");
+    let s = started(&dir).await;
+    let query = json!({"x": [[0.1], [2.2], [5.9]], "covariance": true});
+    let mut before = Vec::new();
+    for body in bodies() {
+        let m = s.train(&body).await;
+        let id = m["id"].as_str().unwrap().to_string();
+        let p: Value = s.post(&format!("/models/{id}/predict"), &query).await.json().await.unwrap();
+        before.push((id, m, p));
+    }
+    assert_eq!(model_files(&dir).len(), 3, "one file per ready model");
+    stop(s).await;
+
+    let s = started(&dir).await;
+    let listed: Value = s.get("/models").await.json().await.unwrap();
+    assert_eq!(listed["models"].as_array().unwrap().len(), 3);
+    for (id, resource, prediction) in before {
+        let again: Value = s.get(&format!("/models/{id}")).await.json().await.unwrap();
+        assert_eq!(again, resource, "the resource survives the restart unchanged");
+        let p: Value = s.post(&format!("/models/{id}/predict"), &query).await.json().await.unwrap();
+        // serde_json writes the shortest representation that round-trips, so equal text
+        // is equal bits.
+        assert_eq!(p.to_string(), prediction.to_string(), "{id}: predictions bit-identical after restart");
+    }
+    stop(s).await;
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[tokio::test]
+async fn corrupt_and_truncated_files_are_quarantined_and_the_rest_load() {
+    let dir = temp_dir("quarantine");
+    let s = started(&dir).await;
+    let mut ids = Vec::new();
+    for body in bodies() {
+        ids.push(s.train(&body).await["id"].as_str().unwrap().to_string());
+    }
+    stop(s).await;
+    let file = |id: &str| dir.join(format!("{id}.model"));
+    let mut bytes = std::fs::read(file(&ids[0])).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x5a;
+    std::fs::write(file(&ids[0]), bytes).unwrap();
+    let bytes = std::fs::read(file(&ids[1])).unwrap();
+    std::fs::write(file(&ids[1]), &bytes[..bytes.len() - 17]).unwrap();
+    std::fs::write(dir.join(format!(".{}.tmp", uuid::Uuid::new_v4())), b"half a write").unwrap();
+
+    let s = started(&dir).await;
+    let listed: Value = s.get("/models").await.json().await.unwrap();
+    let listed: Vec<&str> = listed["models"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(listed, vec![ids[2].as_str()], "only the intact model loads");
+    let mut quarantined: Vec<String> = std::fs::read_dir(dir.join("quarantine"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    quarantined.sort();
+    let mut want = vec![format!("{}.model", ids[0]), format!("{}.model", ids[1])];
+    want.sort();
+    assert_eq!(quarantined, want);
+    assert_eq!(model_files(&dir), vec![file(&ids[2])]);
+    assert!(std::fs::read_dir(&dir).unwrap().all(|e| !e.unwrap().file_name().to_string_lossy().ends_with(".tmp")));
+    stop(s).await;
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[tokio::test]
+async fn an_unwritable_data_dir_fails_the_fit_cleanly() {
+    let base = temp_dir("unwritable");
+    // A path below a regular file cannot be a directory, even for root.
+    let blocker = base.join("file");
+    std::fs::write(&blocker, b"not a directory").unwrap();
+    let s = started(&blocker.join("data")).await;
+    let (status, p) = problem(s.post("/models", &bodies()[1]).await).await;
+    assert_eq!(status, 500, "{p}");
+    assert_eq!(p["type"], "/problems/storage-failed");
+    assert!(p["detail"].as_str().unwrap().contains("could not be stored"), "{p}");
+    let listed: Value = s.get("/models").await.json().await.unwrap();
+    assert_eq!(listed, json!({"models": []}), "the registry holds no model that is not stored");
+    stop(s).await;
+    std::fs::remove_dir_all(base).unwrap();
+}
+
+#[tokio::test]
+async fn delete_removes_the_file() {
+    let dir = temp_dir("delete");
+    let s = started(&dir).await;
+    let id = s.train(&bodies()[1]).await["id"].as_str().unwrap().to_string();
+    assert_eq!(model_files(&dir).len(), 1);
+    assert_eq!(s.delete(&format!("/models/{id}")).await.status(), 204);
+    assert!(model_files(&dir).is_empty());
+    stop(s).await;
+    let s = started(&dir).await;
+    let (status, _) = problem(s.get(&format!("/models/{id}")).await).await;
+    assert_eq!(status, 404, "a deleted model does not come back");
+    stop(s).await;
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Runs the mercer binary on an ephemeral port and returns it once it logs `until`,
+/// with the address it listens on (read from its JSON log, not guessed).
+fn spawn_binary(dir: &Path, until: &str) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mercer"))
+        .env("MERCER_BIND", "127.0.0.1:0")
+        .env("MERCER_DATA_DIR", dir)
+        .env("MERCER_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the mercer binary starts");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    // The two lines come in either order: loading runs beside the listener.
+    let (mut addr, mut reached) = (None, false);
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        if v["message"] == "mercer listening" {
+            addr = v["addr"].as_str().map(String::from);
+        }
+        reached |= v["message"] == until;
+        if reached && addr.is_some() {
+            break;
+        }
+    }
+    // Keep draining stderr so the child never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    (child, format!("http://{}", addr.expect("the binary logs its address")))
+}
+
+#[tokio::test]
+async fn a_model_acknowledged_with_201_survives_kill_9() {
+    let dir = temp_dir("kill9");
+    let (mut child, url) = spawn_binary(&dir, "stored models loaded");
+    let http = reqwest::Client::new();
+    let r = http.post(format!("{url}/models")).body(bodies()[2].to_string()).send().await.unwrap();
+    assert_eq!(r.status(), 201);
+    let id = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
+    child.kill().unwrap(); // SIGKILL, right after the 201
+    child.wait().unwrap();
+
+    let (mut child, url) = spawn_binary(&dir, "stored models loaded");
+    let m: Value = http.get(format!("{url}/models/{id}")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(m["status"], "ready", "{m}");
+    let r =
+        http.post(format!("{url}/models/{id}/predict")).body(json!({"x": [[1.0]]}).to_string()).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::fs::remove_dir_all(dir).unwrap();
+}
