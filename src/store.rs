@@ -9,6 +9,7 @@
 //! crash.
 
 use crate::estimator::{FittedModel, StoredFit};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File};
 use std::io::Write;
@@ -130,17 +131,20 @@ impl Store {
         };
         let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
         paths.sort();
+        let mut models = Vec::new();
         for path in paths {
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
             if name.starts_with('.') && name.ends_with(".tmp") {
                 // A write that never reached its rename: it was never acknowledged.
                 let _ = fs::remove_file(&path);
-                continue;
+            } else if path.extension().and_then(|e| e.to_str()) == Some(EXTENSION) && path.is_file() {
+                models.push(path);
             }
-            if path.extension().and_then(|e| e.to_str()) != Some(EXTENSION) || !path.is_file() {
-                continue;
-            }
-            match read_model(&path) {
+        }
+        // Reading, checking and decoding run on every core; quarantining stays in order.
+        let results: Vec<_> = models.into_par_iter().map(|p| (read_model(&p), p)).collect();
+        for (result, path) in results {
+            match result {
                 Ok(loaded) => report.loaded.push(loaded),
                 Err(reason) => {
                     let target = self.quarantine(&path);
@@ -170,7 +174,10 @@ fn read_model(path: &Path) -> Result<Loaded, String> {
     if stem != model.id.to_string() {
         return Err(format!("file name does not match the stored id {}", model.id));
     }
-    let fitted = FittedModel::from_stored(&model.fit).map_err(|e| e.to_string())?;
+    let mut model = model;
+    // The arrays move into the fitted model; the stored copy keeps only the metadata.
+    let fit = std::mem::take(&mut model.fit);
+    let fitted = FittedModel::from_stored(fit).map_err(|e| e.to_string())?;
     Ok(Loaded { model, fitted })
 }
 

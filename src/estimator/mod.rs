@@ -262,8 +262,13 @@ impl ModelSpec {
 
     /// Bytes the fit will hold at its peak, for admission decisions.
     pub fn fit_memory_estimate(&self, n: usize, d: usize) -> usize {
-        // Both current models hold one n x n matrix (K, factorised in place) and the data.
-        n * n * 8 + n * d * 8 * 2
+        // One n x n matrix (K, factorised in place) plus the data; the hyperparameter
+        // search holds K, one gradient matrix per free hyperparameter, the inverse and W.
+        let matrices = match self {
+            ModelSpec::GaussianProcess(gp) if gp.optimize => gp.theta().len() + 4,
+            _ => 1,
+        };
+        matrices * n * n * 8 + n * d * 8 * 2
     }
 
     pub fn fit(&self, data: &TrainingSet, ctx: &FitContext) -> Result<FittedModel, FitError> {
@@ -279,7 +284,7 @@ impl ModelSpec {
 /// A fitted model's state in plain data, for the durable store. Kernel, params and the
 /// training report travel as their JSON text (re-checked on load); arrays as f64,
 /// bit-exact.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct StoredFit {
     pub kind: String,
     pub kernel: String,
@@ -302,12 +307,13 @@ pub struct StoredFit {
 pub struct RestoreError(pub String);
 
 impl StoredFit {
-    fn points(&self) -> Result<Points, RestoreError> {
+    fn take_points(&mut self) -> Result<Points, RestoreError> {
         let d = self.d as usize;
         if d == 0 || self.x.len() % d != 0 || self.x.is_empty() {
             return Err(RestoreError(format!("{} values do not make points of dimension {d}", self.x.len())));
         }
-        Ok(Points::from_columns(DMatrix::from_vec(d, self.x.len() / d, self.x.clone())))
+        let x = std::mem::take(&mut self.x);
+        Ok(Points::from_columns(DMatrix::from_vec(d, x.len() / d, x)))
     }
 
     fn kernel(&self) -> Result<Kernel, RestoreError> {
@@ -369,10 +375,12 @@ impl FittedModel {
         s
     }
 
-    /// The model a stored state describes, checked for consistency.
-    pub fn from_stored(s: &StoredFit) -> Result<FittedModel, RestoreError> {
+    /// The model a stored state describes, checked for consistency. Takes the arrays
+    /// over rather than copying them (a GP's factor is n^2 values).
+    pub fn from_stored(mut s: StoredFit) -> Result<FittedModel, RestoreError> {
         let kind = ModelKind::from_name(&s.kind).ok_or_else(|| RestoreError(format!("unknown model {}", s.kind)))?;
-        let (x, kernel, params, report) = (s.points()?, s.kernel()?, s.params()?, s.report()?);
+        let (kernel, params, report) = (s.kernel()?, s.params()?, s.report()?);
+        let x = s.take_points()?;
         if s.alpha.len() != x.n() {
             return Err(RestoreError(format!("{} coefficients for {} points", s.alpha.len(), x.n())));
         }
@@ -380,7 +388,7 @@ impl FittedModel {
         match kind {
             ModelKind::KernelRidge => {
                 let spec = KernelRidge::from_json(kernel, &params, "/params").map_err(bad)?;
-                Ok(FittedModel::KernelRidge(KernelRidgeModel::restore(spec, x, s.alpha.clone(), report)))
+                Ok(FittedModel::KernelRidge(KernelRidgeModel::restore(spec, x, s.alpha, report)))
             }
             ModelKind::GaussianProcess => {
                 let spec = GaussianProcess::from_json(kernel, &params, "/params").map_err(bad)?;
@@ -388,15 +396,9 @@ impl FittedModel {
                 if s.factor.len() != n * n {
                     return Err(RestoreError(format!("factor has {} entries, expected {}", s.factor.len(), n * n)));
                 }
-                let factor = crate::linalg::Cholesky::from_factor(DMatrix::from_vec(n, n, s.factor.clone()), s.jitter);
+                let factor = crate::linalg::Cholesky::from_factor(DMatrix::from_vec(n, n, s.factor), s.jitter);
                 Ok(FittedModel::GaussianProcess(GaussianProcessModel::restore(
-                    spec,
-                    x,
-                    s.alpha.clone(),
-                    factor,
-                    s.y_mean,
-                    s.y_std,
-                    report,
+                    spec, x, s.alpha, factor, s.y_mean, s.y_std, report,
                 )))
             }
             other => Err(RestoreError(format!("model {} cannot be stored", other.name()))),
