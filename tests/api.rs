@@ -544,3 +544,77 @@ async fn every_kernel_trains_and_predicts_through_both_models() {
         }
     }
 }
+
+/// Parses /metrics (OpenMetrics text) and checks each contract family's type and the
+/// exact label names of its samples.
+#[tokio::test]
+async fn metrics_families_have_the_contract_names_types_and_labels() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let s = TestServer::default().await;
+    let m = s.train(&gp_body()).await;
+    s.post(&format!("/models/{}/predict", m["id"].as_str().unwrap()), &json!({"x": [[1.0]]})).await;
+    let text = s.get("/metrics").await.text().await.unwrap();
+    let mut types: BTreeMap<String, String> = BTreeMap::new();
+    let mut labels: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let mut it = rest.split_whitespace();
+            types.insert(it.next().unwrap().to_string(), it.next().unwrap().to_string());
+            continue;
+        }
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').unwrap();
+        assert!(value.parse::<f64>().is_ok(), "sample value in {line:?}");
+        let (name, label_set) = match series.split_once('{') {
+            Some((n, l)) => (n, l.trim_end_matches('}')),
+            None => (series, ""),
+        };
+        let keys = labels.entry(name.to_string()).or_default();
+        for pair in label_set.split(',').filter(|p| !p.is_empty()) {
+            keys.insert(pair.split('=').next().unwrap().to_string());
+        }
+    }
+    let set = |ks: &[&str]| ks.iter().map(|k| k.to_string()).collect::<BTreeSet<_>>();
+    let expect = [
+        ("mercer_http_requests", "counter", "mercer_http_requests_total", set(&["method", "route", "status"])),
+        (
+            "mercer_http_request_duration_seconds",
+            "histogram",
+            "mercer_http_request_duration_seconds_bucket",
+            set(&["le", "method", "route"]),
+        ),
+        ("mercer_fit_duration_seconds", "histogram", "mercer_fit_duration_seconds_bucket", set(&["le", "model"])),
+        ("mercer_fits", "counter", "mercer_fits_total", set(&["model", "outcome"])),
+        ("mercer_predict_rows", "counter", "mercer_predict_rows_total", set(&["model"])),
+        ("mercer_fit_queue_depth", "gauge", "mercer_fit_queue_depth", set(&[])),
+        ("mercer_fits_running", "gauge", "mercer_fits_running", set(&[])),
+        ("mercer_models", "gauge", "mercer_models", set(&["status"])),
+        ("mercer_registry_bytes", "gauge", "mercer_registry_bytes", set(&[])),
+    ];
+    for (family, kind, sample, keys) in expect {
+        assert_eq!(types.get(family).map(String::as_str), Some(kind), "# TYPE of {family}");
+        assert_eq!(labels.get(sample), Some(&keys), "labels of {sample}");
+    }
+    assert!(text.trim_end().ends_with("# EOF"), "OpenMetrics text ends with # EOF");
+}
+
+/// At drain, a fit still waiting in the queue never runs: its model ends failed with a
+/// reason a polling client can read, and running fits are not touched.
+#[tokio::test]
+async fn draining_fails_queued_fits_with_a_reason() {
+    let mut config = Config::for_tests();
+    config.fit_workers = 1;
+    let s = TestServer::start(config).await;
+    let block = s.block_worker();
+    let r = s.post("/models?wait=false", &gp_body()).await;
+    let id = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
+    s.service().begin_drain();
+    let m: Value = s.get(&format!("/models/{id}")).await.json().await.unwrap();
+    assert_eq!(m["status"], "failed", "{m}");
+    assert_eq!(m["error"]["status"], 503, "{m}");
+    assert!(m["error"]["detail"].as_str().unwrap().contains("shut down"), "{m}");
+    assert_eq!(s.service().pool.running(), 1, "the running job goes on");
+    drop(block);
+}
