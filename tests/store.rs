@@ -152,8 +152,9 @@ async fn delete_removes_the_file() {
 }
 
 /// Runs the mercer binary on an ephemeral port and returns it once it logs `until`,
-/// with the address it listens on (read from its JSON log, not guessed).
-fn spawn_binary(dir: &Path, until: &str) -> (Child, String) {
+/// with the address it listens on (read from its JSON log, not guessed) and a channel of
+/// its later log lines.
+fn spawn_binary(dir: &Path, until: &str) -> (Child, String, std::sync::mpsc::Receiver<Value>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_mercer"))
         .env("MERCER_BIND", "127.0.0.1:0")
         .env("MERCER_DATA_DIR", dir)
@@ -177,14 +178,21 @@ fn spawn_binary(dir: &Path, until: &str) -> (Child, String) {
         }
     }
     // Keep draining stderr so the child never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
-    (child, format!("http://{}", addr.expect("the binary logs its address")))
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                let _ = tx.send(v);
+            }
+        }
+    });
+    (child, format!("http://{}", addr.expect("the binary logs its address")), rx)
 }
 
 #[tokio::test]
 async fn a_model_acknowledged_with_201_survives_kill_9() {
     let dir = temp_dir("kill9");
-    let (mut child, url) = spawn_binary(&dir, "stored models loaded");
+    let (mut child, url, _) = spawn_binary(&dir, "stored models loaded");
     let http = reqwest::Client::new();
     let r = http.post(format!("{url}/models")).body(bodies()[2].to_string()).send().await.unwrap();
     assert_eq!(r.status(), 201);
@@ -192,12 +200,55 @@ async fn a_model_acknowledged_with_201_survives_kill_9() {
     child.kill().unwrap(); // SIGKILL, right after the 201
     child.wait().unwrap();
 
-    let (mut child, url) = spawn_binary(&dir, "stored models loaded");
+    let (mut child, url, _) = spawn_binary(&dir, "stored models loaded");
     let m: Value = http.get(format!("{url}/models/{id}")).send().await.unwrap().json().await.unwrap();
     assert_eq!(m["status"], "ready", "{m}");
     let r =
         http.post(format!("{url}/models/{id}/predict")).body(json!({"x": [[1.0]]}).to_string()).send().await.unwrap();
     assert_eq!(r.status(), 200);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// One JSON log line per request (request id, route, status, latency) and per fit
+/// (model, n, d, duration, outcome), on stderr.
+#[tokio::test]
+async fn requests_and_fits_log_one_json_line_each() {
+    let dir = temp_dir("logs");
+    let (mut child, url, logs) = spawn_binary(&dir, "stored models loaded");
+    let http = reqwest::Client::new();
+    let r = http
+        .post(format!("{url}/models"))
+        .header("x-request-id", "req-42")
+        .body(bodies()[1].to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let (mut fit, mut request) = (None, None);
+    // Lines arrive in order; the request line follows the fit it waited for.
+    for v in logs.iter() {
+        if v["message"] == "fit finished" {
+            fit = Some(v);
+        } else if v["message"] == "request" && v["span"]["request_id"] == "req-42" {
+            request = Some(v);
+            break;
+        }
+    }
+    let fit = fit.expect("a fit line");
+    assert_eq!(
+        (fit["model"].as_str(), fit["n"].as_u64(), fit["d"].as_u64(), fit["outcome"].as_str()),
+        (Some("kernel_ridge"), Some(25), Some(1), Some("ready"))
+    );
+    assert!(fit["duration_ms"].as_f64().unwrap() >= 0.0);
+    let request = request.expect("a request line");
+    assert_eq!(
+        (request["method"].as_str(), request["route"].as_str(), request["status"].as_u64()),
+        (Some("POST"), Some("/models"), Some(201))
+    );
+    assert!(request["latency_ms"].as_f64().unwrap() >= 0.0);
+    assert!(request["level"].is_string() && request["timestamp"].is_string());
     child.kill().unwrap();
     child.wait().unwrap();
     std::fs::remove_dir_all(dir).unwrap();
