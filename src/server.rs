@@ -24,11 +24,15 @@ impl RunningServer {
     /// Returns whether everything finished within the grace period.
     pub async fn shutdown(mut self) -> bool {
         self.service.begin_drain();
+        let grace = Duration::from_secs(self.service.config.shutdown_grace_secs);
+        let deadline = tokio::time::Instant::now() + grace;
+        // Keep accepting while requests are in flight, so that clients polling meanwhile
+        // see /readyz 503 and fits refused with 503 rather than a refused connection.
+        let _ = tokio::time::timeout_at(deadline, self.service.wait_idle()).await;
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        let grace = Duration::from_secs(self.service.config.shutdown_grace_secs);
-        match tokio::time::timeout(grace, &mut self.task).await {
+        match tokio::time::timeout_at(deadline, &mut self.task).await {
             Ok(_) => true,
             Err(_) => {
                 self.task.abort();

@@ -95,6 +95,8 @@ pub struct Service {
     draining: AtomicBool,
     /// Predictions running on blocking threads now (they compete with fits for cores).
     heavy_predicts: AtomicUsize,
+    /// HTTP requests being handled now (drain waits for them).
+    in_flight: tokio::sync::watch::Sender<usize>,
     heavy_predict_slots: Semaphore,
 }
 
@@ -115,6 +117,7 @@ impl Service {
             ready,
             draining: AtomicBool::new(false),
             heavy_predicts: AtomicUsize::new(0),
+            in_flight: tokio::sync::watch::Sender::new(0),
             heavy_predict_slots: Semaphore::new(cores),
         }
     }
@@ -122,6 +125,24 @@ impl Service {
     /// Ready to serve: started and not draining.
     pub fn is_ready(&self) -> bool {
         *self.ready.borrow() && !self.is_draining()
+    }
+
+    pub fn request_started(&self) {
+        self.in_flight.send_modify(|n| *n += 1);
+    }
+
+    pub fn request_finished(&self) {
+        self.in_flight.send_modify(|n| *n = n.saturating_sub(1));
+    }
+
+    /// Waits until no request is in flight.
+    pub async fn wait_idle(&self) {
+        let _ = self.in_flight.subscribe().wait_for(|k| *k == 0).await;
+    }
+
+    /// Waits until at least `n` requests are in flight.
+    pub async fn wait_in_flight_at_least(&self, n: usize) {
+        let _ = self.in_flight.subscribe().wait_for(|k| *k >= n).await;
     }
 
     /// Waits until the stored models are loaded.

@@ -618,3 +618,38 @@ async fn draining_fails_queued_fits_with_a_reason() {
     assert_eq!(s.service().pool.running(), 1, "the running job goes on");
     drop(block);
 }
+
+/// Shutdown keeps accepting while a request is in flight: new clients get /readyz 503 and
+/// fits refused with 503 (not a refused connection); once the request ends, the server
+/// stops. The in-flight request is a POST whose body the test streams by hand.
+#[tokio::test]
+async fn shutdown_answers_503_while_requests_finish_then_stops() {
+    let mut s = TestServer::default().await;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
+    let body = reqwest::Body::wrap_stream(futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|chunk| (Ok::<_, std::io::Error>(chunk), rx))
+    }));
+    let in_flight = tokio::spawn(s.http.post(s.url("/models")).body(body).send());
+    tx.send(br#"{"model": "kernel_ridge", "#.to_vec()).await.unwrap();
+    s.service().wait_in_flight_at_least(1).await;
+
+    let service = s.service().clone();
+    let server = s.server.take().unwrap();
+    let stopping = tokio::spawn(server.shutdown());
+    service.begin_drain(); // shutdown's first step; idempotent
+
+    let fresh = reqwest::Client::new();
+    let r = fresh.get(s.url("/readyz")).send().await.unwrap();
+    assert_eq!(r.status(), 503, "readiness turns off while draining");
+    let r = fresh.post(s.url("/models")).body(gp_body().to_string()).send().await.unwrap();
+    assert_eq!(r.status(), 503);
+    assert!(r.headers().get("retry-after").is_some());
+    assert!(!stopping.is_finished(), "a request is still in flight");
+
+    tx.send(br#""x": [[0.0], [1.0]], "y": [0.0, 1.0]}"#.to_vec()).await.unwrap();
+    drop(tx);
+    let r = in_flight.await.unwrap().unwrap();
+    assert_eq!(r.status(), 503, "the in-flight fit request finishes (refused: the server is draining)");
+    assert!(stopping.await.unwrap(), "shutdown completes within the grace period");
+    assert!(fresh.get(s.url("/healthz")).send().await.is_err(), "the listener is closed");
+}

@@ -61,8 +61,18 @@ fn close(a: &DMatrix<f64>, b: &DMatrix<f64>) -> bool {
     (a - b).amax() <= 1e-12 * scale
 }
 
+/// 300 cases from a fixed seed, so CI is reproducible; set PROPTEST_RNG_SEED to explore
+/// other inputs locally.
+fn config() -> ProptestConfig {
+    let mut c = ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() };
+    if std::env::var_os("PROPTEST_RNG_SEED").is_none() {
+        c.rng_seed = proptest::test_runner::RngSeed::Fixed(20_261_121);
+    }
+    c
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+    #![proptest_config(config())]
 
     #[test]
     fn gram_is_symmetric_and_agrees_with_cross_and_diag((spec, x, z) in case()) {

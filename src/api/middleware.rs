@@ -50,6 +50,9 @@ pub async fn observe(State(service): State<Arc<Service>>, req: Request, next: Ne
     let method = req.method().to_string();
     let route =
         req.extensions().get::<MatchedPath>().map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
+    service.request_started();
+    // Counted down even if the client goes away and the handler future is dropped.
+    let _in_flight = InFlight(&service);
     let response = next.run(req).await;
     let secs = started.elapsed().as_secs_f64();
     let status = response.status().as_u16();
@@ -65,6 +68,14 @@ pub async fn observe(State(service): State<Arc<Service>>, req: Request, next: Ne
         .observe(secs);
     tracing::info!(method, route, status, latency_ms = secs * 1e3, "request");
     response
+}
+
+struct InFlight<'a>(&'a Service);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.request_finished();
+    }
 }
 
 /// Layers below the handlers (body limit, timeout) and axum's own rejections answer with

@@ -289,8 +289,19 @@ fn compute(base: Base, x: &Points, z: Option<&Points>, par: Parallelism, map: Ma
                     for jj in 0..cols {
                         let j = j0 + jj;
                         let col = &mut chunk[jj * n..(jj + 1) * n];
+                        let zj = z.point(j);
                         for i in i0..n {
-                            col[i] = (x_norms[i] + z_norms[j] + col[i]).max(0.0);
+                            let scale = x_norms[i] + z_norms[j];
+                            let d2 = (scale + col[i]).max(0.0);
+                            // |x|^2 + |z|^2 - 2 x.z loses up to eps * scale to cancellation;
+                            // where that is not small against d2 (nearby points, which the
+                            // square root in exponential/Matern kernels amplifies), sum the
+                            // differences directly: d2 then keeps ~1e-12 relative accuracy.
+                            col[i] = if d2 < 1e-4 * scale {
+                                x.point(i).iter().zip(zj).map(|(a, b)| (a - b) * (a - b)).sum()
+                            } else {
+                                d2
+                            };
                         }
                         if symmetric {
                             col[j] = 0.0;
@@ -429,6 +440,22 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// Nearby points far from the mean: the product form of |x - z|^2 cancels, and the
+    /// exponential kernel's square root would amplify it; the direct sum keeps accuracy.
+    #[test]
+    fn nearby_points_keep_full_accuracy_in_root_distance_kernels() {
+        // |x|^2 ~ 1e8 after centring, |x - z|^2 = 0.25: the product form loses ~1e-8.
+        let a = [12_345.678_901, -4_321.098_765_4];
+        let x = Points::from_rows(&[a.to_vec(), vec![a[0] + 0.3141, a[1] - 0.2718], vec![-0.7 * a[0], -0.3 * a[1]]]);
+        for spec in [json!({"type": "exponential"}), json!({"type": "matern", "nu": 1.5})] {
+            let k = Kernel::from_json(&spec).unwrap();
+            let g = k.gram(&x, Parallelism::Sequential);
+            let want = k.eval(x.point(0), x.point(1), false);
+            assert!(want > 1e-3, "the points are close on the kernel's scale");
+            assert!((g[(0, 1)] - want).abs() <= 1e-12 * want, "{spec}: {} vs {want}", g[(0, 1)]);
         }
     }
 
