@@ -4,7 +4,7 @@ use super::extract::JsonBody;
 use super::problem::ApiError;
 use super::types::{ModelList, ModelResource, PredictBody, PredictResponse, TrainBody, TrainQuery};
 use crate::estimator::PredictOptions;
-use crate::service::{Service, TrainOutcome};
+use crate::service::{Service, ServiceError, TrainOutcome};
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -43,10 +43,13 @@ pub async fn delete(
     State(service): State<Arc<Service>>,
     id: Result<Path<String>, PathRejection>,
 ) -> Result<StatusCode, ApiError> {
-    service.delete(model_id(id)?)?;
+    let id = model_id(id)?;
+    // Removing the stored file fsyncs the data directory: not on the async threads.
+    tokio::task::spawn_blocking(move || service.delete(id))
+        .await
+        .unwrap_or_else(|_| Err(ServiceError::Storage("the delete was interrupted".into())))?;
     Ok(StatusCode::NO_CONTENT)
 }
-
 pub async fn predict(
     State(service): State<Arc<Service>>,
     id: Result<Path<String>, PathRejection>,
