@@ -653,3 +653,22 @@ async fn shutdown_answers_503_while_requests_finish_then_stops() {
     assert!(stopping.await.unwrap(), "shutdown completes within the grace period");
     assert!(fresh.get(s.url("/healthz")).send().await.is_err(), "the listener is closed");
 }
+
+/// Bodies above the inline-parse size are parsed on a blocking thread, with the same
+/// results and the same pointers for malformed input.
+#[tokio::test]
+async fn large_bodies_parse_off_the_async_threads_with_the_same_errors() {
+    let s = TestServer::default().await;
+    let x: Vec<Vec<f64>> =
+        (0..4000).map(|i| (0..6).map(|k| ((i * 7 + k * 3) % 17) as f64 * 0.123_456_789).collect()).collect();
+    let y: Vec<f64> = x.iter().map(|r| r[0].sin()).collect();
+    let body = json!({"model": "kernel_ridge", "x": x, "y": y});
+    assert!(body.to_string().len() > 256 << 10, "the body is above the inline limit");
+    let m = s.train(&body).await;
+    assert_eq!(m["n_train"], 4000);
+    let mut bad = body.clone();
+    bad["x"][2000][3] = json!("oops");
+    let (status, p) = problem(s.post("/models", &bad).await).await;
+    assert_eq!(status, 400, "{p}");
+    assert_eq!(pointers(&p), vec!["/x/2000/3".to_string()]);
+}

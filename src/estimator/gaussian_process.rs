@@ -120,7 +120,7 @@ impl GaussianProcess {
         }
         let chol = Cholesky::factor(k, par).ok()?;
         let alpha = chol.solve_vec(y);
-        let lml = -0.5 * y.dot(&alpha) - 0.5 * chol.log_det() - 0.5 * n as f64 * (2.0 * std::f64::consts::PI).ln();
+        let lml = log_marginal_likelihood_of(y, &alpha, &chol);
         // W = alpha alpha^T - K^-1, lower triangle, off-diagonal entries doubled: then
         // 1/2 tr(W dK) = 1/2 sum_{i >= j} W'_ij dK_ij for symmetric dK.
         let mut w = chol.inverse_lower(par);
@@ -264,6 +264,11 @@ impl GaussianProcessModel {
     }
 }
 
+/// -1/2 y^T alpha - 1/2 log det K - n/2 log 2 pi, with alpha = K^-1 y and K = L L^T.
+fn log_marginal_likelihood_of(y: &DVector<f64>, alpha: &DVector<f64>, chol: &Cholesky) -> f64 {
+    -0.5 * y.dot(alpha) - 0.5 * chol.log_det() - 0.5 * y.len() as f64 * (2.0 * std::f64::consts::PI).ln()
+}
+
 /// Mean and ddof-0 standard deviation of y, with scikit-learn's rule that a zero
 /// standard deviation becomes 1 (a constant target must not divide by zero).
 fn normalisation(y: &[f64]) -> (f64, f64) {
@@ -304,8 +309,7 @@ impl GaussianProcess {
         )?;
         ctx.cancel.check()?;
         let alpha = chol.solve_vec(&y);
-        let n = y.len() as f64;
-        let lml = -0.5 * y.dot(&alpha) - 0.5 * chol.log_det() - 0.5 * n * (2.0 * std::f64::consts::PI).ln();
+        let lml = log_marginal_likelihood_of(&y, &alpha, &chol);
         let report = TrainingReport { log_marginal_likelihood: Some(lml), jitter: Some(chol.jitter()), ..search };
         Ok(GaussianProcessModel {
             spec: self.clone(),
