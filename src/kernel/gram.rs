@@ -60,12 +60,22 @@ impl Points {
         Points(self.0.columns(start, len).into_owned())
     }
 
+    /// The points at `indices`, in that order, copied.
+    pub fn select(&self, indices: &[usize]) -> Points {
+        let d = self.d();
+        let mut data = Vec::with_capacity(indices.len() * d);
+        for &i in indices {
+            data.extend_from_slice(self.point(i));
+        }
+        Points(DMatrix::from_vec(d, indices.len(), data))
+    }
+
     pub fn memory_bytes(&self) -> usize {
         self.0.len() * std::mem::size_of::<f64>()
     }
 
     /// (p - shift) / scale feature by feature.
-    fn affine(&self, shift: &[f64], scale: &[f64]) -> Points {
+    pub(super) fn affine(&self, shift: &[f64], scale: &[f64]) -> Points {
         let mut m = self.0.clone();
         for mut col in m.column_iter_mut() {
             for (k, v) in col.iter_mut().enumerate() {
@@ -85,7 +95,7 @@ impl Points {
         }
     }
 
-    fn mean(&self) -> Vec<f64> {
+    pub(super) fn mean(&self) -> Vec<f64> {
         let n = self.n().max(1) as f64;
         self.0.column_sum().iter().map(|s| s / n).collect()
     }
@@ -101,8 +111,8 @@ impl Points {
 const BLOCK_COLS: usize = 128;
 
 /// How a kernel value is reached from the two points.
-#[derive(Clone, Copy)]
-enum Base {
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Base {
     /// f(x.z)
     Inner,
     /// f(|x - z|^2)
@@ -114,75 +124,111 @@ enum Base {
 /// A pass over a slice of base values turning them into kernel values in place.
 type Map<'a> = &'a (dyn Fn(&mut [f64]) + Sync);
 
-pub(super) fn build(k: &Kernel, x: &Points, z: Option<&Points>, par: Parallelism) -> DMatrix<f64> {
-    let (n, m) = (x.n(), z.map_or(x.n(), Points::n));
+/// An owned [`Map`], capturing only copied hyperparameters.
+pub(super) type LeafMap = Box<dyn Fn(&mut [f64]) + Send + Sync>;
+
+/// A kernel that is a pointwise function of one base quantity of the two points, after
+/// each feature is divided by `scales` (when given). Every kernel type but constant,
+/// white and the combinators is one; the Gram builder and the column evaluator
+/// (`column.rs`) share these definitions.
+pub(super) struct Leaf {
+    pub base: Base,
+    pub scales: Option<Scales>,
+    pub map: LeafMap,
+}
+
+pub(super) fn leaf(k: &Kernel) -> Option<Leaf> {
+    let plain = |base, map: LeafMap| Some(Leaf { base, scales: None, map });
     match k {
         Kernel::Linear { c } => {
             let c = c.value;
-            compute(Base::Inner, x, z, par, &|col| col.iter_mut().for_each(|v| *v += c))
+            plain(Base::Inner, Box::new(move |col| col.iter_mut().for_each(|v| *v += c)))
         }
         Kernel::Polynomial { degree, gamma, coef0 } => {
             let (g, c0, p) = (gamma.value, coef0.value, *degree as i32);
-            compute(Base::Inner, x, z, par, &|col| col.iter_mut().for_each(|v| *v = (g * *v + c0).powi(p)))
+            plain(Base::Inner, Box::new(move |col| col.iter_mut().for_each(|v| *v = (g * *v + c0).powi(p))))
         }
         Kernel::Sigmoid { gamma, coef0 } => {
             let (g, c0) = (gamma.value, coef0.value);
-            compute(Base::Inner, x, z, par, &|col| col.iter_mut().for_each(|v| *v = (g * *v + c0).tanh()))
+            plain(Base::Inner, Box::new(move |col| col.iter_mut().for_each(|v| *v = (g * *v + c0).tanh())))
         }
         Kernel::Rbf(RbfWidth::Gamma(g)) => {
             let ng = f64x4::splat(-g.value);
-            compute(Base::SqDist, x, z, par, &|col| map4(col, |v| (v * ng).exp()))
+            plain(Base::SqDist, Box::new(move |col| map4(col, |v| (v * ng).exp())))
         }
         Kernel::Rbf(RbfWidth::LengthScale(h)) => {
-            let (xs, zs) = (x.scaled(&h.value), z.map(|z| z.scaled(&h.value)));
             let half = f64x4::splat(-0.5);
-            compute(Base::SqDist, &xs, zs.as_deref(), par, &|col| map4(col, |v| (v * half).exp()))
+            Some(Leaf {
+                base: Base::SqDist,
+                scales: Some(h.value.clone()),
+                map: Box::new(move |col| map4(col, |v| (v * half).exp())),
+            })
         }
         Kernel::Exponential { length_scale: h } | Kernel::Matern { length_scale: h, .. } => {
             let nu = if let Kernel::Matern { nu, .. } = k { *nu } else { Nu::Half };
-            let (xs, zs) = (x.scaled(&h.value), z.map(|z| z.scaled(&h.value)));
-            let map: Map<'_> = match nu {
-                Nu::Half => &|col| map4(col, |v| (-v.sqrt()).exp()),
-                Nu::ThreeHalves => &|col| {
+            let map: LeafMap = match nu {
+                Nu::Half => Box::new(|col| map4(col, |v| (-v.sqrt()).exp())),
+                Nu::ThreeHalves => Box::new(|col| {
                     let c = f64x4::splat(3f64.sqrt());
                     map4(col, |v| {
                         let s = v.sqrt() * c;
                         (s + 1.0) * (-s).exp()
                     })
-                },
-                Nu::FiveHalves => &|col| {
+                }),
+                Nu::FiveHalves => Box::new(|col| {
                     let c = f64x4::splat(5f64.sqrt());
                     map4(col, |v| {
                         let s = v.sqrt() * c;
                         (s * s * (1.0 / 3.0) + s + 1.0) * (-s).exp()
                     })
-                },
+                }),
             };
-            compute(Base::SqDist, &xs, zs.as_deref(), par, map)
+            Some(Leaf { base: Base::SqDist, scales: Some(h.value.clone()), map })
         }
         Kernel::RationalQuadratic { length_scale, alpha } => {
             let a = alpha.value;
             let inv = f64x4::splat(1.0 / (2.0 * a * length_scale.value * length_scale.value));
             let na = f64x4::splat(-a);
-            compute(Base::SqDist, x, z, par, &|col| map4(col, |v| ((v * inv + 1.0).ln() * na).exp()))
+            plain(Base::SqDist, Box::new(move |col| map4(col, |v| ((v * inv + 1.0).ln() * na).exp())))
         }
         Kernel::Periodic { length_scale, period } => {
             let (w, c) = (PI / period.value, -2.0 / (length_scale.value * length_scale.value));
-            compute(Base::SqDist, x, z, par, &|col| {
-                col.iter_mut().for_each(|v| {
-                    let s = (w * v.sqrt()).sin();
-                    *v = (c * s * s).exp();
-                })
-            })
+            plain(
+                Base::SqDist,
+                Box::new(move |col| {
+                    col.iter_mut().for_each(|v| {
+                        let s = (w * v.sqrt()).sin();
+                        *v = (c * s * s).exp();
+                    })
+                }),
+            )
         }
         Kernel::InverseMultiquadric { c } => {
             let c2 = f64x4::splat(c.value * c.value);
-            compute(Base::SqDist, x, z, par, &|col| map4(col, |v| (v + c2).sqrt().recip()))
+            plain(Base::SqDist, Box::new(move |col| map4(col, |v| (v + c2).sqrt().recip())))
         }
         Kernel::Laplacian { length_scale } => {
             let ninv = f64x4::splat(-1.0 / length_scale.value);
-            compute(Base::L1, x, z, par, &|col| map4(col, |v| (v * ninv).exp()))
+            plain(Base::L1, Box::new(move |col| map4(col, |v| (v * ninv).exp())))
         }
+        Kernel::Constant { .. } | Kernel::White { .. } | Kernel::Sum(_) | Kernel::Product(_) | Kernel::Scale { .. } => {
+            None
+        }
+    }
+}
+
+pub(super) fn build(k: &Kernel, x: &Points, z: Option<&Points>, par: Parallelism) -> DMatrix<f64> {
+    let (n, m) = (x.n(), z.map_or(x.n(), Points::n));
+    if let Some(leaf) = leaf(k) {
+        return match &leaf.scales {
+            Some(s) => {
+                let (xs, zs) = (x.scaled(s), z.map(|z| z.scaled(s)));
+                compute(leaf.base, &xs, zs.as_deref(), par, &*leaf.map)
+            }
+            None => compute(leaf.base, x, z, par, &*leaf.map),
+        };
+    }
+    match k {
         Kernel::Constant { value } => {
             let mut k = crate::linalg::zeros(n, m);
             k.fill(value.value);
@@ -210,6 +256,7 @@ pub(super) fn build(k: &Kernel, x: &Points, z: Option<&Points>, par: Parallelism
             acc
         }
         Kernel::Scale { factor, kernel } => build(kernel, x, z, par) * factor.value,
+        _ => unreachable!("every other kernel type is a leaf"),
     }
 }
 
@@ -230,7 +277,7 @@ pub(super) fn map_matrix(m: &mut DMatrix<f64>, par: Parallelism, f: &(dyn Fn(f64
 
 /// Applies `f` to `col` four lanes at a time (AVX2 under x86-64-v3). wide's exp and ln
 /// are accurate to about an ulp, far inside the 1e-10 parity tolerance.
-fn map4(col: &mut [f64], f: impl Fn(f64x4) -> f64x4) {
+pub(super) fn map4(col: &mut [f64], f: impl Fn(f64x4) -> f64x4) {
     let mut chunks = col.chunks_exact_mut(4);
     for c in &mut chunks {
         let v = f(f64x4::new([c[0], c[1], c[2], c[3]]));
