@@ -1,0 +1,787 @@
+//! The SMO solver for the C-SVC dual, the algorithm of LIBSVM:
+//!
+//!   min 1/2 a'Qa - e'a  subject to  0 <= a_i <= C,  y'a = 0,  Q_ij = y_i y_j k(x_i, x_j)
+//!
+//! with second-order working-set selection (Fan, Chen & Lin, JMLR 2005, "WSS 2"), the
+//! tau safeguard for non-PSD kernels (sigmoid), shrinking, and an LRU cache of kernel
+//! columns bounded in bytes. It follows LIBSVM step for step (same selection order and
+//! ties, same shrinking schedule, columns cached as f32) so that it reaches the same
+//! solution as scikit-learn's SVC on the same data; the speed comes from computing
+//! kernel columns with SIMD across cores and from branch-free inner loops.
+//!
+//! Nothing here knows about classes or labels: `svm.rs` builds the +-1 problems.
+
+use crate::kernel::column::ColumnKernel;
+use crate::linalg::Parallelism;
+use crate::partner::{with_partner, Partner, SplitSlice};
+use std::ops::Range;
+use std::sync::Mutex;
+
+/// Where the curvature of the pair is not positive (non-PSD kernels), LIBSVM's stand-in.
+const TAU: f64 = 1e-12;
+
+/// Passes over fewer points stay on one thread: the hand-off would cost more than half
+/// the pass.
+const MIN_SPLIT: usize = 4096;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SmoOptions {
+    /// Upper bound of every a_i, > 0.
+    pub c: f64,
+    /// Stop when the maximal KKT violation m(a) - M(a) is at most tol.
+    pub tol: f64,
+    /// None: LIBSVM's own safety cap, max(10^7, 100 n).
+    pub max_iter: Option<u64>,
+    /// Bytes for cached kernel columns (at least two full columns are always allowed).
+    pub cache_bytes: usize,
+    pub shrinking: bool,
+    pub par: Parallelism,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SmoSolution {
+    /// y_i a_i, in the order of the input points.
+    pub coef: Vec<f64>,
+    /// The bias term: f(x) = sum_i coef_i k(x_i, x) - rho.
+    pub rho: f64,
+    pub iterations: u64,
+    /// False when max_iter stopped it first.
+    pub converged: bool,
+    /// The dual objective 1/2 a'Qa - e'a at the solution.
+    pub objective: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cancelled;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Bound {
+    Lower,
+    Upper,
+    Free,
+}
+
+/// Solves the dual for the points of `kernel` with labels `y` (each +1 or -1).
+/// `cancelled` is polled every few hundred iterations.
+pub fn solve(
+    kernel: ColumnKernel,
+    y: &[f64],
+    opts: &SmoOptions,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<SmoSolution, Cancelled> {
+    assert_eq!(kernel.n(), y.len());
+    // Every pass of an iteration is split between this thread and a partner pinned to
+    // the other half of the points (each core keeps its half of the data in its cache).
+    if opts.par.is_parallel() && y.len() >= MIN_SPLIT {
+        with_partner(|p| run(kernel, y, opts, cancelled, Some(p)))
+    } else {
+        run(kernel, y, opts, cancelled, None)
+    }
+}
+
+fn run(
+    kernel: ColumnKernel,
+    y: &[f64],
+    opts: &SmoOptions,
+    cancelled: &dyn Fn() -> bool,
+    partner: Option<&Partner<'_>>,
+) -> Result<SmoSolution, Cancelled> {
+    let n = y.len();
+    let mut s = Solver::new(kernel, y, opts, partner);
+    let cap = opts.max_iter.unwrap_or((100 * n as u64).max(10_000_000));
+    let mut iter = 0u64;
+    let mut counter = n.min(1000) + 1;
+    let mut converged = true;
+    loop {
+        if iter >= cap {
+            converged = false;
+            if s.active < n {
+                s.reconstruct_gradient();
+                s.active = n;
+            }
+            break;
+        }
+        counter -= 1;
+        if counter == 0 {
+            counter = n.min(1000);
+            if opts.shrinking {
+                s.shrink();
+            }
+            if cancelled() {
+                return Err(Cancelled);
+            }
+        }
+        let (i, j) = match s.select_working_set() {
+            Some(pair) => pair,
+            None => {
+                // Optimal on the active set: check the whole problem before stopping.
+                s.reconstruct_gradient();
+                s.active = n;
+                match s.select_working_set() {
+                    Some(pair) => {
+                        counter = 1;
+                        pair
+                    }
+                    None => break,
+                }
+            }
+        };
+        iter += 1;
+        s.update_pair(i, j);
+    }
+    let rho = s.rho();
+    let objective = (0..n).map(|i| s.alpha[i] * (s.g[i] - 1.0)).sum::<f64>() / 2.0;
+    let mut coef = vec![0.0; n];
+    for p in 0..n {
+        coef[s.original[p]] = s.alpha[p] * s.y[p];
+    }
+    Ok(SmoSolution { coef, rho, iterations: iter, converged, objective })
+}
+
+/// The solver's state. Every per-point array is in position order: shrinking moves
+/// inactive points to the end (`original` maps positions back), so the active set is the
+/// prefix 0..active and the cache stores column prefixes.
+struct Solver<'p> {
+    kernel: ColumnKernel,
+    cache: ColumnCache,
+    partner: Option<&'p Partner<'p>>,
+    c: f64,
+    tol: f64,
+    y: Vec<f64>,
+    alpha: Vec<f64>,
+    bound: Vec<Bound>,
+    /// Gradient of the objective: (Q a)_i - 1.
+    g: Vec<f64>,
+    /// sum over a_j = C of C Q_ij: lets shrunk gradients be rebuilt from free points only.
+    g_bar: Vec<f64>,
+    qd: Vec<f64>,
+    original: Vec<usize>,
+    active: usize,
+    /// Whether the gradient was already rebuilt once near the end (LIBSVM's `unshrink`).
+    unshrunk: bool,
+    /// The next working set's i and its -y_i g_i, found during the last gradient update
+    /// (saves a pass); None when positions or gradients changed since.
+    next_i: Option<(f64, usize)>,
+    scratch: Vec<f64>,
+}
+
+impl<'p> Solver<'p> {
+    fn new(kernel: ColumnKernel, y: &[f64], opts: &SmoOptions, partner: Option<&'p Partner<'p>>) -> Solver<'p> {
+        let n = y.len();
+        let qd = (0..n).map(|i| kernel.diag(i)).collect();
+        Solver {
+            cache: ColumnCache::new(n, opts.cache_bytes),
+            kernel,
+            partner,
+            c: opts.c,
+            tol: opts.tol,
+            y: y.to_vec(),
+            alpha: vec![0.0; n],
+            bound: vec![Bound::Lower; n],
+            g: vec![-1.0; n],
+            g_bar: vec![0.0; n],
+            qd,
+            original: (0..n).collect(),
+            active: n,
+            unshrunk: false,
+            next_i: None,
+            scratch: Vec::new(),
+        }
+    }
+
+    fn n(&self) -> usize {
+        self.y.len()
+    }
+
+    /// Makes Q_i[0..len] available in the cache.
+    fn load_column(&mut self, i: usize, len: usize) {
+        let Solver { cache, kernel, y, scratch, partner, .. } = self;
+        cache.fill(i, len, |start, out| {
+            scratch.resize(out.len(), 0.0);
+            let fill = |r: Range<usize>, k: &mut [f64], o: &mut [f32]| {
+                kernel.column(i, r.clone(), k, Parallelism::Sequential);
+                let yi = y[i];
+                for ((o, k), yp) in o.iter_mut().zip(k.iter()).zip(&y[r]) {
+                    *o = (yi * yp * k) as f32;
+                }
+            };
+            match partner {
+                Some(p) if out.len() >= MIN_SPLIT => {
+                    let (k, o) = (SplitSlice::new(scratch), SplitSlice::new(out));
+                    p.split(start..len, &|_, r| {
+                        let local = r.start - start..r.end - start;
+                        // SAFETY: `split` hands the two threads disjoint ranges.
+                        unsafe { fill(r, k.range(local.clone()), o.range(local)) }
+                    });
+                }
+                _ => fill(start..len, scratch, out),
+            }
+        });
+    }
+
+    /// `f` over `range`, split with the partner when there is one and the range is long;
+    /// the second result (None when not split) covers the later positions.
+    fn halves<T: Send>(&self, range: Range<usize>, f: &(dyn Fn(Range<usize>) -> T + Sync)) -> (T, Option<T>) {
+        match self.partner {
+            Some(p) if range.len() >= MIN_SPLIT => {
+                let out: [Mutex<Option<T>>; 2] = [Mutex::new(None), Mutex::new(None)];
+                p.split(range, &|part, r| *out[part].lock().expect("result slot") = Some(f(r)));
+                let [a, b] = out.map(|m| m.into_inner().expect("result slot").expect("both halves ran"));
+                (a, Some(b))
+            }
+            _ => (f(range), None),
+        }
+    }
+
+    /// max of -y_t g_t over I_up within `r` (the last maximum, as LIBSVM's `>=`).
+    fn max_up(&self, r: Range<usize>) -> (f64, usize) {
+        let mut best = (f64::NEG_INFINITY, usize::MAX);
+        for t in r {
+            let v = -self.y[t] * self.g[t];
+            if in_up(self.y[t], self.bound[t]) && v >= best.0 {
+                best = (v, t);
+            }
+        }
+        best
+    }
+
+    /// Over I_low within `r`: max of y_j g_j, and the j minimising the second-order
+    /// objective change with i (the last minimum, as LIBSVM's `<=`): (gmax2, j, change).
+    fn min_low(&self, r: Range<usize>, i: usize, gmax: f64, q_i: &[f32]) -> (f64, usize, f64) {
+        let (qd_i, y_i) = (self.qd[i], self.y[i]);
+        let (mut gmax2, mut best, mut best_obj) = (f64::NEG_INFINITY, usize::MAX, f64::INFINITY);
+        for j in r {
+            if !in_low(self.y[j], self.bound[j]) {
+                continue;
+            }
+            let yg = self.y[j] * self.g[j];
+            gmax2 = gmax2.max(yg);
+            let grad_diff = gmax + yg;
+            if grad_diff > 0.0 {
+                let quad = self.qd[j] + qd_i - 2.0 * y_i * self.y[j] * q_i[j] as f64;
+                let obj = -(grad_diff * grad_diff) / if quad > 0.0 { quad } else { TAU };
+                if obj <= best_obj {
+                    (best, best_obj) = (j, obj);
+                }
+            }
+        }
+        (gmax2, best, best_obj)
+    }
+
+    fn set_bound(&mut self, i: usize) {
+        self.bound[i] = if self.alpha[i] >= self.c {
+            Bound::Upper
+        } else if self.alpha[i] <= 0.0 {
+            Bound::Lower
+        } else {
+            Bound::Free
+        };
+    }
+
+    /// WSS 2: i maximises -y_i g_i over I_up; j minimises the second-order gain estimate
+    /// over I_low among those violating with i. None when the gap is below tol.
+    fn select_working_set(&mut self) -> Option<(usize, usize)> {
+        let active = self.active;
+        let (gmax, i) = match self.next_i.take() {
+            Some(found) => found,
+            None => {
+                let (first, second) = self.halves(0..active, &|r| self.max_up(r));
+                later_max(first, second)
+            }
+        };
+        if i == usize::MAX {
+            return None;
+        }
+        self.load_column(i, active);
+        let q_i = self.cache.get(i, active);
+        let (first, second) = self.halves(0..active, &|r| self.min_low(r, i, gmax, q_i));
+        let (gmax2, j) = match second {
+            Some(b) if b.1 != usize::MAX && b.2 <= first.2 => (first.0.max(b.0), b.1),
+            Some(b) => (first.0.max(b.0), first.1),
+            None => (first.0, first.1),
+        };
+        if gmax + gmax2 < self.tol || j == usize::MAX {
+            return None;
+        }
+        Some((i, j))
+    }
+
+    /// The analytic two-variable step on (i, j), clipped to the box, then the gradient
+    /// update over the active set.
+    fn update_pair(&mut self, i: usize, j: usize) {
+        let active = self.active;
+        self.load_column(i, active);
+        self.load_column(j, active);
+        let c = self.c;
+        let (old_i, old_j) = (self.alpha[i], self.alpha[j]);
+        let q_ij = self.cache.get(i, active)[j] as f64;
+        let (mut ai, mut aj) = (old_i, old_j);
+        if self.y[i] != self.y[j] {
+            let quad = self.qd[i] + self.qd[j] + 2.0 * q_ij;
+            let delta = (-self.g[i] - self.g[j]) / if quad > 0.0 { quad } else { TAU };
+            let diff = ai - aj;
+            ai += delta;
+            aj += delta;
+            if diff > 0.0 {
+                if aj < 0.0 {
+                    aj = 0.0;
+                    ai = diff;
+                }
+            } else if ai < 0.0 {
+                ai = 0.0;
+                aj = -diff;
+            }
+            if diff > 0.0 {
+                if ai > c {
+                    ai = c;
+                    aj = c - diff;
+                }
+            } else if aj > c {
+                aj = c;
+                ai = c + diff;
+            }
+        } else {
+            let quad = self.qd[i] + self.qd[j] - 2.0 * q_ij;
+            let delta = (self.g[i] - self.g[j]) / if quad > 0.0 { quad } else { TAU };
+            let sum = ai + aj;
+            ai -= delta;
+            aj += delta;
+            if sum > c {
+                if ai > c {
+                    ai = c;
+                    aj = sum - c;
+                }
+            } else if aj < 0.0 {
+                aj = 0.0;
+                ai = sum;
+            }
+            if sum > c {
+                if aj > c {
+                    aj = c;
+                    ai = sum - c;
+                }
+            } else if ai < 0.0 {
+                ai = 0.0;
+                aj = sum;
+            }
+        }
+        self.alpha[i] = ai;
+        self.alpha[j] = aj;
+        let (di, dj) = (ai - old_i, aj - old_j);
+        let (was_upper_i, was_upper_j) = (self.bound[i] == Bound::Upper, self.bound[j] == Bound::Upper);
+        self.set_bound(i);
+        self.set_bound(j);
+        {
+            // The gradient update, and in the same pass the next iteration's i.
+            let (q_i, q_j) = self.cache.pair(i, j, active);
+            let (y, bound) = (&self.y, &self.bound);
+            let update = |g: &mut [f64], r: Range<usize>| -> (f64, usize) {
+                let mut best = (f64::NEG_INFINITY, usize::MAX);
+                for (t, ((g, a), b)) in r.clone().zip(g.iter_mut().zip(&q_i[r.clone()]).zip(&q_j[r])) {
+                    *g += *a as f64 * di + *b as f64 * dj;
+                    let v = -y[t] * *g;
+                    if in_up(y[t], bound[t]) && v >= best.0 {
+                        best = (v, t);
+                    }
+                }
+                best
+            };
+            self.next_i = Some(match self.partner {
+                Some(p) if active >= MIN_SPLIT => {
+                    let g = SplitSlice::new(&mut self.g[..active]);
+                    let out: [Mutex<(f64, usize)>; 2] = Default::default();
+                    // SAFETY: `split` hands the two threads disjoint ranges.
+                    p.split(0..active, &|part, r| {
+                        *out[part].lock().expect("result slot") = update(unsafe { g.range(r.clone()) }, r)
+                    });
+                    let [a, b] = out.map(|m| m.into_inner().expect("result slot"));
+                    later_max(a, Some(b))
+                }
+                _ => update(&mut self.g[..active], 0..active),
+            });
+        }
+        let n = self.n();
+        for (k, was_upper) in [(i, was_upper_i), (j, was_upper_j)] {
+            if was_upper != (self.bound[k] == Bound::Upper) {
+                let sign = if was_upper { -c } else { c };
+                self.load_column(k, n);
+                for (gb, q) in self.g_bar.iter_mut().zip(self.cache.get(k, n)) {
+                    *gb += sign * *q as f64;
+                }
+            }
+        }
+    }
+
+    /// Rebuilds the gradient of the inactive points from g_bar and the free points.
+    fn reconstruct_gradient(&mut self) {
+        self.next_i = None;
+        let (n, active) = (self.n(), self.active);
+        if active == n {
+            return;
+        }
+        for j in active..n {
+            self.g[j] = self.g_bar[j] - 1.0;
+        }
+        let free: Vec<usize> = (0..active).filter(|&j| self.bound[j] == Bound::Free).collect();
+        if free.len() * n > 2 * active * (n - active) {
+            for i in active..n {
+                self.load_column(i, active);
+                let q_i = self.cache.get(i, active);
+                self.g[i] += free.iter().map(|&j| self.alpha[j] * q_i[j] as f64).sum::<f64>();
+            }
+        } else {
+            for &i in &free {
+                let a_i = self.alpha[i];
+                self.load_column(i, n);
+                let q_i = self.cache.get(i, n);
+                for (g, q) in self.g[active..].iter_mut().zip(&q_i[active..]) {
+                    *g += a_i * *q as f64;
+                }
+            }
+        }
+    }
+
+    /// Whether a point at a bound is far enough from violating to leave the active set
+    /// (LIBSVM's test, on the raw gradient).
+    fn is_shrinkable(&self, i: usize, gmax1: f64, gmax2: f64) -> bool {
+        let g = self.g[i];
+        match self.bound[i] {
+            Bound::Upper => -g > if self.y[i] > 0.0 { gmax1 } else { gmax2 },
+            Bound::Lower => g > if self.y[i] > 0.0 { gmax2 } else { gmax1 },
+            Bound::Free => false,
+        }
+    }
+
+    fn shrink(&mut self) {
+        self.next_i = None;
+        let mut gmax1 = f64::NEG_INFINITY; // max -y_i g_i over I_up
+        let mut gmax2 = f64::NEG_INFINITY; // max y_i g_i over I_low
+        for t in 0..self.active {
+            let yg = self.y[t] * self.g[t];
+            let (up, low) = if self.y[t] > 0.0 {
+                (self.bound[t] != Bound::Upper, self.bound[t] != Bound::Lower)
+            } else {
+                (self.bound[t] != Bound::Lower, self.bound[t] != Bound::Upper)
+            };
+            if up && -yg >= gmax1 {
+                gmax1 = -yg;
+            }
+            if low && yg >= gmax2 {
+                gmax2 = yg;
+            }
+        }
+        if !self.unshrunk && gmax1 + gmax2 <= self.tol * 10.0 {
+            self.unshrunk = true;
+            self.reconstruct_gradient();
+            self.active = self.n();
+        }
+        let mut i = 0;
+        while i < self.active {
+            if self.is_shrinkable(i, gmax1, gmax2) {
+                self.active -= 1;
+                while self.active > i {
+                    if !self.is_shrinkable(self.active, gmax1, gmax2) {
+                        self.swap(i, self.active);
+                        break;
+                    }
+                    self.active -= 1;
+                }
+            }
+            i += 1;
+        }
+    }
+
+    fn swap(&mut self, i: usize, j: usize) {
+        self.kernel.swap(i, j);
+        self.cache.swap(i, j);
+        self.qd.swap(i, j);
+        self.y.swap(i, j);
+        self.g.swap(i, j);
+        self.bound.swap(i, j);
+        self.alpha.swap(i, j);
+        self.original.swap(i, j);
+        self.g_bar.swap(i, j);
+    }
+
+    /// The bias: the mean of y_i g_i over free points, or the middle of its feasible
+    /// interval when none is free.
+    fn rho(&self) -> f64 {
+        let (mut ub, mut lb) = (f64::INFINITY, f64::NEG_INFINITY);
+        let (mut free, mut sum_free) = (0usize, 0.0);
+        for i in 0..self.active {
+            let yg = self.y[i] * self.g[i];
+            match self.bound[i] {
+                Bound::Upper => {
+                    if self.y[i] < 0.0 {
+                        ub = ub.min(yg)
+                    } else {
+                        lb = lb.max(yg)
+                    }
+                }
+                Bound::Lower => {
+                    if self.y[i] > 0.0 {
+                        ub = ub.min(yg)
+                    } else {
+                        lb = lb.max(yg)
+                    }
+                }
+                Bound::Free => {
+                    free += 1;
+                    sum_free += yg;
+                }
+            }
+        }
+        if free > 0 {
+            sum_free / free as f64
+        } else {
+            (ub + lb) / 2.0
+        }
+    }
+}
+
+/// I_up: the points whose a can move in the direction that raises y_t a_t.
+fn in_up(y: f64, bound: Bound) -> bool {
+    if y > 0.0 {
+        bound != Bound::Upper
+    } else {
+        bound != Bound::Lower
+    }
+}
+
+/// I_low: those that can lower it.
+fn in_low(y: f64, bound: Bound) -> bool {
+    if y > 0.0 {
+        bound != Bound::Lower
+    } else {
+        bound != Bound::Upper
+    }
+}
+
+/// Combines the maxima of two halves as one sequential `>=` pass would: the later half
+/// wins ties.
+fn later_max(first: (f64, usize), second: Option<(f64, usize)>) -> (f64, usize) {
+    match second {
+        Some(b) if b.0 >= first.0 => b,
+        _ => first,
+    }
+}
+
+/// An LRU cache of column prefixes of Q, in f32 (as LIBSVM: twice the columns per byte,
+/// and the solution's accuracy is set by tol, far above f32 round-off). Column i holds
+/// positions 0..len(i); asking for a longer prefix extends it.
+struct ColumnCache {
+    columns: Vec<Vec<f32>>,
+    /// Doubly linked LRU list over column indices; index n is the sentinel.
+    prev: Vec<usize>,
+    next: Vec<usize>,
+    /// Floats that may still be allocated.
+    room: usize,
+}
+
+impl ColumnCache {
+    fn new(n: usize, bytes: usize) -> ColumnCache {
+        let floats = (bytes / std::mem::size_of::<f32>()).max(2 * n);
+        let mut prev = vec![0; n + 1];
+        let mut next = vec![0; n + 1];
+        prev[n] = n;
+        next[n] = n;
+        ColumnCache { columns: vec![Vec::new(); n], prev, next, room: floats }
+    }
+
+    fn sentinel(&self) -> usize {
+        self.columns.len()
+    }
+
+    fn unlink(&mut self, i: usize) {
+        let (p, n) = (self.prev[i], self.next[i]);
+        self.next[p] = n;
+        self.prev[n] = p;
+    }
+
+    /// Inserts i as the most recently used.
+    fn link_last(&mut self, i: usize) {
+        let s = self.sentinel();
+        let last = self.prev[s];
+        self.next[last] = i;
+        self.prev[i] = last;
+        self.next[i] = s;
+        self.prev[s] = i;
+    }
+
+    /// Makes column i hold at least `len` entries, computing the missing tail with
+    /// `compute(start, out)` (out = entries start..len), and marks it most recent.
+    fn fill(&mut self, i: usize, len: usize, compute: impl FnOnce(usize, &mut [f32])) {
+        let have = self.columns[i].len();
+        if have > 0 {
+            self.unlink(i);
+        }
+        if have < len {
+            let more = len - have;
+            while self.room < more {
+                let s = self.sentinel();
+                let victim = self.next[s];
+                debug_assert_ne!(victim, s, "the cache always fits two full columns");
+                self.unlink(victim);
+                self.room += self.columns[victim].len();
+                self.columns[victim] = Vec::new();
+            }
+            self.room -= more;
+            let col = &mut self.columns[i];
+            col.resize(len, 0.0);
+            compute(have, &mut col[have..len]);
+        }
+        self.link_last(i);
+    }
+
+    fn get(&self, i: usize, len: usize) -> &[f32] {
+        &self.columns[i][..len]
+    }
+
+    fn pair(&self, i: usize, j: usize, len: usize) -> (&[f32], &[f32]) {
+        (&self.columns[i][..len], &self.columns[j][..len])
+    }
+
+    /// Follows a swap of positions i and j: the two columns trade places, and every cached
+    /// column trades its entries i and j (a column long enough for one but not the other
+    /// is dropped).
+    fn swap(&mut self, i: usize, j: usize) {
+        if i == j {
+            return;
+        }
+        for k in [i, j] {
+            if !self.columns[k].is_empty() {
+                self.unlink(k);
+            }
+        }
+        self.columns.swap(i, j);
+        for k in [i, j] {
+            if !self.columns[k].is_empty() {
+                self.link_last(k);
+            }
+        }
+        let (lo, hi) = (i.min(j), i.max(j));
+        let s = self.sentinel();
+        let mut h = self.next[s];
+        while h != s {
+            let following = self.next[h];
+            let len = self.columns[h].len();
+            if len > lo {
+                if len > hi {
+                    self.columns[h].swap(lo, hi);
+                } else {
+                    self.unlink(h);
+                    self.room += len;
+                    self.columns[h] = Vec::new();
+                }
+            }
+            h = following;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::{Kernel, Points};
+    use serde_json::json;
+
+    fn problem(n: usize, seed: u64) -> (Points, Vec<f64>) {
+        let m = crate::test_support::seeded_matrix(2, n, seed);
+        let y = (0..n).map(|i| if m[(0, i)] * m[(1, i)] + 0.1 * m[(0, i)] > 0.0 { 1.0 } else { -1.0 }).collect();
+        (Points::from_columns(m), y)
+    }
+
+    fn options(cache_bytes: usize, shrinking: bool) -> SmoOptions {
+        SmoOptions { c: 2.0, tol: 1e-6, max_iter: None, cache_bytes, shrinking, par: Parallelism::Sequential }
+    }
+
+    fn run(kernel: &Kernel, x: &Points, y: &[f64], opts: &SmoOptions) -> SmoSolution {
+        solve(ColumnKernel::new(kernel, x), y, opts, &|| false).unwrap()
+    }
+
+    /// The KKT conditions of the dual, checked from scratch with the full Gram matrix:
+    /// box, equality, and the optimality gap at most tol (plus f32 round-off).
+    #[test]
+    fn solution_satisfies_kkt_conditions() {
+        let (x, y) = problem(120, 3);
+        let kernel = Kernel::from_json(&json!({"type": "rbf", "gamma": 2.0})).unwrap();
+        let opts = options(1 << 20, true);
+        let sol = run(&kernel, &x, &y, &opts);
+        assert!(sol.converged);
+        let k = kernel.gram(&x, Parallelism::Sequential);
+        let a: Vec<f64> = sol.coef.iter().zip(&y).map(|(c, yi)| c * yi).collect();
+        assert!(a.iter().all(|&v| (-1e-12..=opts.c + 1e-12).contains(&v)));
+        assert!(sol.coef.iter().sum::<f64>().abs() < 1e-9, "y'a = 0");
+        // y_i f(x_i) >= 1 at a = 0, = 1 when free, <= 1 at C (up to tol).
+        for i in 0..y.len() {
+            let f: f64 = (0..y.len()).map(|j| sol.coef[j] * k[(j, i)]).sum::<f64>() - sol.rho;
+            let margin = y[i] * f;
+            if a[i] <= 0.0 {
+                assert!(margin >= 1.0 - 1e-4, "point {i} at 0 with margin {margin}");
+            } else if a[i] >= opts.c {
+                assert!(margin <= 1.0 + 1e-4, "point {i} at C with margin {margin}");
+            } else {
+                assert!((margin - 1.0).abs() < 1e-4, "free point {i} with margin {margin}");
+            }
+        }
+    }
+
+    /// Shrinking and a cache of two columns change the path's bookkeeping, not the
+    /// optimum the dual objective reaches.
+    #[test]
+    fn shrinking_and_tiny_cache_reach_the_same_optimum() {
+        let (x, y) = problem(300, 11);
+        let kernel = Kernel::from_json(&json!({"type": "rbf", "gamma": 1.0})).unwrap();
+        let reference = run(&kernel, &x, &y, &options(64 << 20, false));
+        for (bytes, shrinking) in [(0, true), (0, false), (64 << 20, true)] {
+            let sol = run(&kernel, &x, &y, &options(bytes, shrinking));
+            assert!(sol.converged);
+            assert!(
+                (sol.objective - reference.objective).abs() <= 1e-6 * reference.objective.abs(),
+                "cache {bytes}, shrinking {shrinking}: {} vs {}",
+                sol.objective,
+                reference.objective
+            );
+            assert!((sol.rho - reference.rho).abs() < 1e-4);
+        }
+    }
+
+    /// A non-PSD kernel (sigmoid) still terminates, inside the box, thanks to tau.
+    #[test]
+    fn sigmoid_kernel_terminates_inside_the_box() {
+        let (x, y) = problem(150, 5);
+        let kernel = Kernel::from_json(&json!({"type": "sigmoid", "gamma": 2.0, "coef0": 1.0})).unwrap();
+        let sol = run(&kernel, &x, &y, &SmoOptions { tol: 1e-3, ..options(1 << 20, true) });
+        assert!(sol.converged);
+        assert!(sol.coef.iter().zip(&y).all(|(c, yi)| (-1e-12..=2.0 + 1e-12).contains(&(c * yi))));
+    }
+
+    /// Passes split with the partner thread compute exactly what one thread computes:
+    /// same iterations, bit-identical coefficients and bias.
+    #[test]
+    fn split_passes_are_bit_identical_to_one_thread() {
+        let (x, y) = problem(MIN_SPLIT + 500, 21);
+        let kernel = Kernel::from_json(&json!({"type": "rbf", "gamma": 3.0})).unwrap();
+        let one = run(&kernel, &x, &y, &SmoOptions { tol: 1e-3, ..options(8 << 20, true) });
+        let two = run(&kernel, &x, &y, &SmoOptions { tol: 1e-3, par: Parallelism::Parallel, ..options(8 << 20, true) });
+        assert!(one.iterations > 100, "long enough to shrink and reconstruct");
+        assert_eq!(one, two);
+    }
+
+    #[test]
+    fn max_iter_stops_early_and_says_so() {
+        let (x, y) = problem(200, 9);
+        let kernel = Kernel::from_json(&json!({"type": "rbf", "gamma": 5.0})).unwrap();
+        let sol = run(&kernel, &x, &y, &SmoOptions { max_iter: Some(3), ..options(1 << 20, true) });
+        assert_eq!(sol.iterations, 3);
+        assert!(!sol.converged);
+    }
+
+    #[test]
+    fn cancellation_is_observed() {
+        let (x, y) = problem(2500, 4);
+        let kernel = Kernel::from_json(&json!({"type": "rbf", "gamma": 50.0})).unwrap();
+        let r = solve(ColumnKernel::new(&kernel, &x), &y, &options(1 << 20, true), &|| true);
+        assert_eq!(r, Err(Cancelled));
+    }
+}
