@@ -5,7 +5,10 @@
 //! a [`ServiceError`] variant, mapped to a status in one place (`api::problem`).
 
 use crate::config::Config;
-use crate::estimator::{FitContext, FitError, ModelKind, ModelSpec, PredictOptions, Prediction, Task, TrainingSet};
+use crate::estimator::{
+    ClassLabels, ClassificationSet, FitContext, FitError, ModelKind, ModelSpec, PredictOptions, Prediction, Task,
+    TrainingData, TrainingSet,
+};
 use crate::kernel::{default_kernel, Kernel, Points};
 use crate::linalg::{LinalgError, Parallelism};
 use crate::metrics::{Metrics, StatusLabels};
@@ -13,7 +16,6 @@ use crate::pool::{FitPool, Job, SubmitError};
 use crate::registry::{Failure, FailureKind, ModelEntry, ModelState, Registry, Status};
 use crate::spec::FieldError;
 use crate::store::{Store, StoredModel};
-use serde::Deserialize;
 use serde_json::Value;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -22,13 +24,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, Semaphore};
 use uuid::Uuid;
 
-/// A training target as sent: a number (regression, numeric classes) or a string label.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(untagged)]
-pub enum Target {
-    Number(f64),
-    Text(String),
-}
+pub use crate::estimator::Target;
 
 /// A training request after JSON parsing, before validation.
 #[derive(Debug, Clone)]
@@ -190,7 +186,7 @@ impl Service {
 
     /// Checks a training request and turns it into a model spec and a training set.
     /// Errors name the offending field with a pointer into the request.
-    pub fn validate_training(&self, input: &TrainInput) -> Result<(ModelSpec, TrainingSet), ServiceError> {
+    pub fn validate_training(&self, input: &TrainInput) -> Result<(ModelSpec, TrainingData), ServiceError> {
         let kind = ModelKind::from_name(&input.model).ok_or_else(|| {
             let names: Vec<_> = ModelKind::ALL.iter().map(|k| k.name()).collect();
             FieldError::invalid(
@@ -214,24 +210,35 @@ impl Service {
         if input.y.len() != n {
             return Err(FieldError::invalid("/y", format!("has {} entries but x has {n} rows", input.y.len())).into());
         }
-        let y = match kind.task() {
-            Task::Regression => input
-                .y
-                .iter()
-                .enumerate()
-                .map(|(i, t)| match t {
-                    Target::Number(v) => Ok(*v),
-                    Target::Text(_) => {
-                        Err(FieldError::shape(format!("/y/{i}"), "expected a number: this is a regression model"))
-                    }
-                })
-                .collect::<Result<Vec<f64>, _>>()?,
+        if !kind.is_available() {
+            return Err(FieldError::invalid(
+                "/model",
+                format!("model `{}` is not available in this version", kind.name()),
+            )
+            .into());
+        }
+        // Encoded before the kernel is read, but held as row indices until the points exist.
+        enum Targets {
+            Values(Vec<f64>),
+            Classes(ClassLabels, Vec<usize>),
+        }
+        let targets = match kind.task() {
+            Task::Regression => Targets::Values(
+                input
+                    .y
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| match t {
+                        Target::Number(v) => Ok(*v),
+                        Target::Text(_) => {
+                            Err(FieldError::shape(format!("/y/{i}"), "expected a number: this is a regression model"))
+                        }
+                    })
+                    .collect::<Result<Vec<f64>, _>>()?,
+            ),
             Task::Classification => {
-                return Err(FieldError::invalid(
-                    "/model",
-                    format!("model `{}` is not available in this version", kind.name()),
-                )
-                .into())
+                let (classes, index) = ClassLabels::encode(&input.y)?;
+                Targets::Classes(classes, index)
             }
         };
         let kernel = match &input.kernel {
@@ -250,7 +257,12 @@ impl Service {
                 ),
             });
         }
-        Ok((spec, TrainingSet { x: Points::from_rows(&input.x), y }))
+        let x = Points::from_rows(&input.x);
+        let data = match targets {
+            Targets::Values(y) => TrainingData::Regression(TrainingSet { x, y }),
+            Targets::Classes(classes, y) => TrainingData::Classification(ClassificationSet { x, y, classes }),
+        };
+        Ok((spec, data))
     }
 
     /// Validates, registers and queues a fit; with `wait`, waits for it (up to
@@ -267,8 +279,8 @@ impl Service {
             spec.kind(),
             name,
             metadata,
-            data.x.n(),
-            data.x.d(),
+            data.x().n(),
+            data.x().d(),
             spec.kernel().to_json(),
             spec.params_json(),
         ));
@@ -311,7 +323,7 @@ impl Service {
     }
 
     /// Runs on a pool worker: one fit, its state transitions, metrics and logs.
-    fn run_fit(&self, entry: &ModelEntry, spec: &ModelSpec, data: &TrainingSet, others_running: usize) {
+    fn run_fit(&self, entry: &ModelEntry, spec: &ModelSpec, data: &TrainingData, others_running: usize) {
         let model = entry.kind.name();
         if entry.cancel.is_cancelled() {
             self.metrics.record_fit(model, "cancelled", 0.0);
@@ -319,11 +331,11 @@ impl Service {
         }
         entry.set_state(ModelState::Training);
         let busy = others_running + self.heavy_predicts.load(Ordering::Relaxed);
-        let ctx = FitContext { par: Parallelism::for_problem(data.x.n(), busy), cancel: entry.cancel.clone() };
+        let ctx = FitContext { par: Parallelism::for_problem(data.x().n(), busy), cancel: entry.cancel.clone() };
         let started = Instant::now();
         let result = catch_unwind(AssertUnwindSafe(|| spec.fit(data, &ctx)));
         let secs = started.elapsed().as_secs_f64();
-        let (n, d) = (data.x.n(), data.x.d());
+        let (n, d) = (data.x().n(), data.x().d());
         let outcome = match result {
             Ok(Ok(_)) | Ok(Err(FitError::Cancelled)) if entry.cancel.is_cancelled() => "cancelled",
             Ok(Ok(mut fitted)) => {

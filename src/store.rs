@@ -18,7 +18,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use uuid::Uuid;
 
 const MAGIC: &[u8; 8] = b"MERCERM\0";
-const VERSION: u32 = 1;
+/// 2 added classes and named arrays to [`StoredFit`]; version 1 files still load.
+const VERSION: u32 = 2;
 const HEADER: usize = 8 + 4 + 8 + 4;
 const EXTENSION: &str = "model";
 
@@ -197,8 +198,8 @@ pub fn decode(bytes: &[u8]) -> Result<StoredModel, String> {
         return Err("not a mercer model file (bad magic or too short)".into());
     }
     let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
-    if version != VERSION {
-        return Err(format!("unknown format version {version} (this build reads {VERSION})"));
+    if version != VERSION && version != 1 {
+        return Err(format!("unknown format version {version} (this build reads 1 and {VERSION})"));
     }
     let len = u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes"));
     let crc = u32::from_le_bytes(bytes[20..24].try_into().expect("4 bytes"));
@@ -209,7 +210,73 @@ pub fn decode(bytes: &[u8]) -> Result<StoredModel, String> {
     if crc32fast::hash(payload) != crc {
         return Err("checksum mismatch".into());
     }
-    postcard::from_bytes(payload).map_err(|e| format!("cannot decode: {e}"))
+    let decoded = if version == 1 {
+        postcard::from_bytes::<v1::StoredModel>(payload).map(v1::StoredModel::upgrade)
+    } else {
+        postcard::from_bytes(payload)
+    };
+    decoded.map_err(|e| format!("cannot decode: {e}"))
+}
+
+/// The version 1 layout (regression models only), read and upgraded.
+mod v1 {
+    use serde::Deserialize;
+    use uuid::Uuid;
+
+    #[derive(Deserialize)]
+    pub struct StoredModel {
+        id: Uuid,
+        name: Option<String>,
+        metadata: Option<String>,
+        created_at_unix_nanos: u128,
+        n_train: u64,
+        n_features: u64,
+        fit: StoredFit,
+    }
+
+    #[derive(Deserialize)]
+    struct StoredFit {
+        kind: String,
+        kernel: String,
+        params: String,
+        report: String,
+        d: u64,
+        x: Vec<f64>,
+        alpha: Vec<f64>,
+        factor: Vec<f64>,
+        jitter: f64,
+        y_mean: f64,
+        y_std: f64,
+    }
+
+    impl StoredModel {
+        pub fn upgrade(self) -> super::StoredModel {
+            let f = self.fit;
+            super::StoredModel {
+                id: self.id,
+                name: self.name,
+                metadata: self.metadata,
+                created_at_unix_nanos: self.created_at_unix_nanos,
+                n_train: self.n_train,
+                n_features: self.n_features,
+                fit: super::StoredFit {
+                    kind: f.kind,
+                    kernel: f.kernel,
+                    params: f.params,
+                    report: f.report,
+                    d: f.d,
+                    x: f.x,
+                    alpha: f.alpha,
+                    factor: f.factor,
+                    jitter: f.jitter,
+                    y_mean: f.y_mean,
+                    y_std: f.y_std,
+                    classes: "null".into(),
+                    arrays: Vec::new(),
+                },
+            }
+        }
+    }
 }
 
 fn sync_dir(dir: &Path) -> std::io::Result<()> {
@@ -240,6 +307,8 @@ mod tests {
                 jitter: 0.0,
                 y_mean: 0.0,
                 y_std: 1.0,
+                classes: "null".into(),
+                arrays: vec![("extra".into(), vec![2.0])],
             },
         }
     }
@@ -250,6 +319,37 @@ mod tests {
         let back = decode(&encode(&m)).unwrap();
         assert_eq!(back, m);
         assert_eq!(back.fit.alpha[1].to_bits(), m.fit.alpha[1].to_bits());
+    }
+
+    /// Files written by the first release (format 1, no classes or arrays) still load.
+    #[test]
+    fn version_1_files_are_upgraded() {
+        #[derive(serde::Serialize)]
+        struct FitV1<'a>(&'a str, &'a str, &'a str, &'a str, u64, Vec<f64>, Vec<f64>, Vec<f64>, f64, f64, f64);
+        #[derive(serde::Serialize)]
+        struct ModelV1<'a>(Uuid, Option<String>, Option<String>, u128, u64, u64, FitV1<'a>);
+        let m = sample();
+        let f = &m.fit;
+        let old = ModelV1(
+            m.id,
+            m.name.clone(),
+            m.metadata.clone(),
+            m.created_at_unix_nanos,
+            m.n_train,
+            m.n_features,
+            FitV1(&f.kind, &f.kernel, &f.params, &f.report, f.d, f.x.clone(), f.alpha.clone(), vec![], 0.0, 0.0, 1.0),
+        );
+        let payload = postcard::to_allocvec(&old).unwrap();
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&1u32.to_le_bytes());
+        bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+        bytes.extend_from_slice(&payload);
+        let back = decode(&bytes).unwrap();
+        assert_eq!(
+            back,
+            StoredModel { fit: StoredFit { classes: "null".into(), arrays: vec![], ..m.fit.clone() }, ..m }
+        );
     }
 
     #[test]

@@ -63,8 +63,9 @@ pub async fn predict(
         include_noise: body.include_noise.unwrap_or(defaults.include_noise),
         probabilities: body.probabilities.unwrap_or(defaults.probabilities),
     };
-    let (_, prediction) = service.predict(id, body.x, opts).await?;
-    Ok(Json(prediction.into()))
+    let (entry, prediction) = service.predict(id, body.x, opts).await?;
+    let fitted = entry.fitted();
+    Ok(Json(PredictResponse::new(prediction, fitted.as_ref().and_then(|f| f.predictor().classes()))))
 }
 
 /// A path segment that is not a UUID names no model: 404, as for an unknown UUID.

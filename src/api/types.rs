@@ -1,9 +1,10 @@
 //! Request and response bodies of the contract (../shared/API.md).
 
 use super::problem::Problem;
-use crate::estimator::{Prediction, TrainingReport};
+use crate::estimator::{ClassLabels, Decision, Prediction, TrainingReport};
 use crate::registry::{ModelEntry, ModelState};
 use crate::service::{Target, TrainInput};
+use nalgebra::DMatrix;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -67,20 +68,60 @@ pub struct PredictBody {
 
 #[derive(Debug, Serialize)]
 pub struct PredictResponse {
-    pub predictions: Vec<f64>,
+    pub predictions: Predictions,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub variance: Option<Vec<f64>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub std: Option<Vec<f64>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub covariance: Option<Vec<Vec<f64>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision_function: Option<DecisionFunction>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probabilities: Option<Vec<Vec<f64>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub classes: Option<Value>,
 }
 
-impl From<Prediction> for PredictResponse {
-    fn from(p: Prediction) -> PredictResponse {
+/// Numbers for regression, class labels (JSON numbers or strings) for classifiers.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum Predictions {
+    Values(Vec<f64>),
+    Labels(Vec<Value>),
+}
+
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum DecisionFunction {
+    Binary(Vec<f64>),
+    PerClass(Vec<Vec<f64>>),
+}
+
+fn rows(m: &DMatrix<f64>) -> Vec<Vec<f64>> {
+    m.row_iter().map(|r| r.iter().copied().collect()).collect()
+}
+
+impl PredictResponse {
+    /// `classes`: the model's, for a classifier (its predictions are indices into them).
+    pub fn new(p: Prediction, classes: Option<&ClassLabels>) -> PredictResponse {
         let std = p.variance.as_ref().map(|v| v.iter().map(|x| x.sqrt()).collect());
-        let covariance = p.covariance.map(|c| c.row_iter().map(|r| r.iter().copied().collect()).collect());
-        PredictResponse { predictions: p.values, variance: p.variance, std, covariance }
+        let predictions = match (classes, p.classes) {
+            (Some(labels), Some(index)) => Predictions::Labels(index.into_iter().map(|k| labels.label(k)).collect()),
+            _ => Predictions::Values(p.values),
+        };
+        PredictResponse {
+            predictions,
+            variance: p.variance,
+            std,
+            covariance: p.covariance.as_ref().map(rows),
+            decision_function: p.decision.map(|d| match d {
+                Decision::Binary(v) => DecisionFunction::Binary(v),
+                Decision::PerClass(m) => DecisionFunction::PerClass(rows(&m)),
+            }),
+            probabilities: p.probabilities.as_ref().map(rows),
+            classes: classes.map(ClassLabels::to_json),
+        }
     }
 }
 
@@ -97,7 +138,7 @@ pub struct ModelResource {
     pub n_train: usize,
     pub n_features: usize,
     pub n_support: Option<usize>,
-    pub classes: Option<Vec<Value>>,
+    pub classes: Option<Value>,
     pub training: Option<TrainingReport>,
     pub metadata: Option<Value>,
     pub created_at: String,
@@ -133,6 +174,7 @@ impl ModelResource {
                 r.kernel = p.kernel().to_json();
                 r.params = p.params_json();
                 r.n_support = Some(p.n_support());
+                r.classes = p.classes().map(ClassLabels::to_json);
                 r.training = Some(p.report().clone());
                 r.memory_bytes = p.memory_bytes();
             }

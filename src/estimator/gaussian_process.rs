@@ -280,6 +280,7 @@ fn normalisation(y: &[f64]) -> (f64, f64) {
 }
 
 impl Estimator for GaussianProcess {
+    type Data = TrainingSet;
     type Fitted = GaussianProcessModel;
 
     fn fit(&self, data: &TrainingSet, ctx: &FitContext) -> Result<GaussianProcessModel, FitError> {
@@ -340,7 +341,7 @@ impl Predictor for GaussianProcessModel {
                 cov[(i, i)] = cov[(i, i)].max(0.0) + extra;
             }
             let variance = opts.variance.then(|| cov.diagonal().iter().copied().collect());
-            return Prediction { values, variance, covariance: Some(cov) };
+            return Prediction { values, variance, covariance: Some(cov), ..Default::default() };
         }
         let block = super::predict_block_rows(self.x.n());
         let mut values = Vec::with_capacity(x.n());
@@ -360,7 +361,7 @@ impl Predictor for GaussianProcessModel {
                 );
             }
         }
-        Prediction { values, variance, covariance: None }
+        Prediction { values, variance, ..Default::default() }
     }
 
     fn kernel(&self) -> &Kernel {

@@ -62,6 +62,7 @@ impl KernelRidgeModel {
 }
 
 impl Estimator for KernelRidge {
+    type Data = TrainingSet;
     type Fitted = KernelRidgeModel;
 
     fn fit(&self, data: &TrainingSet, ctx: &FitContext) -> Result<KernelRidgeModel, FitError> {

@@ -8,6 +8,8 @@
 
 pub mod gaussian_process;
 pub mod kernel_ridge;
+pub mod labels;
+pub mod svm;
 
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{LinalgError, Parallelism};
@@ -20,6 +22,8 @@ use std::sync::Arc;
 
 pub use gaussian_process::{GaussianProcess, GaussianProcessModel};
 pub use kernel_ridge::{KernelRidge, KernelRidgeModel};
+pub use labels::{ClassLabels, ClassificationSet, Target};
+pub use svm::{Svm, SvmModel};
 
 /// The model names of the contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -82,15 +86,32 @@ impl ModelKind {
 
     /// Whether this build can fit the model.
     pub fn is_available(self) -> bool {
-        matches!(self, ModelKind::KernelRidge | ModelKind::GaussianProcess)
+        matches!(self, ModelKind::KernelRidge | ModelKind::GaussianProcess | ModelKind::Svm)
     }
 }
 
-/// Training inputs after validation: n >= 1 points, one finite target each.
+/// Training inputs of a regression model after validation: n >= 1 points, one finite
+/// target each.
 #[derive(Debug, Clone)]
 pub struct TrainingSet {
     pub x: Points,
     pub y: Vec<f64>,
+}
+
+/// Validated training inputs of either task.
+#[derive(Debug, Clone)]
+pub enum TrainingData {
+    Regression(TrainingSet),
+    Classification(ClassificationSet),
+}
+
+impl TrainingData {
+    pub fn x(&self) -> &Points {
+        match self {
+            TrainingData::Regression(d) => &d.x,
+            TrainingData::Classification(d) => &d.x,
+        }
+    }
 }
 
 /// Lets a fit be abandoned between its phases (the model was deleted, or the server is
@@ -163,6 +184,10 @@ pub struct TrainingReport {
     /// about these; we report them).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hyperparameters_at_bounds: Option<Vec<String>>,
+    /// SVM with `probability`: training rows whose most probable class is not the
+    /// predicted one (Platt scaling and voting can disagree, as in LIBSVM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probability_disagreements: Option<u64>,
 }
 
 /// What a predict request asks for; fields a model does not produce are ignored.
@@ -183,17 +208,34 @@ impl Default for PredictOptions {
 /// Predictions for m query points.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Prediction {
+    /// Regression: one value per row.
     pub values: Vec<f64>,
     /// Predictive variance, clipped at 0 (GP).
     pub variance: Option<Vec<f64>>,
     /// m x m predictive covariance (GP, on request).
     pub covariance: Option<DMatrix<f64>>,
+    /// Classification: each row's predicted class, an index into the model's classes.
+    pub classes: Option<Vec<usize>>,
+    pub decision: Option<Decision>,
+    /// m x classes, rows summing to 1.
+    pub probabilities: Option<DMatrix<f64>>,
+}
+
+/// A classifier's decision function.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Two classes: one score per row, positive for the second class.
+    Binary(Vec<f64>),
+    /// More: m x classes, the largest score per row being the prediction.
+    PerClass(DMatrix<f64>),
 }
 
 /// Checked hyperparameters of one model: fits a training set.
 pub trait Estimator {
+    /// [`TrainingSet`] for regression, [`ClassificationSet`] for classifiers.
+    type Data;
     type Fitted: Predictor;
-    fn fit(&self, data: &TrainingSet, ctx: &FitContext) -> Result<Self::Fitted, FitError>;
+    fn fit(&self, data: &Self::Data, ctx: &FitContext) -> Result<Self::Fitted, FitError>;
 }
 
 /// A fitted model: answers queries from its stored state.
@@ -208,6 +250,10 @@ pub trait Predictor {
     fn report_mut(&mut self) -> &mut TrainingReport;
     /// Training points kept for prediction.
     fn n_support(&self) -> usize;
+    /// A classifier's classes; `Prediction::classes` indexes them.
+    fn classes(&self) -> Option<&ClassLabels> {
+        None
+    }
     fn n_features(&self) -> usize;
     /// Bytes of the stored arrays.
     fn memory_bytes(&self) -> usize;
@@ -220,6 +266,7 @@ pub trait Predictor {
 pub enum ModelSpec {
     KernelRidge(KernelRidge),
     GaussianProcess(GaussianProcess),
+    Svm(Svm),
 }
 
 impl ModelSpec {
@@ -233,6 +280,7 @@ impl ModelSpec {
             ModelKind::GaussianProcess => {
                 GaussianProcess::from_json(kernel, params, "/params").map(ModelSpec::GaussianProcess)
             }
+            ModelKind::Svm => Svm::from_json(kernel, params, "/params").map(ModelSpec::Svm),
             other => {
                 Err(FieldError::invalid("/model", format!("model `{}` is not available in this version", other.name())))
             }
@@ -243,6 +291,7 @@ impl ModelSpec {
         match self {
             ModelSpec::KernelRidge(_) => ModelKind::KernelRidge,
             ModelSpec::GaussianProcess(_) => ModelKind::GaussianProcess,
+            ModelSpec::Svm(_) => ModelKind::Svm,
         }
     }
 
@@ -250,6 +299,7 @@ impl ModelSpec {
         match self {
             ModelSpec::KernelRidge(p) => &p.kernel,
             ModelSpec::GaussianProcess(p) => &p.kernel,
+            ModelSpec::Svm(p) => &p.kernel,
         }
     }
 
@@ -257,11 +307,15 @@ impl ModelSpec {
         match self {
             ModelSpec::KernelRidge(p) => p.params_json(),
             ModelSpec::GaussianProcess(p) => p.params_json(),
+            ModelSpec::Svm(p) => p.params_json(),
         }
     }
 
     /// Bytes the fit will hold at its peak, for admission decisions.
     pub fn fit_memory_estimate(&self, n: usize, d: usize) -> usize {
+        if let ModelSpec::Svm(svm) = self {
+            return svm.fit_memory_estimate(n, d);
+        }
         // One n x n matrix (K, factorised in place) plus the data; the hyperparameter
         // search holds K, one gradient matrix per free hyperparameter, the inverse and W.
         let matrices = match self {
@@ -271,12 +325,21 @@ impl ModelSpec {
         matrices * n * n * 8 + n * d * 8 * 2
     }
 
-    pub fn fit(&self, data: &TrainingSet, ctx: &FitContext) -> Result<FittedModel, FitError> {
+    pub fn fit(&self, data: &TrainingData, ctx: &FitContext) -> Result<FittedModel, FitError> {
         // The kernel may be well-formed but inconsistent with the data (ARD list length).
-        self.kernel().check_features(data.x.d()).map_err(|e| FitError::Invalid(e.under("/kernel")))?;
-        Ok(match self {
-            ModelSpec::KernelRidge(p) => FittedModel::KernelRidge(p.fit(data, ctx)?),
-            ModelSpec::GaussianProcess(p) => FittedModel::GaussianProcess(p.fit(data, ctx)?),
+        self.kernel().check_features(data.x().d()).map_err(|e| FitError::Invalid(e.under("/kernel")))?;
+        Ok(match (self, data) {
+            (ModelSpec::KernelRidge(p), TrainingData::Regression(d)) => FittedModel::KernelRidge(p.fit(d, ctx)?),
+            (ModelSpec::GaussianProcess(p), TrainingData::Regression(d)) => {
+                FittedModel::GaussianProcess(p.fit(d, ctx)?)
+            }
+            (ModelSpec::Svm(p), TrainingData::Classification(d)) => FittedModel::Svm(p.fit(d, ctx)?),
+            _ => {
+                return Err(FitError::Invalid(FieldError::invalid(
+                    "/y",
+                    format!("these targets do not suit a {} model", self.kind().name()),
+                )))
+            }
         })
     }
 }
@@ -299,6 +362,28 @@ pub struct StoredFit {
     pub jitter: f64,
     pub y_mean: f64,
     pub y_std: f64,
+    /// JSON text of the classes ("null" for regression).
+    pub classes: String,
+    /// Further named arrays a model needs (format version 2).
+    pub arrays: Vec<(String, Vec<f64>)>,
+}
+
+/// A stored fit's named arrays, taken out one by one on restore.
+pub(crate) struct StoredArrays(Vec<(String, Vec<f64>)>);
+
+impl StoredArrays {
+    /// The array called `name`, checked to have `len` entries when given.
+    pub(crate) fn take(&mut self, name: &str, len: Option<usize>) -> Result<Vec<f64>, RestoreError> {
+        let at =
+            self.0.iter().position(|(n, _)| n == name).ok_or_else(|| RestoreError(format!("no array `{name}`")))?;
+        let (_, values) = self.0.swap_remove(at);
+        match len {
+            Some(len) if values.len() != len => {
+                Err(RestoreError(format!("array `{name}` has {} entries, expected {len}", values.len())))
+            }
+            _ => Ok(values),
+        }
+    }
 }
 
 /// Why stored state could not be turned back into a model.
@@ -328,6 +413,11 @@ impl StoredFit {
     fn report(&self) -> Result<TrainingReport, RestoreError> {
         serde_json::from_str(&self.report).map_err(|e| RestoreError(format!("report: {e}")))
     }
+
+    fn classes(&self) -> Result<ClassLabels, RestoreError> {
+        let v: Value = serde_json::from_str(&self.classes).map_err(|e| RestoreError(format!("classes: {e}")))?;
+        ClassLabels::from_json(&v).map_err(|e| RestoreError(format!("classes: {e}")))
+    }
 }
 
 /// A fitted model of any kind.
@@ -335,6 +425,7 @@ impl StoredFit {
 pub enum FittedModel {
     KernelRidge(KernelRidgeModel),
     GaussianProcess(GaussianProcessModel),
+    Svm(SvmModel),
 }
 
 impl FittedModel {
@@ -342,6 +433,7 @@ impl FittedModel {
         match self {
             FittedModel::KernelRidge(_) => ModelKind::KernelRidge,
             FittedModel::GaussianProcess(_) => ModelKind::GaussianProcess,
+            FittedModel::Svm(_) => ModelKind::Svm,
         }
     }
 
@@ -349,6 +441,7 @@ impl FittedModel {
         match self {
             FittedModel::KernelRidge(m) => m,
             FittedModel::GaussianProcess(m) => m,
+            FittedModel::Svm(m) => m,
         }
     }
 
@@ -367,10 +460,13 @@ impl FittedModel {
             jitter: 0.0,
             y_mean: 0.0,
             y_std: 1.0,
+            classes: p.classes().map_or(Value::Null, ClassLabels::to_json).to_string(),
+            arrays: Vec::new(),
         };
         match self {
             FittedModel::KernelRidge(m) => m.store_into(&mut s),
             FittedModel::GaussianProcess(m) => m.store_into(&mut s),
+            FittedModel::Svm(m) => m.store_into(&mut s),
         }
         s
     }
@@ -381,10 +477,15 @@ impl FittedModel {
         let kind = ModelKind::from_name(&s.kind).ok_or_else(|| RestoreError(format!("unknown model {}", s.kind)))?;
         let (kernel, params, report) = (s.kernel()?, s.params()?, s.report()?);
         let x = s.take_points()?;
+        let bad = |e: FieldError| RestoreError(format!("params: {e}"));
+        if kind == ModelKind::Svm {
+            let spec = Svm::from_json(kernel, &params, "/params").map_err(bad)?;
+            let arrays = StoredArrays(std::mem::take(&mut s.arrays));
+            return Ok(FittedModel::Svm(SvmModel::restore(spec, s.classes()?, x, arrays, report)?));
+        }
         if s.alpha.len() != x.n() {
             return Err(RestoreError(format!("{} coefficients for {} points", s.alpha.len(), x.n())));
         }
-        let bad = |e: FieldError| RestoreError(format!("params: {e}"));
         match kind {
             ModelKind::KernelRidge => {
                 let spec = KernelRidge::from_json(kernel, &params, "/params").map_err(bad)?;
@@ -409,6 +510,7 @@ impl FittedModel {
         match self {
             FittedModel::KernelRidge(m) => m,
             FittedModel::GaussianProcess(m) => m,
+            FittedModel::Svm(m) => m,
         }
     }
 }

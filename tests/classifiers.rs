@@ -1,0 +1,140 @@
+//! Classifiers through the HTTP API: labels of either type in and out, the decision
+//! function's shape and sign, probabilities, training reports and bad input.
+
+mod common;
+
+use common::{pointers, problem, TestServer};
+use serde_json::{json, Value};
+
+/// Points around `centres`, `per` each, on a fixed lattice of offsets (no randomness).
+fn blobs(centres: &[[f64; 2]], per: usize) -> Vec<Vec<f64>> {
+    let mut x = Vec::new();
+    for c in centres {
+        for k in 0..per {
+            let (a, r) = (k as f64 * 2.399, 0.15 + 0.6 * (k as f64 / per as f64));
+            x.push(vec![c[0] + r * a.cos(), c[1] + r * a.sin()]);
+        }
+    }
+    x
+}
+
+async fn predict(s: &TestServer, id: &str, body: Value) -> Value {
+    let r = s.post(&format!("/models/{id}/predict"), &body).await;
+    assert_eq!(r.status(), 200);
+    r.json().await.unwrap()
+}
+
+#[tokio::test]
+async fn svm_binary_with_string_labels() {
+    let s = TestServer::default().await;
+    let x = blobs(&[[0.0, 0.0], [3.0, 3.0]], 20);
+    let y: Vec<&str> = (0..40).map(|i| if i < 20 { "dog" } else { "cat" }).collect();
+    let m = s.train(&json!({"model": "svm", "kernel": {"type": "rbf", "gamma": 0.5}, "x": x, "y": y})).await;
+    assert_eq!(m["task"], "classification");
+    assert_eq!(m["classes"], json!(["cat", "dog"]), "sorted by code point");
+    let n_support = m["n_support"].as_u64().unwrap();
+    assert!((2..40).contains(&n_support), "only support vectors are kept: {n_support}");
+    assert_eq!(m["training"]["converged"], true);
+    assert!(m["training"]["iterations"].as_u64().unwrap() > 0);
+    assert_eq!(
+        m["params"],
+        json!({"c": 1.0, "tol": 1e-3, "max_iter": null, "probability": false, "cache_mb": 100.0, "seed": 0})
+    );
+
+    let p = predict(&s, m["id"].as_str().unwrap(), json!({"x": [[0.1, -0.1], [3.1, 2.9]]})).await;
+    assert_eq!(p["predictions"], json!(["dog", "cat"]));
+    assert_eq!(p["classes"], json!(["cat", "dog"]));
+    let d = p["decision_function"].as_array().unwrap();
+    // Positive means the second class ("dog"), as scikit-learn.
+    assert!(d[0].as_f64().unwrap() > 0.0 && d[1].as_f64().unwrap() < 0.0, "{p}");
+    assert!(p.get("probabilities").is_none(), "no probabilities without `probability`: {p}");
+    assert!(p.get("variance").is_none());
+}
+
+#[tokio::test]
+async fn svm_multiclass_votes_and_per_class_scores() {
+    let s = TestServer::default().await;
+    let x = blobs(&[[0.0, 0.0], [4.0, 0.0], [0.0, 4.0]], 15);
+    // Numeric labels, given unsorted and as 3.0 / 3: one class each, returned as integers.
+    let y: Vec<Value> = (0..45).map(|i| [json!(3.0), json!(1), json!(2)][i / 15].clone()).collect();
+    let m = s
+        .train(&json!({"model": "svm", "kernel": {"type": "rbf", "gamma": 0.3}, "params": {"c": 10}, "x": x, "y": y}))
+        .await;
+    assert_eq!(m["classes"], json!([1, 2, 3]));
+    let p = predict(&s, m["id"].as_str().unwrap(), json!({"x": [[4.2, 0.1], [0.1, 4.1], [-0.2, 0.0]]})).await;
+    assert_eq!(p["predictions"], json!([1, 2, 3]), "{p}");
+    for (row, scores) in p["decision_function"].as_array().unwrap().iter().enumerate() {
+        let scores: Vec<f64> = scores.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        assert_eq!(scores.len(), 3);
+        let best = (0..3).max_by(|&a, &b| scores[a].partial_cmp(&scores[b]).unwrap()).unwrap();
+        assert_eq!(json!(best + 1), p["predictions"][row], "the largest score is the prediction: {p}");
+        // Votes plus squashed confidences: the winner of a clear point has both votes.
+        assert!(scores[best] > 1.6 && scores[best] < 2.34, "{scores:?}");
+    }
+}
+
+#[tokio::test]
+async fn svm_probabilities_sum_to_one_in_class_order() {
+    let s = TestServer::default().await;
+    let x = blobs(&[[0.0, 0.0], [2.0, 0.0], [1.0, 2.0]], 20);
+    let y: Vec<&str> = (0..60).map(|i| ["a", "b", "c"][i / 20]).collect();
+    let body = json!({"model": "svm", "kernel": {"type": "rbf", "gamma": 1.0}, "params": {"probability": true, "seed": 4}, "x": x, "y": y});
+    let m = s.train(&body).await;
+    assert!(m["training"]["probability_disagreements"].as_u64().unwrap() <= 60);
+    let id = m["id"].as_str().unwrap();
+    let p = predict(&s, id, json!({"x": [[0.0, 0.0], [2.0, 0.0], [1.0, 2.0]]})).await;
+    assert_eq!(p["predictions"], json!(["a", "b", "c"]));
+    for (row, probs) in p["probabilities"].as_array().unwrap().iter().enumerate() {
+        let probs: Vec<f64> = probs.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        assert!((probs.iter().sum::<f64>() - 1.0).abs() < 1e-9, "{probs:?}");
+        assert!(probs[row] > 0.5, "row {row} is most likely its own class: {probs:?}");
+    }
+    let p = predict(&s, id, json!({"x": [[0.0, 0.0]], "probabilities": false})).await;
+    assert!(p.get("probabilities").is_none(), "probabilities can be turned off: {p}");
+    // The same seed draws the same folds: the same model.
+    let again = s.train(&body).await;
+    let q = predict(&s, again["id"].as_str().unwrap(), json!({"x": [[1.0, 0.7]]})).await;
+    let p = predict(&s, id, json!({"x": [[1.0, 0.7]]})).await;
+    assert_eq!(p, q);
+}
+
+#[tokio::test]
+async fn svm_max_iter_reports_an_unconverged_fit() {
+    let s = TestServer::default().await;
+    let x = blobs(&[[0.0, 0.0], [1.0, 1.0]], 30);
+    let y: Vec<i64> = (0..60).map(|i| (i / 30) as i64).collect();
+    let m = s.train(&json!({"model": "svm", "params": {"max_iter": 2}, "x": x, "y": y})).await;
+    assert_eq!(m["training"]["converged"], false);
+    assert_eq!(m["training"]["iterations"], 2);
+}
+
+#[tokio::test]
+async fn classifier_bad_input_is_422_with_pointers() {
+    let s = TestServer::default().await;
+    let x = blobs(&[[0.0, 0.0]], 4);
+    let cases = [
+        (json!({"model": "svm", "x": x, "y": ["a", "a", "a", "a"]}), 422, "/y"),
+        (json!({"model": "svm", "x": x, "y": [1, 1.0, 1, 1]}), 422, "/y"),
+        (json!({"model": "svm", "x": x, "y": ["a", "b", 3, "a"]}), 422, "/y/2"),
+        (json!({"model": "svm", "x": x, "y": [0, 1, 0, 1], "params": {"c": 0}}), 422, "/params/c"),
+        (json!({"model": "svm", "x": x, "y": [0, 1, 0, 1], "params": {"tol": -1}}), 422, "/params/tol"),
+        (json!({"model": "svm", "x": x, "y": [0, 1, 0, 1], "params": {"cache_mb": 0}}), 422, "/params/cache_mb"),
+        (json!({"model": "svm", "x": x, "y": [0, 1, 0, 1], "params": {"max_iter": 0}}), 422, "/params/max_iter"),
+        (json!({"model": "svm", "x": x, "y": [0, 1, 0, 1], "params": {"max_iter": 1.5}}), 400, "/params/max_iter"),
+        (
+            json!({"model": "svm", "x": x, "y": [0, 1, 0, 1], "params": {"probability": "yes"}}),
+            400,
+            "/params/probability",
+        ),
+        (json!({"model": "svm", "x": x, "y": [0, 1, 0, 1], "params": {"lambda": 1}}), 400, "/params/lambda"),
+        (json!({"model": "svm", "x": x, "y": [0, 1, true, 1]}), 400, "/y/2"),
+        (json!({"model": "kernel_ridge", "x": x, "y": ["a", "b", "a", "b"]}), 400, "/y/0"),
+    ];
+    for (body, status, pointer) in cases {
+        let (got, p) = problem(s.post("/models", &body).await).await;
+        assert_eq!(got, status, "{body}: {p}");
+        assert_eq!(pointers(&p), vec![pointer.to_string()], "{body}: {p}");
+    }
+    let listed: Value = s.get("/models").await.json().await.unwrap();
+    assert_eq!(listed["models"], json!([]), "nothing is left behind by refused fits");
+}
