@@ -14,7 +14,8 @@ field() {
   else printf '%s' "$1" | grep -o "\"$2\":\"\?[^\",}]*" | head -1 | sed 's/^.*:"\{0,1\}//'; fi
 }
 
-curl -fsS "$URL/healthz" | grep -q '"status":"ok"' || fail "/healthz"
+health=$(curl -fsS "$URL/healthz")
+grep -q '"status":"ok"' <<<"$health" || fail "/healthz"
 echo "smoke: /healthz ok"
 
 body='{"model":"gaussian_process","kernel":{"type":"rbf","length_scale":1.0},"params":{"noise":0.01},
@@ -25,12 +26,12 @@ code=${resp##*$'\n'}; model=${resp%$'\n'*}
 id=$(field "$model" id)
 [ -n "$id" ] || fail "no id in $model"
 [ "$(field "$model" status)" = ready ] || fail "status not ready: $model"
-echo "$model" | grep -q '"log_marginal_likelihood"' || fail "no log_marginal_likelihood: $model"
+grep -q '"log_marginal_likelihood"' <<<"$model" || fail "no log_marginal_likelihood: $model"
 echo "smoke: trained $id"
 
 pred=$(curl -fsS "${AUTH[@]}" -d '{"x":[[1.5],[2.5]],"variance":true}' "$URL/models/$id/predict") || fail "predict"
 for f in predictions variance std; do
-  echo "$pred" | grep -q "\"$f\":\[" || fail "predict response lacks $f: $pred"
+  grep -q "\"$f\":\[" <<<"$pred" || fail "predict response lacks $f: $pred"
 done
 if have_jq; then
   [ "$(echo "$pred" | jq '.predictions | length')" = 2 ] || fail "two predictions expected: $pred"
@@ -38,12 +39,16 @@ if have_jq; then
 fi
 echo "smoke: predicted $pred"
 
-curl -fsS "${AUTH[@]}" "$URL/models" | grep -q "\"$id\"" || fail "model not listed"
+# Bodies are read whole before grep: `grep -q` exits at its first match, and under
+# pipefail curl's write into the closed pipe would fail the check.
+listed=$(curl -fsS "${AUTH[@]}" "$URL/models")
+grep -q "\"$id\"" <<<"$listed" || fail "model not listed"
 echo "smoke: listed"
 code=$(curl -sS "${AUTH[@]}" -o /dev/null -w '%{http_code}' -X DELETE "$URL/models/$id")
 [ "$code" = 204 ] || fail "DELETE answered $code"
 code=$(curl -sS "${AUTH[@]}" -o /dev/null -w '%{http_code}' "$URL/models/$id")
 [ "$code" = 404 ] || fail "GET after DELETE answered $code"
 echo "smoke: deleted, 404 after"
-curl -fsS "$URL/metrics" | grep -q '^mercer_fits_total' || fail "/metrics lacks mercer_fits_total"
+metrics=$(curl -fsS "$URL/metrics")
+grep -q '^mercer_fits_total' <<<"$metrics" || fail "/metrics lacks mercer_fits_total"
 echo "smoke: OK"
