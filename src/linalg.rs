@@ -289,6 +289,33 @@ fn zero_upper(a: &mut DMatrix<f64>) {
     }
 }
 
+/// x with A x = b for a square A, by LU with partial pivoting; None when A is singular
+/// (to working precision).
+pub fn solve_square(a: &DMatrix<f64>, b: &[f64]) -> Option<Vec<f64>> {
+    use faer::linalg::solvers::Solve;
+    let n = a.nrows();
+    assert!(a.ncols() == n && b.len() == n);
+    let lu = MatRef::from_column_major_slice(a.as_slice(), n, n).partial_piv_lu();
+    let x = lu.solve(faer::Mat::from_fn(n, 1, |i, _| b[i]));
+    clear_upper_vector_state();
+    let x: Vec<f64> = (0..n).map(|i| x[(i, 0)]).collect();
+    x.iter().all(|v| v.is_finite()).then_some(x)
+}
+
+/// The x minimising |A x - b|^2 for a tall (or square) A of full column rank, by
+/// Householder QR: better conditioned than the normal equations, whose condition number
+/// is squared.
+pub fn least_squares(a: &DMatrix<f64>, b: &[f64]) -> Vec<f64> {
+    use faer::linalg::solvers::SolveLstsq;
+    let (n, m) = a.shape();
+    assert!(n >= m && b.len() == n);
+    let qr = MatRef::from_column_major_slice(a.as_slice(), n, m).qr();
+    let rhs = faer::Mat::from_fn(n, 1, |i, _| b[i]);
+    let x = qr.solve_lstsq(&rhs);
+    clear_upper_vector_state();
+    (0..m).map(|i| x[(i, 0)]).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -371,5 +398,20 @@ mod tests {
     fn parallelism_is_sequential_for_small_or_contended_work() {
         assert_eq!(Parallelism::for_problem(100, 0), Parallelism::Sequential);
         assert_eq!(Parallelism::for_problem(5000, 1), Parallelism::Sequential);
+    }
+
+    /// Against nalgebra: the least-squares solution satisfies the normal equations, and
+    /// the square solve reproduces b.
+    #[test]
+    fn least_squares_and_square_solves_agree_with_nalgebra() {
+        let a = crate::test_support::seeded_matrix(30, 7, 3);
+        let b: Vec<f64> = (0..30).map(|i| (i as f64 * 0.37).sin()).collect();
+        let x = DVector::from_vec(least_squares(&a, &b));
+        let normal = a.transpose() * (&a * &x - DVector::from_column_slice(&b));
+        assert!(normal.amax() < 1e-12, "{normal}");
+        let sq = crate::test_support::seeded_matrix(9, 9, 4);
+        let x = DVector::from_vec(solve_square(&sq, &b[..9]).unwrap());
+        assert!((&sq * x - DVector::from_column_slice(&b[..9])).amax() < 1e-12);
+        assert!(solve_square(&DMatrix::zeros(3, 3), &[1.0, 2.0, 3.0]).is_none());
     }
 }

@@ -210,13 +210,6 @@ impl Service {
         if input.y.len() != n {
             return Err(FieldError::invalid("/y", format!("has {} entries but x has {n} rows", input.y.len())).into());
         }
-        if !kind.is_available() {
-            return Err(FieldError::invalid(
-                "/model",
-                format!("model `{}` is not available in this version", kind.name()),
-            )
-            .into());
-        }
         // Encoded before the kernel is read, but held as row indices until the points exist.
         enum Targets {
             Values(Vec<f64>),
@@ -247,6 +240,7 @@ impl Service {
         };
         kernel.check_features(d).map_err(|e| e.under("/kernel"))?;
         let spec = ModelSpec::from_json(kind, kernel, input.params.as_ref())?;
+        spec.check_data(n)?;
         let need = spec.fit_memory_estimate(n, d) as u64;
         let limit = self.config.effective_max_fit_bytes();
         if need > limit {

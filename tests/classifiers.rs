@@ -138,3 +138,85 @@ async fn classifier_bad_input_is_422_with_pointers() {
     let listed: Value = s.get("/models").await.json().await.unwrap();
     assert_eq!(listed["models"], json!([]), "nothing is left behind by refused fits");
 }
+
+#[tokio::test]
+async fn kernel_perceptron_scores_and_converges() {
+    let s = TestServer::default().await;
+    let x = blobs(&[[0.0, 0.0], [3.0, 0.0], [0.0, 3.0]], 10);
+    let y: Vec<&str> = (0..30).map(|i| ["r", "g", "b"][i / 10]).collect();
+    let m = s.train(&json!({"model": "kernel_perceptron", "params": {"seed": 5}, "x": x, "y": y})).await;
+    assert_eq!(m["classes"], json!(["b", "g", "r"]));
+    assert_eq!(m["training"]["converged"], true, "{m}");
+    assert!(m["n_support"].as_u64().unwrap() <= 30);
+    assert_eq!(m["params"], json!({"max_epochs": 100, "seed": 5}));
+    let p = predict(&s, m["id"].as_str().unwrap(), json!({"x": [[0.1, 0.1], [3.1, 0.0], [0.0, 2.9]]})).await;
+    assert_eq!(p["predictions"], json!(["r", "g", "b"]));
+    assert_eq!(p["decision_function"].as_array().unwrap()[0].as_array().unwrap().len(), 3, "{p}");
+    assert!(p.get("probabilities").is_none(), "a perceptron has no probabilities: {p}");
+
+    let y2: Vec<i64> = (0..20).map(|i| i64::from(i >= 10)).collect();
+    let m = s.train(&json!({"model": "kernel_perceptron", "x": x[..20], "y": y2})).await;
+    let p = predict(&s, m["id"].as_str().unwrap(), json!({"x": [[0.0, 0.0], [3.0, 0.0]]})).await;
+    assert_eq!(p["predictions"], json!([0, 1]));
+    let d: Vec<f64> = p["decision_function"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    assert!(d[0] <= 0.0 && d[1] > 0.0, "binary: positive is the second class: {d:?}");
+}
+
+#[tokio::test]
+async fn kernel_logistic_and_gp_classifier_give_probabilities() {
+    let s = TestServer::default().await;
+    let x = blobs(&[[0.0, 0.0], [2.5, 0.0], [0.0, 2.5]], 12);
+    let y: Vec<i64> = (0..36).map(|i| (i / 12) as i64 * 10).collect();
+    for body in [
+        json!({"model": "kernel_logistic", "params": {"lambda": 0.1}, "x": x, "y": y}),
+        json!({"model": "gp_classifier", "x": x, "y": y}),
+        json!({"model": "gp_classifier", "params": {"optimize": true, "restarts": 1, "seed": 2}, "x": x, "y": y}),
+    ] {
+        let m = s.train(&body).await;
+        assert_eq!(m["classes"], json!([0, 10, 20]), "{m}");
+        if body["model"] == "gp_classifier" {
+            assert!(m["training"]["log_marginal_likelihood"].is_f64(), "{m}");
+            if body["params"]["optimize"] == true {
+                assert_eq!(m["training"]["class_kernels"].as_array().unwrap().len(), 3, "{m}");
+                assert!(m["training"]["iterations"].as_u64().unwrap() > 0, "{m}");
+            }
+        } else {
+            assert_eq!(m["training"]["converged"], true, "{m}");
+        }
+        let p = predict(&s, m["id"].as_str().unwrap(), json!({"x": [[0.0, 0.0], [2.5, 0.0], [0.0, 2.5]]})).await;
+        assert_eq!(p["predictions"], json!([0, 10, 20]), "{body}: {p}");
+        assert!(p.get("decision_function").is_none(), "{p}");
+        for (row, probs) in p["probabilities"].as_array().unwrap().iter().enumerate() {
+            let probs: Vec<f64> = probs.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+            assert!((probs.iter().sum::<f64>() - 1.0).abs() < 1e-9, "{probs:?}");
+            assert!(probs[row] == probs.iter().cloned().fold(0.0, f64::max), "{probs:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn classifier_params_are_checked() {
+    let s = TestServer::default().await;
+    let x = blobs(&[[0.0, 0.0]], 4);
+    let y = json!([0, 1, 0, 1]);
+    let cases = [
+        (json!({"model": "kernel_perceptron", "params": {"max_epochs": 0}}), 422, "/params/max_epochs"),
+        (json!({"model": "kernel_perceptron", "params": {"c": 1}}), 400, "/params/c"),
+        (json!({"model": "kernel_logistic", "params": {"lambda": 0}}), 422, "/params/lambda"),
+        (json!({"model": "kernel_logistic", "params": {"max_iter": 0}}), 422, "/params/max_iter"),
+        (json!({"model": "gp_classifier", "params": {"restarts": 1001}}), 422, "/params/restarts"),
+        (json!({"model": "gp_classifier", "params": {"optimize": 1}}), 400, "/params/optimize"),
+        (json!({"model": "gp_classifier", "params": {"noise": 0.1}}), 400, "/params/noise"),
+        (json!({"model": "gp_classifier", "y": ["a", "a", "a", "a"]}), 422, "/y"),
+        (json!({"model": "kernel_logistic", "y": [1, "b", 1, "b"]}), 422, "/y/1"),
+    ];
+    for (mut body, status, pointer) in cases {
+        body["x"] = json!(x);
+        if body.get("y").is_none() {
+            body["y"] = y.clone();
+        }
+        let (got, p) = problem(s.post("/models", &body).await).await;
+        assert_eq!(got, status, "{body}: {p}");
+        assert_eq!(pointers(&p), vec![pointer.to_string()], "{body}: {p}");
+    }
+}

@@ -148,3 +148,59 @@ async fn svm_matches_libsvm() {
         }
     }
 }
+
+/// gp_classifier against scikit-learn's GaussianProcessClassifier (probabilities within
+/// 1e-4 with fixed hyperparameters; with optimisation the log marginal likelihood no
+/// worse than scikit-learn's - 1e-3, one-vs-rest averaged over the machines), and
+/// kernel_logistic with a linear kernel against LogisticRegression (same optimum).
+#[tokio::test]
+async fn gp_classifier_and_kernel_logistic_match_scikit_learn() {
+    let s = TestServer::default().await;
+    let fx = fixtures();
+    let datasets = &fx["svm"]["datasets"];
+    let cases = fx["classifiers"].as_array().unwrap();
+    assert!(cases.len() >= 6, "the fixture file holds every classifier case");
+    for case in cases {
+        let name = case["name"].as_str().unwrap();
+        let data = &datasets[case["dataset"].as_str().unwrap()];
+        let want = &case["expected"];
+        let m = s
+            .train(&json!({
+                "model": case["model"], "kernel": case["kernel"], "params": case["params"], "x": data["x"], "y": data["y"],
+            }))
+            .await;
+        assert_eq!(m["classes"], want["classes"], "{name}");
+        let searched = case["params"]["optimize"] == true;
+        if let Some(theirs) = want["log_marginal_likelihood"].as_f64() {
+            let ours = m["training"]["log_marginal_likelihood"].as_f64().unwrap();
+            eprintln!("{name:<48} LML mercer {ours:.6} scikit-learn {theirs:.6} (diff {:+.1e})", ours - theirs);
+            if searched {
+                assert!(ours >= theirs - 1e-3, "{name}: {ours} < {theirs} - 1e-3: {m}");
+            } else {
+                assert!((ours - theirs).abs() <= 1e-8 * theirs.abs(), "{name}: LML {ours} vs {theirs}");
+            }
+        }
+        let r = s.post(&format!("/models/{}/predict", m["id"].as_str().unwrap()), &json!({"x": data["query"]})).await;
+        assert_eq!(r.status(), 200, "{name}");
+        let got: Value = r.json().await.unwrap();
+        if searched {
+            // Other optima give other probabilities; the classes must still mostly agree.
+            let agree = got["predictions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .zip(want["predictions"].as_array().unwrap())
+                .filter(|(a, b)| a == b)
+                .count();
+            assert!(agree as f64 >= 0.9 * want["predictions"].as_array().unwrap().len() as f64, "{name}: {got}");
+            continue;
+        }
+        let tol = if case["model"] == "gp_classifier" { 1e-4 } else { 1e-6 };
+        let (g, w) = (numbers(&got["probabilities"]), numbers(&want["probabilities"]));
+        let worst = g.iter().zip(&w).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+        eprintln!("{name:<48} probabilities worst abs. difference {worst:.1e}");
+        assert_eq!(g.len(), w.len(), "{name}");
+        assert!(worst <= tol, "{name}: probabilities differ by {worst}");
+        assert_eq!(got["predictions"], want["predictions"], "{name}");
+    }
+}

@@ -51,6 +51,13 @@ fn bodies() -> Vec<Value> {
         json!({"model": "gaussian_process", "kernel": {"type": "rbf", "length_scale": [0.9]}, "params": {"noise": 0.01}, "x": x, "y": y}),
         json!({"model": "svm", "params": {"probability": true, "c": 3.0}, "x": x,
                "y": y.iter().map(|v| if *v > 0.0 { "up" } else { "down" }).collect::<Vec<_>>()}),
+        json!({"model": "nadaraya_watson", "kernel": {"type": "matern", "nu": 2.5}, "x": x, "y": y}),
+        json!({"model": "gp_classifier", "params": {"optimize": true}, "x": x,
+               "y": y.iter().map(|v| (v * 1.5).round()).collect::<Vec<_>>()}),
+        json!({"model": "kernel_logistic", "params": {"lambda": 0.3}, "x": x,
+               "y": y.iter().map(|v| if *v > 0.0 { "up" } else { "down" }).collect::<Vec<_>>()}),
+        json!({"model": "kernel_perceptron", "x": x, "y": y.iter().map(|v| (v * 1.5).round()).collect::<Vec<_>>()}),
+        json!({"model": "rbf_network", "params": {"centers": 7, "lambda": 0.001, "seed": 9}, "x": x, "y": y}),
         json!({"model": "svm", "kernel": {"type": "polynomial", "degree": 2}, "x": x,
                "y": y.iter().map(|v| (v * 1.5).round()).collect::<Vec<_>>()}),
     ]

@@ -13,7 +13,6 @@ use super::{
 use crate::kernel::hyper::Hyper;
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{self, Cholesky, Parallelism};
-use crate::optimize::{Options, SplitMix64};
 use crate::spec::{FieldError, ObjectReader};
 use nalgebra::{DMatrix, DVector};
 use serde_json::{json, Value};
@@ -154,55 +153,15 @@ impl GaussianProcess {
         y: &DVector<f64>,
         ctx: &FitContext,
     ) -> Result<(GaussianProcess, TrainingReport), FitError> {
-        let bounds = self.theta_bounds();
-        if bounds.is_empty() {
-            return Ok((self.clone(), TrainingReport::default()));
-        }
-        let mut rng = SplitMix64::new(self.seed);
-        let mut starts = vec![self.theta()];
-        for _ in 0..self.restarts {
-            starts.push(bounds.iter().map(|(lo, hi)| rng.uniform(*lo, *hi)).collect());
-        }
-        let mut best: Option<crate::optimize::Outcome> = None;
-        let mut failed = 0u64;
-        for start in &starts {
-            ctx.cancel.check()?;
-            let objective = |t: &[f64]| {
-                if ctx.cancel.is_cancelled() {
-                    return None;
-                }
-                self.with_theta(t)
-                    .log_marginal_likelihood(x, y, ctx.par)
-                    .map(|(l, g)| (-l, g.into_iter().map(|v| -v).collect()))
-            };
-            match crate::optimize::minimize(objective, start, &bounds, &Options::default()) {
-                Some(r) if best.as_ref().is_none_or(|b| r.f < b.f) => best = Some(r),
-                Some(_) => {}
-                None => failed += 1,
-            }
-        }
-        ctx.cancel.check()?;
-        let best = best.ok_or_else(|| {
-            FitError::Optimisation(format!(
-                "none of the {} starts could be evaluated (kernel matrix not positive definite)",
-                starts.len()
-            ))
-        })?;
-        let at_bounds = self
-            .theta_pointers()
-            .into_iter()
-            .zip(best.x.iter().zip(&bounds))
-            .filter(|(_, (v, (lo, hi)))| (*v - lo).abs() <= 1e-8 || (hi - *v).abs() <= 1e-8)
-            .map(|(p, _)| p)
-            .collect();
-        let report = TrainingReport {
-            iterations: Some(best.iterations as u64),
-            converged: Some(best.converged),
-            restarts_failed: Some(failed),
-            hyperparameters_at_bounds: Some(at_bounds),
-            ..Default::default()
+        let search = super::HyperSearch {
+            theta: self.theta(),
+            bounds: self.theta_bounds(),
+            pointers: self.theta_pointers(),
+            restarts: self.restarts,
+            seed: self.seed,
         };
-        Ok((self.with_theta(&best.x), report))
+        let (theta, report) = search.maximise(ctx, |t| self.with_theta(t).log_marginal_likelihood(x, y, ctx.par))?;
+        Ok((self.with_theta(&theta), report))
     }
 
     pub fn params_json(&self) -> Value {
@@ -364,21 +323,7 @@ impl Predictor for GaussianProcessModel {
         Prediction { values, variance, ..Default::default() }
     }
 
-    fn kernel(&self) -> &Kernel {
-        &self.spec.kernel
-    }
-
-    fn params_json(&self) -> Value {
-        self.spec.params_json()
-    }
-
-    fn report(&self) -> &TrainingReport {
-        &self.report
-    }
-
-    fn report_mut(&mut self) -> &mut TrainingReport {
-        &mut self.report
-    }
+    super::spec_and_report_accessors!();
 
     fn n_support(&self) -> usize {
         self.x.n()

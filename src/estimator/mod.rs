@@ -6,9 +6,15 @@
 //! solver. [`ModelSpec`] and [`FittedModel`] are the closed sets the service dispatches
 //! over; adding a model adds one arm to each.
 
+pub mod dual;
 pub mod gaussian_process;
+pub mod gp_classifier;
+pub mod kernel_logistic;
+pub mod kernel_perceptron;
 pub mod kernel_ridge;
 pub mod labels;
+pub mod nadaraya_watson;
+pub mod rbf_network;
 pub mod svm;
 
 use crate::kernel::{Kernel, Points};
@@ -21,8 +27,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 pub use gaussian_process::{GaussianProcess, GaussianProcessModel};
+pub use gp_classifier::{GpClassifier, GpClassifierModel};
+pub use kernel_logistic::{KernelLogistic, KernelLogisticModel};
+pub use kernel_perceptron::{KernelPerceptron, KernelPerceptronModel};
 pub use kernel_ridge::{KernelRidge, KernelRidgeModel};
 pub use labels::{ClassLabels, ClassificationSet, Target};
+pub use nadaraya_watson::{NadarayaWatson, NadarayaWatsonModel};
+pub use rbf_network::{RbfNetwork, RbfNetworkModel};
 pub use svm::{Svm, SvmModel};
 
 /// The model names of the contract.
@@ -82,11 +93,6 @@ impl ModelKind {
             }
             _ => Task::Classification,
         }
-    }
-
-    /// Whether this build can fit the model.
-    pub fn is_available(self) -> bool {
-        matches!(self, ModelKind::KernelRidge | ModelKind::GaussianProcess | ModelKind::Svm)
     }
 }
 
@@ -188,6 +194,10 @@ pub struct TrainingReport {
     /// predicted one (Platt scaling and voting can disagree, as in LIBSVM).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probability_disagreements: Option<u64>,
+    /// gp_classifier with more than two classes: each one-vs-rest machine's kernel as
+    /// fitted, in the order of `classes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class_kernels: Option<Vec<Value>>,
 }
 
 /// What a predict request asks for; fields a model does not produce are ignored.
@@ -230,6 +240,30 @@ pub enum Decision {
     PerClass(DMatrix<f64>),
 }
 
+/// The [`Predictor`] accessors every fitted model answers the same way, from its
+/// checked parameters (field `spec`, with `kernel` and `params_json`) and its training
+/// report (field `report`).
+macro_rules! spec_and_report_accessors {
+    () => {
+        fn kernel(&self) -> &crate::kernel::Kernel {
+            &self.spec.kernel
+        }
+
+        fn params_json(&self) -> serde_json::Value {
+            self.spec.params_json()
+        }
+
+        fn report(&self) -> &crate::estimator::TrainingReport {
+            &self.report
+        }
+
+        fn report_mut(&mut self) -> &mut crate::estimator::TrainingReport {
+            &mut self.report
+        }
+    };
+}
+pub(crate) use spec_and_report_accessors;
+
 /// Checked hyperparameters of one model: fits a training set.
 pub trait Estimator {
     /// [`TrainingSet`] for regression, [`ClassificationSet`] for classifiers.
@@ -267,6 +301,11 @@ pub enum ModelSpec {
     KernelRidge(KernelRidge),
     GaussianProcess(GaussianProcess),
     Svm(Svm),
+    KernelPerceptron(KernelPerceptron),
+    KernelLogistic(KernelLogistic),
+    GpClassifier(GpClassifier),
+    NadarayaWatson(NadarayaWatson),
+    RbfNetwork(RbfNetwork),
 }
 
 impl ModelSpec {
@@ -281,9 +320,17 @@ impl ModelSpec {
                 GaussianProcess::from_json(kernel, params, "/params").map(ModelSpec::GaussianProcess)
             }
             ModelKind::Svm => Svm::from_json(kernel, params, "/params").map(ModelSpec::Svm),
-            other => {
-                Err(FieldError::invalid("/model", format!("model `{}` is not available in this version", other.name())))
+            ModelKind::NadarayaWatson => {
+                NadarayaWatson::from_json(kernel, params, "/params").map(ModelSpec::NadarayaWatson)
             }
+            ModelKind::KernelPerceptron => {
+                KernelPerceptron::from_json(kernel, params, "/params").map(ModelSpec::KernelPerceptron)
+            }
+            ModelKind::KernelLogistic => {
+                KernelLogistic::from_json(kernel, params, "/params").map(ModelSpec::KernelLogistic)
+            }
+            ModelKind::GpClassifier => GpClassifier::from_json(kernel, params, "/params").map(ModelSpec::GpClassifier),
+            ModelKind::RbfNetwork => RbfNetwork::from_json(kernel, params, "/params").map(ModelSpec::RbfNetwork),
         }
     }
 
@@ -292,6 +339,11 @@ impl ModelSpec {
             ModelSpec::KernelRidge(_) => ModelKind::KernelRidge,
             ModelSpec::GaussianProcess(_) => ModelKind::GaussianProcess,
             ModelSpec::Svm(_) => ModelKind::Svm,
+            ModelSpec::KernelPerceptron(_) => ModelKind::KernelPerceptron,
+            ModelSpec::KernelLogistic(_) => ModelKind::KernelLogistic,
+            ModelSpec::GpClassifier(_) => ModelKind::GpClassifier,
+            ModelSpec::NadarayaWatson(_) => ModelKind::NadarayaWatson,
+            ModelSpec::RbfNetwork(_) => ModelKind::RbfNetwork,
         }
     }
 
@@ -300,6 +352,11 @@ impl ModelSpec {
             ModelSpec::KernelRidge(p) => &p.kernel,
             ModelSpec::GaussianProcess(p) => &p.kernel,
             ModelSpec::Svm(p) => &p.kernel,
+            ModelSpec::KernelPerceptron(p) => &p.kernel,
+            ModelSpec::KernelLogistic(p) => &p.kernel,
+            ModelSpec::GpClassifier(p) => &p.kernel,
+            ModelSpec::NadarayaWatson(p) => &p.kernel,
+            ModelSpec::RbfNetwork(p) => &p.kernel,
         }
     }
 
@@ -308,13 +365,23 @@ impl ModelSpec {
             ModelSpec::KernelRidge(p) => p.params_json(),
             ModelSpec::GaussianProcess(p) => p.params_json(),
             ModelSpec::Svm(p) => p.params_json(),
+            ModelSpec::KernelPerceptron(p) => p.params_json(),
+            ModelSpec::KernelLogistic(p) => p.params_json(),
+            ModelSpec::GpClassifier(p) => p.params_json(),
+            ModelSpec::NadarayaWatson(p) => p.params_json(),
+            ModelSpec::RbfNetwork(p) => p.params_json(),
         }
     }
 
     /// Bytes the fit will hold at its peak, for admission decisions.
     pub fn fit_memory_estimate(&self, n: usize, d: usize) -> usize {
-        if let ModelSpec::Svm(svm) = self {
-            return svm.fit_memory_estimate(n, d);
+        match self {
+            ModelSpec::Svm(svm) => return svm.fit_memory_estimate(n, d),
+            ModelSpec::RbfNetwork(net) => return net.fit_memory_estimate(n, d),
+            ModelSpec::KernelLogistic(klr) => return klr.fit_memory_estimate(n, d),
+            ModelSpec::GpClassifier(gpc) => return gpc.fit_memory_estimate(n, d),
+            ModelSpec::NadarayaWatson(_) | ModelSpec::KernelPerceptron(_) => return n * (d + 4) * 8 * 2,
+            _ => {}
         }
         // One n x n matrix (K, factorised in place) plus the data; the hyperparameter
         // search holds K, one gradient matrix per free hyperparameter, the inverse and W.
@@ -323,6 +390,17 @@ impl ModelSpec {
             _ => 1,
         };
         matrices * n * n * 8 + n * d * 8 * 2
+    }
+
+    /// What can only be checked against the data's size, before a fit is queued.
+    pub fn check_data(&self, n: usize) -> Result<(), FieldError> {
+        match self {
+            ModelSpec::RbfNetwork(RbfNetwork { centers: Some(c), .. }) if *c as usize > n => Err(FieldError::invalid(
+                "/params/centers",
+                format!("{c} centres requested but there are only {n} training rows"),
+            )),
+            _ => Ok(()),
+        }
     }
 
     pub fn fit(&self, data: &TrainingData, ctx: &FitContext) -> Result<FittedModel, FitError> {
@@ -334,6 +412,15 @@ impl ModelSpec {
                 FittedModel::GaussianProcess(p.fit(d, ctx)?)
             }
             (ModelSpec::Svm(p), TrainingData::Classification(d)) => FittedModel::Svm(p.fit(d, ctx)?),
+            (ModelSpec::KernelPerceptron(p), TrainingData::Classification(d)) => {
+                FittedModel::KernelPerceptron(p.fit(d, ctx)?)
+            }
+            (ModelSpec::KernelLogistic(p), TrainingData::Classification(d)) => {
+                FittedModel::KernelLogistic(p.fit(d, ctx)?)
+            }
+            (ModelSpec::GpClassifier(p), TrainingData::Classification(d)) => FittedModel::GpClassifier(p.fit(d, ctx)?),
+            (ModelSpec::NadarayaWatson(p), TrainingData::Regression(d)) => FittedModel::NadarayaWatson(p.fit(d, ctx)?),
+            (ModelSpec::RbfNetwork(p), TrainingData::Regression(d)) => FittedModel::RbfNetwork(p.fit(d, ctx)?),
             _ => {
                 return Err(FitError::Invalid(FieldError::invalid(
                     "/y",
@@ -426,6 +513,11 @@ pub enum FittedModel {
     KernelRidge(KernelRidgeModel),
     GaussianProcess(GaussianProcessModel),
     Svm(SvmModel),
+    KernelPerceptron(KernelPerceptronModel),
+    KernelLogistic(KernelLogisticModel),
+    GpClassifier(GpClassifierModel),
+    NadarayaWatson(NadarayaWatsonModel),
+    RbfNetwork(RbfNetworkModel),
 }
 
 impl FittedModel {
@@ -434,6 +526,11 @@ impl FittedModel {
             FittedModel::KernelRidge(_) => ModelKind::KernelRidge,
             FittedModel::GaussianProcess(_) => ModelKind::GaussianProcess,
             FittedModel::Svm(_) => ModelKind::Svm,
+            FittedModel::KernelPerceptron(_) => ModelKind::KernelPerceptron,
+            FittedModel::KernelLogistic(_) => ModelKind::KernelLogistic,
+            FittedModel::GpClassifier(_) => ModelKind::GpClassifier,
+            FittedModel::NadarayaWatson(_) => ModelKind::NadarayaWatson,
+            FittedModel::RbfNetwork(_) => ModelKind::RbfNetwork,
         }
     }
 
@@ -442,6 +539,11 @@ impl FittedModel {
             FittedModel::KernelRidge(m) => m,
             FittedModel::GaussianProcess(m) => m,
             FittedModel::Svm(m) => m,
+            FittedModel::KernelPerceptron(m) => m,
+            FittedModel::KernelLogistic(m) => m,
+            FittedModel::GpClassifier(m) => m,
+            FittedModel::NadarayaWatson(m) => m,
+            FittedModel::RbfNetwork(m) => m,
         }
     }
 
@@ -467,6 +569,11 @@ impl FittedModel {
             FittedModel::KernelRidge(m) => m.store_into(&mut s),
             FittedModel::GaussianProcess(m) => m.store_into(&mut s),
             FittedModel::Svm(m) => m.store_into(&mut s),
+            FittedModel::KernelPerceptron(m) => m.store_into(&mut s),
+            FittedModel::KernelLogistic(m) => m.store_into(&mut s),
+            FittedModel::GpClassifier(m) => m.store_into(&mut s),
+            FittedModel::NadarayaWatson(m) => m.store_into(&mut s),
+            FittedModel::RbfNetwork(m) => m.store_into(&mut s),
         }
         s
     }
@@ -478,10 +585,28 @@ impl FittedModel {
         let (kernel, params, report) = (s.kernel()?, s.params()?, s.report()?);
         let x = s.take_points()?;
         let bad = |e: FieldError| RestoreError(format!("params: {e}"));
-        if kind == ModelKind::Svm {
-            let spec = Svm::from_json(kernel, &params, "/params").map_err(bad)?;
-            let arrays = StoredArrays(std::mem::take(&mut s.arrays));
-            return Ok(FittedModel::Svm(SvmModel::restore(spec, s.classes()?, x, arrays, report)?));
+        let arrays = StoredArrays(std::mem::take(&mut s.arrays));
+        match kind {
+            ModelKind::Svm => {
+                let spec = Svm::from_json(kernel, &params, "/params").map_err(bad)?;
+                return Ok(FittedModel::Svm(SvmModel::restore(spec, s.classes()?, x, arrays, report)?));
+            }
+            ModelKind::KernelPerceptron => {
+                let spec = KernelPerceptron::from_json(kernel, &params, "/params").map_err(bad)?;
+                let m = KernelPerceptronModel::restore(spec, s.classes()?, x, arrays, report)?;
+                return Ok(FittedModel::KernelPerceptron(m));
+            }
+            ModelKind::KernelLogistic => {
+                let spec = KernelLogistic::from_json(kernel, &params, "/params").map_err(bad)?;
+                let m = KernelLogisticModel::restore(spec, s.classes()?, x, arrays, report)?;
+                return Ok(FittedModel::KernelLogistic(m));
+            }
+            ModelKind::GpClassifier => {
+                let spec = GpClassifier::from_json(kernel, &params, "/params").map_err(bad)?;
+                let m = GpClassifierModel::restore(spec, s.classes()?, x, arrays, report)?;
+                return Ok(FittedModel::GpClassifier(m));
+            }
+            _ => {}
         }
         if s.alpha.len() != x.n() {
             return Err(RestoreError(format!("{} coefficients for {} points", s.alpha.len(), x.n())));
@@ -490,6 +615,14 @@ impl FittedModel {
             ModelKind::KernelRidge => {
                 let spec = KernelRidge::from_json(kernel, &params, "/params").map_err(bad)?;
                 Ok(FittedModel::KernelRidge(KernelRidgeModel::restore(spec, x, s.alpha, report)))
+            }
+            ModelKind::NadarayaWatson => {
+                let spec = NadarayaWatson::from_json(kernel, &params, "/params").map_err(bad)?;
+                Ok(FittedModel::NadarayaWatson(NadarayaWatsonModel::restore(spec, x, s.alpha, report)))
+            }
+            ModelKind::RbfNetwork => {
+                let spec = RbfNetwork::from_json(kernel, &params, "/params").map_err(bad)?;
+                Ok(FittedModel::RbfNetwork(RbfNetworkModel::restore(spec, x, s.alpha, report)))
             }
             ModelKind::GaussianProcess => {
                 let spec = GaussianProcess::from_json(kernel, &params, "/params").map_err(bad)?;
@@ -511,7 +644,82 @@ impl FittedModel {
             FittedModel::KernelRidge(m) => m,
             FittedModel::GaussianProcess(m) => m,
             FittedModel::Svm(m) => m,
+            FittedModel::KernelPerceptron(m) => m,
+            FittedModel::KernelLogistic(m) => m,
+            FittedModel::GpClassifier(m) => m,
+            FittedModel::NadarayaWatson(m) => m,
+            FittedModel::RbfNetwork(m) => m,
         }
+    }
+}
+
+/// A search for the hyperparameters (log space) that maximise a log marginal likelihood:
+/// from `theta`, then from `restarts` more starts drawn log-uniformly within `bounds`
+/// with `seed`, each by projected L-BFGS; starts that cannot be evaluated are skipped and
+/// counted. `pointers` name the entries of theta in the request, for the report.
+pub(crate) struct HyperSearch {
+    pub theta: Vec<f64>,
+    pub bounds: Vec<(f64, f64)>,
+    pub pointers: Vec<String>,
+    pub restarts: u64,
+    pub seed: u64,
+}
+
+impl HyperSearch {
+    /// The best theta and the report (iterations, converged, restarts_failed,
+    /// hyperparameters_at_bounds). `lml` gives the objective and its gradient, or None
+    /// where it cannot be evaluated.
+    pub fn maximise(
+        &self,
+        ctx: &FitContext,
+        lml: impl Fn(&[f64]) -> Option<(f64, Vec<f64>)>,
+    ) -> Result<(Vec<f64>, TrainingReport), FitError> {
+        if self.bounds.is_empty() {
+            return Ok((self.theta.clone(), TrainingReport::default()));
+        }
+        let mut rng = crate::optimize::SplitMix64::new(self.seed);
+        let mut starts = vec![self.theta.clone()];
+        for _ in 0..self.restarts {
+            starts.push(self.bounds.iter().map(|(lo, hi)| rng.uniform(*lo, *hi)).collect());
+        }
+        let mut best: Option<crate::optimize::Outcome> = None;
+        let mut failed = 0u64;
+        for start in &starts {
+            ctx.cancel.check()?;
+            let objective = |t: &[f64]| {
+                if ctx.cancel.is_cancelled() {
+                    return None;
+                }
+                lml(t).map(|(l, g)| (-l, g.into_iter().map(|v| -v).collect()))
+            };
+            match crate::optimize::minimize(objective, start, &self.bounds, &crate::optimize::Options::default()) {
+                Some(r) if best.as_ref().is_none_or(|b| r.f < b.f) => best = Some(r),
+                Some(_) => {}
+                None => failed += 1,
+            }
+        }
+        ctx.cancel.check()?;
+        let best = best.ok_or_else(|| {
+            FitError::Optimisation(format!(
+                "none of the {} starts could be evaluated (kernel matrix not positive definite)",
+                starts.len()
+            ))
+        })?;
+        let at_bounds = self
+            .pointers
+            .iter()
+            .zip(best.x.iter().zip(&self.bounds))
+            .filter(|(_, (v, (lo, hi)))| (*v - lo).abs() <= 1e-8 || (hi - *v).abs() <= 1e-8)
+            .map(|(p, _)| p.clone())
+            .collect();
+        let report = TrainingReport {
+            iterations: Some(best.iterations as u64),
+            converged: Some(best.converged),
+            restarts_failed: Some(failed),
+            hyperparameters_at_bounds: Some(at_bounds),
+            ..Default::default()
+        };
+        Ok((best.x, report))
     }
 }
 

@@ -173,6 +173,25 @@ impl Kernel {
         }
     }
 
+    /// The pointer (within this kernel's document) of the first part that can take
+    /// negative values: linear, sigmoid, or a polynomial of odd degree. None when every
+    /// value is >= 0, as a smoother's weights must be.
+    pub fn negative_part(&self) -> Option<String> {
+        self.negative_part_at("")
+    }
+
+    fn negative_part_at(&self, path: &str) -> Option<String> {
+        match self {
+            Kernel::Linear { .. } | Kernel::Sigmoid { .. } => Some(format!("{path}/type")),
+            Kernel::Polynomial { degree, .. } if degree % 2 == 1 => Some(format!("{path}/degree")),
+            Kernel::Sum(ks) | Kernel::Product(ks) => {
+                ks.iter().enumerate().find_map(|(i, k)| k.negative_part_at(&format!("{path}/kernels/{i}")))
+            }
+            Kernel::Scale { kernel, .. } => kernel.negative_part_at(&format!("{path}/kernel")),
+            _ => None,
+        }
+    }
+
     /// Checks what can only be checked once the feature count d is known (ARD lists).
     /// Errors point into the kernel document (`/length_scale`, `/kernels/1/length_scale`).
     pub fn check_features(&self, d: usize) -> Result<(), FieldError> {

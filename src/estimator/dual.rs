@@ -1,0 +1,96 @@
+//! The fitted form shared by one-vs-rest kernel classifiers (perceptron, kernel logistic
+//! regression): one expansion f_c(x) = sum_s coef[c, s] k(x_s, x) + bias_c per machine
+//! over the support points that any machine uses, each stored once.
+
+use crate::kernel::{Kernel, Points};
+use crate::linalg::Parallelism;
+use nalgebra::DMatrix;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DualExpansion {
+    pub points: Points,
+    /// machines x points.
+    pub coef: DMatrix<f64>,
+    pub bias: Vec<f64>,
+}
+
+impl DualExpansion {
+    /// From per-machine coefficients over all n training points, keeping the points
+    /// where any machine's coefficient is non-zero.
+    pub fn keep_nonzero(x: &Points, machines: &[(Vec<f64>, f64)]) -> DualExpansion {
+        let kept: Vec<usize> = (0..x.n()).filter(|&i| machines.iter().any(|(c, _)| c[i] != 0.0)).collect();
+        let coef = DMatrix::from_fn(machines.len(), kept.len(), |c, s| machines[c].0[kept[s]]);
+        DualExpansion { points: x.select(&kept), coef, bias: machines.iter().map(|(_, b)| *b).collect() }
+    }
+
+    /// m x machines decision values.
+    pub fn decision(&self, kernel: &Kernel, x: &Points, par: Parallelism) -> DMatrix<f64> {
+        let machines = self.coef.nrows();
+        let mut out = DMatrix::zeros(x.n(), machines);
+        let block = super::predict_block_rows(self.points.n());
+        for start in (0..x.n()).step_by(block) {
+            let q = x.slice(start, block.min(x.n() - start));
+            // (machines x s) (s x m): every machine from one kernel block.
+            let f = &self.coef * kernel.cross(&self.points, &q, par);
+            for c in 0..machines {
+                for j in 0..q.n() {
+                    out[(start + j, c)] = f[(c, j)] + self.bias[c];
+                }
+            }
+        }
+        out
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        self.points.memory_bytes() + 8 * (self.coef.len() + self.bias.len())
+    }
+
+    pub fn predict_cost(&self, m: usize) -> f64 {
+        (m * self.points.n() * (self.points.d() + 2 + self.coef.nrows())) as f64
+    }
+
+    pub(super) fn store_into(&self, s: &mut super::StoredFit) {
+        s.x = self.points.as_matrix().as_slice().to_vec();
+        s.arrays = vec![("coef".into(), self.coef.as_slice().to_vec()), ("bias".into(), self.bias.clone())];
+    }
+
+    pub(super) fn restore(
+        points: Points,
+        machines: usize,
+        arrays: &mut super::StoredArrays,
+    ) -> Result<DualExpansion, super::RestoreError> {
+        let coef = DMatrix::from_vec(machines, points.n(), arrays.take("coef", Some(machines * points.n()))?);
+        let bias = arrays.take("bias", Some(machines))?;
+        Ok(DualExpansion { points, coef, bias })
+    }
+}
+
+/// Machines a one-vs-rest classifier trains: one (second class positive) for two classes,
+/// one per class otherwise.
+pub fn machines(classes: usize) -> usize {
+    if classes == 2 {
+        1
+    } else {
+        classes
+    }
+}
+
+/// Labels +-1 of machine `c` for class indices `y`.
+pub fn machine_labels(y: &[usize], classes: usize, c: usize) -> Vec<f64> {
+    let positive = if classes == 2 { 1 } else { c };
+    y.iter().map(|&k| if k == positive { 1.0 } else { -1.0 }).collect()
+}
+
+/// Predicted class of each row of an m x machines decision matrix: the second class when
+/// the binary score is positive; otherwise the first largest score.
+pub fn predicted_classes(decision: &DMatrix<f64>) -> Vec<usize> {
+    (0..decision.nrows())
+        .map(|r| {
+            if decision.ncols() == 1 {
+                usize::from(decision[(r, 0)] > 0.0)
+            } else {
+                (1..decision.ncols()).fold(0, |best, c| if decision[(r, c)] > decision[(r, best)] { c } else { best })
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,76 @@
+//! nadaraya_watson and rbf_network through the HTTP API.
+
+mod common;
+
+use common::{pointers, problem, sine, TestServer};
+use serde_json::{json, Value};
+
+async fn predict(s: &TestServer, id: &str, x: Value) -> Vec<f64> {
+    let r = s.post(&format!("/models/{id}/predict"), &json!({"x": x})).await;
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.unwrap();
+    assert!(body.get("variance").is_none() && body.get("classes").is_none(), "{body}");
+    body["predictions"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect()
+}
+
+#[tokio::test]
+async fn nadaraya_watson_smooths_and_falls_back_to_the_nearest_point() {
+    let s = TestServer::default().await;
+    let m = s
+        .train(&json!({"model": "nadaraya_watson", "kernel": {"type": "rbf", "gamma": 50.0},
+                       "x": [[0.0], [1.0], [2.0]], "y": [1.0, 3.0, 5.0]}))
+        .await;
+    assert_eq!(m["n_support"], 3);
+    assert_eq!(m["params"], json!({}));
+    let p = predict(&s, m["id"].as_str().unwrap(), json!([[1.0], [1.5], [40.0]])).await;
+    // At a training point with a narrow kernel the neighbours' weights are ~e^-50.
+    assert!((p[0] - 3.0).abs() < 1e-12, "{p:?}");
+    assert!((p[1] - 4.0).abs() < 1e-12, "symmetric between two points: {p:?}");
+    assert_eq!(p[2], 5.0, "every weight is 0: the nearest point's y");
+}
+
+#[tokio::test]
+async fn rbf_network_interpolates_and_subsamples_centres() {
+    let s = TestServer::default().await;
+    let (x, y) = sine(30);
+    let m = s.train(&json!({"model": "rbf_network", "kernel": {"type": "rbf", "gamma": 4.0}, "x": x, "y": y})).await;
+    assert_eq!(m["n_support"], 30);
+    let p = predict(&s, m["id"].as_str().unwrap(), json!(x)).await;
+    for (a, b) in p.iter().zip(&y) {
+        assert!((a - b).abs() < 1e-8, "exact interpolation: {a} vs {b}");
+    }
+    let m = s
+        .train(&json!({"model": "rbf_network", "params": {"centers": 8, "lambda": 0.01, "seed": 2}, "x": x, "y": y}))
+        .await;
+    assert_eq!(m["n_support"], 8);
+    assert_eq!(m["params"], json!({"centers": 8, "lambda": 0.01, "seed": 2}));
+    let p = predict(&s, m["id"].as_str().unwrap(), json!(x)).await;
+    let rms = (p.iter().zip(&y).map(|(a, b)| (a - b).powi(2)).sum::<f64>() / 30.0).sqrt();
+    assert!(rms < 0.1, "8 centres fit a sine closely: rms {rms}");
+}
+
+#[tokio::test]
+async fn regressor_bad_input_is_422_with_pointers() {
+    let s = TestServer::default().await;
+    let (x, y) = sine(5);
+    let cases = [
+        (json!({"model": "nadaraya_watson", "kernel": {"type": "linear"}, "x": x, "y": y}), 422, "/kernel/type"),
+        (
+            json!({"model": "nadaraya_watson", "kernel": {"type": "product", "kernels": [{"type": "rbf"}, {"type": "sigmoid"}]}, "x": x, "y": y}),
+            422,
+            "/kernel/kernels/1/type",
+        ),
+        (json!({"model": "nadaraya_watson", "params": {"lambda": 1}, "x": x, "y": y}), 400, "/params/lambda"),
+        (json!({"model": "rbf_network", "params": {"centers": 6}, "x": x, "y": y}), 422, "/params/centers"),
+        (json!({"model": "rbf_network", "params": {"centers": 0}, "x": x, "y": y}), 422, "/params/centers"),
+        (json!({"model": "rbf_network", "params": {"lambda": -1}, "x": x, "y": y}), 422, "/params/lambda"),
+        (json!({"model": "rbf_network", "x": x, "y": ["a", "b", "c", "d", "e"]}), 400, "/y/0"),
+    ];
+    for (body, status, pointer) in cases {
+        let (got, p) = problem(s.post("/models", &body).await).await;
+        assert_eq!(got, status, "{body}: {p}");
+        assert_eq!(pointers(&p), vec![pointer.to_string()], "{body}: {p}");
+    }
+    let listed: Value = s.get("/models").await.json().await.unwrap();
+    assert_eq!(listed["models"], json!([]), "nothing is left behind by refused fits");
+}
