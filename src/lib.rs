@@ -8,6 +8,8 @@
 pub mod api;
 pub mod config;
 pub mod estimator;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod kernel;
 pub mod linalg;
 pub mod metrics;

@@ -6,8 +6,8 @@
 
 use crate::config::Config;
 use crate::estimator::{
-    ClassLabels, ClassificationSet, FitContext, FitError, ModelKind, ModelSpec, PredictOptions, Prediction, Task,
-    TrainingData, TrainingSet,
+    ClassLabels, ClassificationSet, FitContext, FitError, FittedModel, ModelKind, ModelSpec, PredictOptions,
+    Prediction, Task, TrainingData, TrainingSet,
 };
 use crate::kernel::{default_kernel, Kernel, Points};
 use crate::linalg::{LinalgError, Parallelism};
@@ -438,21 +438,8 @@ impl Service {
     ) -> Result<(Arc<ModelEntry>, Prediction), ServiceError> {
         let entry = self.get(id)?;
         let fitted = entry.fitted().ok_or(ServiceError::NotReady { id, status: entry.status() })?;
-        let d = fitted.predictor().n_features();
-        if x.is_empty() {
-            return Err(FieldError::invalid("/x", "must contain at least one row").into());
-        }
-        check_rows(&x, Some(d))?;
-        let is_gp = fitted.kind() == ModelKind::GaussianProcess;
-        if is_gp && opts.covariance && x.len() > self.config.max_covariance_rows {
-            return Err(FieldError::invalid(
-                "/covariance",
-                format!("the covariance is limited to {} query rows; got {}", self.config.max_covariance_rows, x.len()),
-            )
-            .into());
-        }
         let m = x.len();
-        let points = Points::from_rows(&x);
+        let points = self.check_query(&fitted, &x, &opts)?;
         drop(x);
         let started = Instant::now();
         let cost = fitted.predictor().predict_cost(m, &opts);
@@ -482,6 +469,29 @@ impl Service {
         };
         self.metrics.record_predict(entry.kind.name(), m, started.elapsed().as_secs_f64());
         Ok((entry, prediction))
+    }
+
+    /// Checks a predict request's rows and options against a fitted model and returns the
+    /// query points.
+    pub fn check_query(
+        &self,
+        fitted: &FittedModel,
+        x: &[Vec<f64>],
+        opts: &PredictOptions,
+    ) -> Result<Points, ServiceError> {
+        if x.is_empty() {
+            return Err(FieldError::invalid("/x", "must contain at least one row").into());
+        }
+        check_rows(x, Some(fitted.predictor().n_features()))?;
+        let is_gp = fitted.kind() == ModelKind::GaussianProcess;
+        if is_gp && opts.covariance && x.len() > self.config.max_covariance_rows {
+            return Err(FieldError::invalid(
+                "/covariance",
+                format!("the covariance is limited to {} query rows; got {}", self.config.max_covariance_rows, x.len()),
+            )
+            .into());
+        }
+        Ok(Points::from_rows(x))
     }
 
     /// Starts shutting down: /readyz turns 503, new fits are refused, queued fits are

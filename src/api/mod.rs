@@ -11,7 +11,7 @@ pub mod types;
 use crate::service::Service;
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderName, StatusCode};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post, MethodRouter};
 use axum::Router;
 use problem::ApiError;
 use std::sync::Arc;
@@ -25,23 +25,61 @@ use tower_http::trace::TraceLayer;
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
+/// Every route the router serves: method, path, and whether it needs the API key.
+/// openapi.yaml must list exactly these (tests/spec_routes.rs checks both directions).
+pub const ROUTES: [(&str, &str, bool); 9] = [
+    ("GET", "/healthz", false),
+    ("GET", "/readyz", false),
+    ("GET", "/metrics", false),
+    ("GET", "/openapi.yaml", false),
+    ("POST", "/models", true),
+    ("GET", "/models", true),
+    ("GET", "/models/{id}", true),
+    ("DELETE", "/models/{id}", true),
+    ("POST", "/models/{id}/predict", true),
+];
+
+fn handler(method: &str, path: &str) -> MethodRouter<Arc<Service>> {
+    match (method, path) {
+        ("GET", "/healthz") => get(ops::healthz),
+        ("GET", "/readyz") => get(ops::readyz),
+        ("GET", "/metrics") => get(ops::metrics),
+        ("GET", "/openapi.yaml") => get(ops::openapi),
+        ("POST", "/models") => post(models::create),
+        ("GET", "/models") => get(models::list),
+        ("GET", "/models/{id}") => get(models::get),
+        ("DELETE", "/models/{id}") => delete(models::delete),
+        ("POST", "/models/{id}/predict") => post(models::predict),
+        _ => unreachable!("ROUTES names only routes with a handler: {method} {path}"),
+    }
+}
+
+/// The routes of ROUTES with (or without) the API key, one method router per path.
+fn routes(with_key: bool) -> Router<Arc<Service>> {
+    let mut router = Router::new();
+    let mut paths: Vec<&str> = ROUTES.iter().filter(|r| r.2 == with_key).map(|r| r.1).collect();
+    paths.sort_unstable();
+    paths.dedup();
+    for path in paths {
+        let methods = ROUTES
+            .iter()
+            .filter(|r| r.1 == path && r.2 == with_key)
+            .map(|r| handler(r.0, r.1))
+            .reduce(MethodRouter::merge)
+            .expect("a listed path has a method");
+        router = router.route(path, methods);
+    }
+    router
+}
+
 /// Every route of the contract, with its middleware.
 pub fn router(service: Arc<Service>) -> Router {
     let config = &service.config;
     let keys = middleware::ApiKeys(Arc::new(config.api_keys().into_iter().map(String::into_bytes).collect()));
     let limit = config.max_body_bytes;
 
-    let models = Router::new()
-        .route("/models", post(models::create).get(models::list))
-        .route("/models/{id}", get(models::get).delete(models::delete))
-        .route("/models/{id}/predict", post(models::predict))
-        .route_layer(axum::middleware::from_fn_with_state(keys, middleware::require_bearer));
-
-    let open = Router::new()
-        .route("/healthz", get(ops::healthz))
-        .route("/readyz", get(ops::readyz))
-        .route("/metrics", get(ops::metrics))
-        .route("/openapi.yaml", get(ops::openapi));
+    let models = routes(true).route_layer(axum::middleware::from_fn_with_state(keys, middleware::require_bearer));
+    let open = routes(false);
 
     Router::new()
         .merge(models)

@@ -1,0 +1,118 @@
+//! Entry points of the fuzz targets (`fuzz/`) and of their regression tests
+//! (`tests/fuzz_regressions.rs`): raw request bytes through the same decoding and
+//! validation as the HTTP layer, then (kept small) a fit and a prediction. Any error is a
+//! fine answer; a panic is a bug.
+
+use crate::api::extract::parse_json;
+use crate::api::types::{PredictBody, PredictResponse, TrainBody};
+use crate::config::Config;
+use crate::estimator::{FitContext, FittedModel, PredictOptions, TrainingData};
+use crate::kernel::{Kernel, Points};
+use crate::linalg::Parallelism;
+use crate::service::{Service, TrainInput};
+use serde_json::{json, Value};
+use std::sync::OnceLock;
+
+/// Fits larger than this are only validated: a fuzzer should spend its time on inputs.
+const MAX_FIT_ROWS: usize = 48;
+
+fn service() -> &'static Service {
+    static SERVICE: OnceLock<Service> = OnceLock::new();
+    SERVICE.get_or_init(|| Service::new(Config { data_dir: String::new(), fit_workers: 1, ..Config::for_tests() }))
+}
+
+/// Whether a request's params ask for more work than a fuzz iteration should do.
+fn too_costly(params: Option<&Value>) -> bool {
+    let big =
+        |key: &str, limit: u64| params.and_then(|p| p.get(key)).and_then(Value::as_u64).is_some_and(|v| v > limit);
+    big("restarts", 2) || big("max_epochs", 200) || big("max_iter", 200) || big("centers", MAX_FIT_ROWS as u64)
+}
+
+/// POST /models: decode, validate, and for small inputs fit, predict on the training
+/// points, serialise the answer and restore the stored state.
+pub fn train_body(data: &[u8]) {
+    let Ok(body) = parse_json::<TrainBody>(data) else { return };
+    let input: TrainInput = body.into();
+    let Ok((spec, training)) = service().validate_training(&input) else { return };
+    if training.x().n() > MAX_FIT_ROWS || too_costly(input.params.as_ref()) {
+        return;
+    }
+    let Ok(model) = spec.fit(&training, &FitContext::sequential()) else { return };
+    answer(&model, training.x(), &PredictOptions::default());
+    FittedModel::from_stored(model.to_stored()).expect("a fitted model's stored state restores");
+}
+
+/// POST /models/{id}/predict: decode and answer against one small model of every kind.
+pub fn predict_body(data: &[u8]) {
+    let Ok(body) = parse_json::<PredictBody>(data) else { return };
+    if body.x.len() > 256 {
+        return;
+    }
+    let defaults = PredictOptions::default();
+    let opts = PredictOptions {
+        variance: body.variance.unwrap_or(defaults.variance),
+        covariance: body.covariance.unwrap_or(defaults.covariance),
+        include_noise: body.include_noise.unwrap_or(defaults.include_noise),
+        probabilities: body.probabilities.unwrap_or(defaults.probabilities),
+    };
+    for model in models() {
+        if let Ok(points) = service().check_query(model, &body.x, &opts) {
+            answer(model, &points, &opts);
+        }
+    }
+}
+
+/// A kernel document: parse, and for a valid kernel check its round trip and evaluate it
+/// on a few points (including far-out ones).
+pub fn kernel_json(data: &[u8]) {
+    let Ok(value) = serde_json::from_slice::<Value>(data) else { return };
+    let Ok(kernel) = Kernel::from_json(&value) else { return };
+    let again = Kernel::from_json(&kernel.to_json()).expect("a kernel's own JSON reads back");
+    assert_eq!(again, kernel, "JSON round trip");
+    let theta = kernel.theta();
+    assert_eq!(kernel.with_theta(&theta).theta().len(), theta.len());
+    for d in 1..=3 {
+        if kernel.check_features(d).is_err() {
+            continue;
+        }
+        let x = Points::from_rows(&[vec![0.0; d], vec![1.0; d], vec![-3.5; d], vec![1e150; d]]);
+        let _ = kernel.gram(&x, Parallelism::Sequential);
+        let _ = kernel.gram_with_gradient(&x, Parallelism::Sequential);
+        let _ = kernel.diag(&x);
+    }
+}
+
+fn answer(model: &FittedModel, x: &Points, opts: &PredictOptions) {
+    let p = model.predictor().predict(x, opts, Parallelism::Sequential);
+    let body = PredictResponse::new(p, model.predictor().classes());
+    serde_json::to_vec(&body).expect("a prediction serialises");
+}
+
+/// One small fitted model of every kind, on two features.
+fn models() -> &'static [FittedModel] {
+    static MODELS: OnceLock<Vec<FittedModel>> = OnceLock::new();
+    MODELS.get_or_init(|| {
+        let x: Vec<Vec<f64>> = (0..12).map(|i| vec![(i % 4) as f64, (i / 4) as f64 * 0.7]).collect();
+        let numbers: Vec<f64> = x.iter().map(|r| (r[0] - r[1]).sin()).collect();
+        let labels: Vec<&str> = (0..12).map(|i| ["a", "b", "c"][i % 3]).collect();
+        let bodies = [
+            json!({"model": "kernel_ridge", "x": x, "y": numbers}),
+            json!({"model": "gaussian_process", "params": {"noise": 0.1}, "x": x, "y": numbers}),
+            json!({"model": "nadaraya_watson", "x": x, "y": numbers}),
+            json!({"model": "rbf_network", "params": {"centers": 5, "lambda": 0.1}, "x": x, "y": numbers}),
+            json!({"model": "svm", "params": {"probability": true}, "x": x, "y": labels}),
+            json!({"model": "svm", "x": x, "y": labels[..2].iter().cycle().take(12).collect::<Vec<_>>()}),
+            json!({"model": "kernel_perceptron", "x": x, "y": labels}),
+            json!({"model": "kernel_logistic", "x": x, "y": labels}),
+            json!({"model": "gp_classifier", "x": x, "y": labels}),
+        ];
+        bodies
+            .iter()
+            .map(|b| {
+                let input: TrainInput = serde_json::from_value::<TrainBody>(b.clone()).expect("a valid body").into();
+                let (spec, data): (_, TrainingData) = service().validate_training(&input).expect("a valid body");
+                spec.fit(&data, &FitContext::sequential()).expect("the seed models fit")
+            })
+            .collect()
+    })
+}

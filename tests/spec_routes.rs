@@ -1,0 +1,68 @@
+//! openapi.yaml and the router agree: every route the router serves is in the spec with
+//! its method, and every path and method of the spec is served; other methods on a
+//! spec'd path answer 405, and no route answers 404-no-route.
+
+mod common;
+
+use common::{problem, TestServer};
+use mercer::api::ROUTES;
+use std::collections::BTreeSet;
+
+const METHODS: [&str; 7] = ["get", "put", "post", "delete", "options", "head", "patch"];
+
+/// (METHOD, path) pairs of the spec's `paths`, read from its layout: paths at two spaces
+/// of indentation, their operations at four.
+fn spec_operations() -> BTreeSet<(String, String)> {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.yaml")).unwrap();
+    let mut out = BTreeSet::new();
+    let (mut in_paths, mut path) = (false, None::<String>);
+    for line in text.lines() {
+        if !line.starts_with(' ') && !line.is_empty() {
+            in_paths = line == "paths:";
+            continue;
+        }
+        if !in_paths {
+            continue;
+        }
+        if let Some(p) = line.strip_prefix("  /").and_then(|l| l.strip_suffix(':')) {
+            path = Some(format!("/{p}"));
+        } else if let Some(m) = line.strip_prefix("    ").and_then(|l| l.strip_suffix(':')) {
+            if METHODS.contains(&m) {
+                out.insert((m.to_uppercase(), path.clone().expect("an operation under a path")));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_spec_lists_exactly_the_routes_the_router_serves() {
+    let served: BTreeSet<(String, String)> = ROUTES.iter().map(|(m, p, _)| (m.to_string(), p.to_string())).collect();
+    let spec = spec_operations();
+    assert!(spec.len() >= 9, "the spec parsed: {spec:?}");
+    assert_eq!(served, spec, "router (left) and openapi.yaml (right) differ");
+}
+
+#[tokio::test]
+async fn every_route_is_served_and_other_methods_are_405() {
+    let s = TestServer::default().await;
+    let id = uuid::Uuid::new_v4();
+    for (method, path) in spec_operations() {
+        let url = s.url(&path.replace("{id}", &id.to_string()));
+        for m in ["GET", "POST", "PUT", "DELETE", "PATCH"] {
+            let r = s.http.request(m.parse().unwrap(), &url).body("{}").send().await.unwrap();
+            let status = r.status().as_u16();
+            if m == method {
+                assert_ne!(status, 405, "{m} {path} is served");
+                if status == 404 {
+                    let (_, p) = problem(r).await;
+                    assert!(p["detail"].as_str().unwrap().starts_with("no model"), "{m} {path}: {p}");
+                }
+            } else if !spec_operations().contains(&(m.to_string(), path.clone())) {
+                assert_eq!(status, 405, "{m} {path} is not in the spec");
+            }
+        }
+    }
+    let (status, p) = problem(s.get("/nowhere").await).await;
+    assert_eq!((status, p["type"].as_str()), (404, Some("/problems/not-found")));
+}
