@@ -38,6 +38,9 @@ pub fn train_body(data: &[u8]) {
         return;
     }
     let Ok(model) = spec.fit(&training, &FitContext::sequential()) else { return };
+    // The model resource is JSON: a non-finite number would become null.
+    let report = model.predictor().report();
+    assert!(report.log_marginal_likelihood.is_none_or(f64::is_finite), "non-finite LML: {report:?}");
     answer(&model, training.x(), &PredictOptions::default());
     FittedModel::from_stored(model.to_stored()).expect("a fitted model's stored state restores");
 }

@@ -118,6 +118,12 @@ impl FitPool {
         st.queue.len() != before
     }
 
+    /// Whether a job submitted now would be refused (full or closed).
+    pub fn is_full(&self) -> bool {
+        let st = self.lock();
+        st.closed || st.queue.len() + st.running >= self.shared.workers + self.shared.capacity
+    }
+
     /// Jobs waiting for a worker.
     pub fn queued(&self) -> usize {
         self.lock().queue.len()

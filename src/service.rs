@@ -184,6 +184,19 @@ impl Service {
         self.draining.load(Ordering::Acquire)
     }
 
+    /// Whether a fit would be admitted now: refusing before the body is read keeps an
+    /// overloaded server from spending its cores parsing training sets it will refuse.
+    /// (Only a hint: `train` decides.)
+    pub fn admission(&self) -> Result<(), ServiceError> {
+        if self.is_draining() {
+            return Err(ServiceError::Draining);
+        }
+        if self.pool.is_full() {
+            return Err(ServiceError::QueueFull { retry_after: self.pool.retry_after() });
+        }
+        Ok(())
+    }
+
     /// Checks a training request and turns it into a model spec and a training set.
     /// Errors name the offending field with a pointer into the request.
     pub fn validate_training(&self, input: &TrainInput) -> Result<(ModelSpec, TrainingData), ServiceError> {
@@ -467,6 +480,14 @@ impl Service {
                 }
             }
         };
+        if !prediction.is_finite() {
+            // JSON would carry a null where the contract promises a number.
+            return Err(FieldError::invalid(
+                "/x",
+                "the prediction overflows for these inputs (values this far out exceed f64's range)",
+            )
+            .into());
+        }
         self.metrics.record_predict(entry.kind.name(), m, started.elapsed().as_secs_f64());
         Ok((entry, prediction))
     }

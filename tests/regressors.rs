@@ -74,3 +74,29 @@ async fn regressor_bad_input_is_422_with_pointers() {
     let listed: Value = s.get("/models").await.json().await.unwrap();
     assert_eq!(listed["models"], json!([]), "nothing is left behind by refused fits");
 }
+
+/// Found by schemathesis: a GP on targets near 1e172 had an infinite log marginal
+/// likelihood, which JSON carried as null. Such fits are 422 now, and predictions that
+/// overflow f64 are 422 rather than nulls.
+#[tokio::test]
+async fn overflowing_numbers_are_422_not_nulls() {
+    let s = TestServer::default().await;
+    let body = json!({"model": "gaussian_process", "x": [[-1.09e96, 1.66e135]], "y": [5.77e171]});
+    let (status, p) = problem(s.post("/models", &body).await).await;
+    assert_eq!((status, pointers(&p)), (422, vec!["/y".to_string()]), "{p}");
+    let r = s.post("/models?wait=false", &body).await;
+    assert_eq!(r.status(), 202);
+    let id = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
+    let entry = s.service().registry.get(id.parse().unwrap()).expect("registered");
+    entry.settled().await;
+    let m: Value = s.get(&format!("/models/{id}")).await.json().await.unwrap();
+    assert_eq!(m["status"], "failed", "{m}");
+    assert_eq!(m["error"]["errors"][0]["pointer"], "/y", "{m}");
+
+    let m = s
+        .train(&json!({"model": "kernel_ridge", "kernel": {"type": "polynomial", "degree": 3}, "x": [[1.0], [2.0]], "y": [1.0, 2.0]}))
+        .await;
+    let r = s.post(&format!("/models/{}/predict", m["id"].as_str().unwrap()), &json!({"x": [[1e200]]})).await;
+    let (status, p) = problem(r).await;
+    assert_eq!((status, pointers(&p)), (422, vec!["/x".to_string()]), "{p}");
+}

@@ -6,7 +6,7 @@ use super::types::{ModelList, ModelResource, PredictBody, PredictResponse, Train
 use crate::estimator::PredictOptions;
 use crate::service::{Service, ServiceError, TrainOutcome};
 use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::{FromRequest, Path, Query, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -16,9 +16,12 @@ use uuid::Uuid;
 pub async fn create(
     State(service): State<Arc<Service>>,
     query: Result<Query<TrainQuery>, QueryRejection>,
-    JsonBody(body): JsonBody<TrainBody>,
+    request: Request,
 ) -> Result<Response, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::BadQuery(format!("invalid query: {}", e.body_text())))?;
+    // Shed before reading the body when the pool is full or the server is draining.
+    service.admission()?;
+    let JsonBody(body) = JsonBody::<TrainBody>::from_request(request, &service).await?;
     let (status, entry) = match service.train(body.into(), query.wait).await? {
         TrainOutcome::Ready(e) => (StatusCode::CREATED, e),
         TrainOutcome::Accepted(e) => (StatusCode::ACCEPTED, e),

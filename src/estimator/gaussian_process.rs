@@ -270,6 +270,13 @@ impl GaussianProcess {
         ctx.cancel.check()?;
         let alpha = chol.solve_vec(&y);
         let lml = log_marginal_likelihood_of(&y, &alpha, &chol);
+        if !lml.is_finite() {
+            // JSON has no infinities; and a likelihood that overflows says y needs scaling.
+            return Err(FitError::Invalid(FieldError::invalid(
+                "/y",
+                "the targets are too large: the log marginal likelihood overflows; rescale y or set normalize_y",
+            )));
+        }
         let report = TrainingReport { log_marginal_likelihood: Some(lml), jitter: Some(chol.jitter()), ..search };
         Ok(GaussianProcessModel {
             spec: self.clone(),

@@ -231,6 +231,22 @@ pub struct Prediction {
     pub probabilities: Option<DMatrix<f64>>,
 }
 
+impl Prediction {
+    /// Whether every number in it is finite (JSON has no NaN or infinity).
+    pub fn is_finite(&self) -> bool {
+        let all = |v: &[f64]| v.iter().all(|x| x.is_finite());
+        all(&self.values)
+            && self.variance.as_deref().is_none_or(all)
+            && self.covariance.as_ref().is_none_or(|c| all(c.as_slice()))
+            && self.probabilities.as_ref().is_none_or(|p| all(p.as_slice()))
+            && match &self.decision {
+                None => true,
+                Some(Decision::Binary(d)) => all(d),
+                Some(Decision::PerClass(d)) => all(d.as_slice()),
+            }
+    }
+}
+
 /// A classifier's decision function.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
