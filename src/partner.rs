@@ -71,8 +71,10 @@ impl<'scope> Partner<'scope> {
         // every use.
         let erased: Job<'static> = unsafe { std::mem::transmute::<Job<'_>, Job<'static>>(job) };
         *self.shared.job.lock().expect("job slot") = Some(erased);
-        self.shared.state.store(GO, Ordering::Release);
-        if self.shared.parked.load(Ordering::Acquire) {
+        // SeqCst on both sides of this store/load pair (and the partner's): otherwise each
+        // could miss the other's store, and a parking partner would sleep out its timeout.
+        self.shared.state.store(GO, Ordering::SeqCst);
+        if self.shared.parked.load(Ordering::SeqCst) {
             self.thread.unpark();
         }
         // Even if our half panics, the partner may still be using the job's borrows:
