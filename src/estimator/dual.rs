@@ -89,7 +89,7 @@ pub fn predicted_classes(decision: &DMatrix<f64>) -> Vec<usize> {
             if decision.ncols() == 1 {
                 usize::from(decision[(r, 0)] > 0.0)
             } else {
-                (1..decision.ncols()).fold(0, |best, c| if decision[(r, c)] > decision[(r, best)] { c } else { best })
+                super::first_max(decision.row(r).iter().copied())
             }
         })
         .collect()

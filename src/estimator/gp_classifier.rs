@@ -15,7 +15,10 @@
 
 use super::dual;
 use super::labels::{ClassLabels, ClassificationSet};
-use super::{Estimator, FitContext, FitError, HyperSearch, PredictOptions, Prediction, Predictor, TrainingReport};
+use super::{
+    log1p_exp, sigmoid, Estimator, FitContext, FitError, HyperSearch, PredictOptions, Prediction, Predictor,
+    TrainingReport,
+};
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{Cholesky, Parallelism};
 use crate::spec::{FieldError, ObjectReader};
@@ -126,7 +129,9 @@ impl GpClassifier {
         let grad = dks
             .iter()
             .map(|dk| {
-                let s1 = 0.5 * m.a.dot(&(dk * &m.a)) - 0.5 * r.component_mul(dk).sum();
+                // tr(R dK) = sum R_ij dK_ji, R and dK symmetric: no n x n product needed.
+                let tr_r_dk: f64 = r.iter().zip(dk.iter()).map(|(x, y)| x * y).sum();
+                let s1 = 0.5 * m.a.dot(&(dk * &m.a)) - 0.5 * tr_r_dk;
                 let b = dk * &resid;
                 let s3 = &b - &k * (&r * &b);
                 s1 + s2.dot(&s3)
@@ -224,23 +229,6 @@ fn averaged_sigmoid(mean: f64, var: f64) -> f64 {
         })
         .sum();
     total + 0.5 * COEFS.iter().sum::<f64>()
-}
-
-fn sigmoid(z: f64) -> f64 {
-    if z >= 0.0 {
-        1.0 / (1.0 + (-z).exp())
-    } else {
-        let e = z.exp();
-        e / (1.0 + e)
-    }
-}
-
-fn log1p_exp(z: f64) -> f64 {
-    if z > 0.0 {
-        z + (-z).exp().ln_1p()
-    } else {
-        z.exp().ln_1p()
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -341,8 +329,7 @@ impl Predictor for GpClassifierModel {
             }
         }
         // The most probable class (the first of equals).
-        let classes =
-            (0..m).map(|r| (1..k).fold(0, |best, c| if probs[(r, c)] > probs[(r, best)] { c } else { best })).collect();
+        let classes = (0..m).map(|r| super::first_max(probs.row(r).iter().copied())).collect();
         Prediction { classes: Some(classes), probabilities: opts.probabilities.then_some(probs), ..Default::default() }
     }
 

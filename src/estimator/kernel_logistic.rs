@@ -11,7 +11,9 @@
 
 use super::dual::{self, DualExpansion};
 use super::labels::{ClassLabels, ClassificationSet};
-use super::{Estimator, FitContext, FitError, PredictOptions, Prediction, Predictor, TrainingReport};
+use super::{
+    log1p_exp, sigmoid, Estimator, FitContext, FitError, PredictOptions, Prediction, Predictor, TrainingReport,
+};
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{self, Parallelism};
 use crate::spec::{FieldError, ObjectReader};
@@ -115,24 +117,6 @@ impl KernelLogistic {
             }
         }
         Ok((a.as_slice().to_vec(), b, self.max_iter, false))
-    }
-}
-
-/// log(1 + e^z) without overflow.
-fn log1p_exp(z: f64) -> f64 {
-    if z > 0.0 {
-        z + (-z).exp().ln_1p()
-    } else {
-        z.exp().ln_1p()
-    }
-}
-
-fn sigmoid(z: f64) -> f64 {
-    if z >= 0.0 {
-        1.0 / (1.0 + (-z).exp())
-    } else {
-        let e = z.exp();
-        e / (1.0 + e)
     }
 }
 

@@ -739,6 +739,37 @@ impl HyperSearch {
     }
 }
 
+/// 1 / (1 + e^-z) without overflow for any z.
+pub(crate) fn sigmoid(z: f64) -> f64 {
+    if z >= 0.0 {
+        1.0 / (1.0 + (-z).exp())
+    } else {
+        let e = z.exp();
+        e / (1.0 + e)
+    }
+}
+
+/// log(1 + e^z) without overflow.
+pub(crate) fn log1p_exp(z: f64) -> f64 {
+    if z > 0.0 {
+        z + (-z).exp().ln_1p()
+    } else {
+        z.exp().ln_1p()
+    }
+}
+
+/// The index of the first largest value: ties go to the lowest index (LIBSVM's votes, and
+/// classes in sorted order).
+pub(crate) fn first_max(values: impl IntoIterator<Item = f64>) -> usize {
+    let mut best = (0, f64::NEG_INFINITY);
+    for (i, v) in values.into_iter().enumerate() {
+        if v > best.1 {
+            best = (i, v);
+        }
+    }
+    best.0
+}
+
 /// K(X, X) + s I.
 pub(crate) fn regularised_gram(kernel: &Kernel, x: &Points, s: f64, par: Parallelism) -> DMatrix<f64> {
     let mut k = kernel.gram(x, par);

@@ -237,7 +237,11 @@ impl Estimator for Svm {
             let p = model.predict(&data.x, &opts, ctx.par);
             let (labels, probs) =
                 (p.classes.unwrap_or_default(), p.probabilities.expect("probabilities were asked for"));
-            let disagree = labels.iter().enumerate().filter(|&(r, &c)| argmax(probs.row(r).iter()) != c).count();
+            let disagree = labels
+                .iter()
+                .enumerate()
+                .filter(|&(r, &c)| super::first_max(probs.row(r).iter().copied()) != c)
+                .count();
             model.report.probability_disagreements = Some(disagree as u64);
         }
         Ok(model)
@@ -333,7 +337,7 @@ impl Predictor for SvmModel {
                     }
                 }
                 // The first class with the most votes, as LIBSVM.
-                let winner = (1..k).fold(0, |best, c| if votes[c] > votes[best] { c } else { best });
+                let winner = super::first_max(votes.iter().map(|&v| v as f64));
                 labels.push(winner);
                 if k == 2 {
                     // Positive means the second class, as scikit-learn.
@@ -419,24 +423,9 @@ fn ovr_decision(dec: &[f64], votes: &[usize], k: usize) -> Vec<f64> {
     (0..k).map(|c| votes[c] as f64 + conf[c] / (3.0 * (conf[c].abs() + 1.0))).collect()
 }
 
-fn argmax<'a>(values: impl Iterator<Item = &'a f64>) -> usize {
-    let mut best = (0, f64::NEG_INFINITY);
-    for (i, &v) in values.enumerate() {
-        if v > best.1 {
-            best = (i, v);
-        }
-    }
-    best.0
-}
-
-/// P(y = +1 | f) = 1 / (1 + exp(A f + B)), evaluated without overflow.
+/// P(y = +1 | f) = 1 / (1 + exp(A f + B)) (LIBSVM's sigmoid_predict, to the bit).
 fn sigmoid_predict(f: f64, a: f64, b: f64) -> f64 {
-    let t = f * a + b;
-    if t >= 0.0 {
-        (-t).exp() / (1.0 + (-t).exp())
-    } else {
-        1.0 / (1.0 + t.exp())
-    }
+    super::sigmoid(-(f * a + b))
 }
 
 /// Platt's sigmoid fitted to decision values `dec` and labels `y` (+-1) by Newton's
