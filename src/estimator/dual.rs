@@ -1,10 +1,121 @@
 //! The fitted form shared by one-vs-rest kernel classifiers (perceptron, kernel logistic
 //! regression): one expansion f_c(x) = sum_s coef[c, s] k(x_s, x) + bias_c per machine
-//! over the support points that any machine uses, each stored once.
+//! over the support points that any machine uses, each stored once. The models differ only
+//! in how they train a machine and in what they answer from the decision values
+//! ([`DualSpec`]); [`DualClassifier`] is the rest.
 
+use super::labels::{ClassLabels, ClassificationSet};
+use super::{FitError, PredictOptions, Prediction, Predictor, RestoreError, StoredArrays, StoredFit, TrainingReport};
 use crate::kernel::{Kernel, Points};
 use crate::linalg::Parallelism;
 use nalgebra::DMatrix;
+use serde_json::Value;
+
+/// What a one-vs-rest dual classifier's checked parameters tell its fitted model.
+pub trait DualSpec: Clone + std::fmt::Debug {
+    fn kernel(&self) -> &Kernel;
+    fn params_json(&self) -> Value;
+    /// The answer for decision values `f` (m x machines) and the classes they predict.
+    fn answer(&self, f: DMatrix<f64>, classes: Vec<usize>, opts: &PredictOptions) -> Prediction;
+}
+
+/// A fitted one-vs-rest dual classifier.
+#[derive(Debug, Clone)]
+pub struct DualClassifier<S> {
+    pub(super) spec: S,
+    pub(super) classes: ClassLabels,
+    pub(super) expansion: DualExpansion,
+    pub(super) report: TrainingReport,
+}
+
+/// One machine's training: its coefficients over all n points, bias, iterations (epochs or
+/// Newton steps) and whether it converged.
+pub type MachineFit = (Vec<f64>, f64, u64, bool);
+
+impl<S: DualSpec> DualClassifier<S> {
+    /// Trains one machine per class against the rest (one for two classes, the second
+    /// class positive) with `train` (labels +-1); reports the most iterations any took.
+    pub(super) fn fit(
+        spec: &S,
+        data: &ClassificationSet,
+        mut train: impl FnMut(&[f64]) -> Result<MachineFit, FitError>,
+    ) -> Result<Self, FitError> {
+        let k = data.classes.len();
+        let (mut iterations, mut converged) = (0, true);
+        let mut fitted = Vec::new();
+        for c in 0..machines(k) {
+            let (coef, bias, it, ok) = train(&machine_labels(&data.y, k, c))?;
+            iterations = iterations.max(it);
+            converged &= ok;
+            fitted.push((coef, bias));
+        }
+        Ok(DualClassifier {
+            spec: spec.clone(),
+            classes: data.classes.clone(),
+            expansion: DualExpansion::keep_nonzero(&data.x, &fitted),
+            report: TrainingReport { converged: Some(converged), iterations: Some(iterations), ..Default::default() },
+        })
+    }
+
+    pub(super) fn store_into(&self, s: &mut StoredFit) {
+        self.expansion.store_into(s);
+    }
+
+    pub(super) fn restore(
+        spec: S,
+        classes: ClassLabels,
+        points: Points,
+        mut arrays: StoredArrays,
+        report: TrainingReport,
+    ) -> Result<Self, RestoreError> {
+        let expansion = DualExpansion::restore(points, machines(classes.len()), &mut arrays)?;
+        Ok(DualClassifier { spec, classes, expansion, report })
+    }
+}
+
+impl<S: DualSpec> Predictor for DualClassifier<S> {
+    fn predict(&self, x: &Points, opts: &PredictOptions, par: Parallelism) -> Prediction {
+        let f = self.expansion.decision(self.spec.kernel(), x, par);
+        let classes = predicted_classes(&f);
+        self.spec.answer(f, classes, opts)
+    }
+
+    fn kernel(&self) -> &Kernel {
+        self.spec.kernel()
+    }
+
+    fn params_json(&self) -> Value {
+        self.spec.params_json()
+    }
+
+    fn report(&self) -> &TrainingReport {
+        &self.report
+    }
+
+    fn report_mut(&mut self) -> &mut TrainingReport {
+        &mut self.report
+    }
+
+    fn n_support(&self) -> usize {
+        self.expansion.points.n()
+    }
+
+    fn n_features(&self) -> usize {
+        self.expansion.points.d()
+    }
+
+    fn classes(&self) -> Option<&ClassLabels> {
+        Some(&self.classes)
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.expansion.memory_bytes()
+    }
+
+    fn predict_cost(&self, m: usize, _opts: &PredictOptions) -> f64 {
+        self.expansion.predict_cost(m)
+    }
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct DualExpansion {
@@ -49,16 +160,12 @@ impl DualExpansion {
         (m * self.points.n() * (self.points.d() + 2 + self.coef.nrows())) as f64
     }
 
-    pub(super) fn store_into(&self, s: &mut super::StoredFit) {
+    fn store_into(&self, s: &mut StoredFit) {
         s.x = self.points.as_matrix().as_slice().to_vec();
         s.arrays = vec![("coef".into(), self.coef.as_slice().to_vec()), ("bias".into(), self.bias.clone())];
     }
 
-    pub(super) fn restore(
-        points: Points,
-        machines: usize,
-        arrays: &mut super::StoredArrays,
-    ) -> Result<DualExpansion, super::RestoreError> {
+    fn restore(points: Points, machines: usize, arrays: &mut StoredArrays) -> Result<DualExpansion, RestoreError> {
         let coef = DMatrix::from_vec(machines, points.n(), arrays.take("coef", Some(machines * points.n()))?);
         let bias = arrays.take("bias", Some(machines))?;
         Ok(DualExpansion { points, coef, bias })

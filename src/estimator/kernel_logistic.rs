@@ -9,13 +9,11 @@
 //! More than two classes: one machine per class against the rest, probabilities
 //! normalised over the classes.
 
-use super::dual::{self, DualExpansion};
-use super::labels::{ClassLabels, ClassificationSet};
-use super::{
-    log1p_exp, sigmoid, Estimator, FitContext, FitError, PredictOptions, Prediction, Predictor, TrainingReport,
-};
-use crate::kernel::{Kernel, Points};
-use crate::linalg::{self, Parallelism};
+use super::dual::{DualClassifier, DualSpec, MachineFit};
+use super::labels::ClassificationSet;
+use super::{log1p_exp, sigmoid, Estimator, FitContext, FitError, PredictOptions, Prediction};
+use crate::kernel::Kernel;
+use crate::linalg;
 use crate::spec::{FieldError, ObjectReader};
 use nalgebra::{DMatrix, DVector};
 use serde_json::{json, Value};
@@ -61,12 +59,7 @@ impl KernelLogistic {
     }
 
     /// One machine: (a, b, iterations, converged).
-    fn train_machine(
-        &self,
-        k: &DMatrix<f64>,
-        y: &[f64],
-        ctx: &FitContext,
-    ) -> Result<(Vec<f64>, f64, u64, bool), FitError> {
+    fn train_machine(&self, k: &DMatrix<f64>, y: &[f64], ctx: &FitContext) -> Result<MachineFit, FitError> {
         let n = y.len();
         let (mut a, mut b) = (DVector::zeros(n), 0.0);
         let mut f = DVector::zeros(n);
@@ -120,60 +113,30 @@ impl KernelLogistic {
     }
 }
 
-#[derive(Debug, Clone)]
-pub struct KernelLogisticModel {
-    spec: KernelLogistic,
-    classes: ClassLabels,
-    expansion: DualExpansion,
-    report: TrainingReport,
-}
+pub type KernelLogisticModel = DualClassifier<KernelLogistic>;
 
 impl Estimator for KernelLogistic {
     type Data = ClassificationSet;
     type Fitted = KernelLogisticModel;
 
     fn fit(&self, data: &ClassificationSet, ctx: &FitContext) -> Result<KernelLogisticModel, FitError> {
-        let k = data.classes.len();
         let gram = self.kernel.gram(&data.x, ctx.par);
-        let (mut iterations, mut converged) = (0, true);
-        let mut machines = Vec::new();
-        for c in 0..dual::machines(k) {
-            let y = dual::machine_labels(&data.y, k, c);
-            let (a, b, it, ok) = self.train_machine(&gram, &y, ctx)?;
-            iterations = iterations.max(it);
-            converged &= ok;
-            machines.push((a, b));
-        }
-        Ok(KernelLogisticModel {
-            spec: self.clone(),
-            classes: data.classes.clone(),
-            expansion: DualExpansion::keep_nonzero(&data.x, &machines),
-            report: TrainingReport { converged: Some(converged), iterations: Some(iterations), ..Default::default() },
-        })
+        DualClassifier::fit(self, data, |y| self.train_machine(&gram, y, ctx))
     }
 }
 
-impl KernelLogisticModel {
-    pub(super) fn store_into(&self, s: &mut super::StoredFit) {
-        self.expansion.store_into(s);
+impl DualSpec for KernelLogistic {
+    fn kernel(&self) -> &Kernel {
+        &self.kernel
     }
 
-    pub(super) fn restore(
-        spec: KernelLogistic,
-        classes: ClassLabels,
-        points: Points,
-        mut arrays: super::StoredArrays,
-        report: TrainingReport,
-    ) -> Result<Self, super::RestoreError> {
-        let expansion = DualExpansion::restore(points, dual::machines(classes.len()), &mut arrays)?;
-        Ok(KernelLogisticModel { spec, classes, expansion, report })
+    fn params_json(&self) -> Value {
+        self.params_json()
     }
-}
 
-impl Predictor for KernelLogisticModel {
-    fn predict(&self, x: &Points, opts: &PredictOptions, par: Parallelism) -> Prediction {
-        let f = self.expansion.decision(&self.spec.kernel, x, par);
-        let classes = dual::predicted_classes(&f);
+    /// Probabilities: the sigmoid of the score for two classes; one-vs-rest sigmoids
+    /// normalised over the classes otherwise.
+    fn answer(&self, f: DMatrix<f64>, classes: Vec<usize>, opts: &PredictOptions) -> Prediction {
         let probabilities = opts.probabilities.then(|| {
             if f.ncols() == 1 {
                 DMatrix::from_fn(f.nrows(), 2, |r, c| {
@@ -195,33 +158,15 @@ impl Predictor for KernelLogisticModel {
         });
         Prediction { classes: Some(classes), probabilities, ..Default::default() }
     }
-
-    super::spec_and_report_accessors!();
-
-    fn n_support(&self) -> usize {
-        self.expansion.points.n()
-    }
-
-    fn n_features(&self) -> usize {
-        self.expansion.points.d()
-    }
-
-    fn classes(&self) -> Option<&ClassLabels> {
-        Some(&self.classes)
-    }
-
-    fn memory_bytes(&self) -> usize {
-        self.expansion.memory_bytes()
-    }
-
-    fn predict_cost(&self, m: usize, _opts: &PredictOptions) -> f64 {
-        self.expansion.predict_cost(m)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::estimator::labels::ClassLabels;
+    use crate::estimator::Predictor;
+    use crate::kernel::Points;
+    use crate::linalg::Parallelism;
 
     /// At the fitted (a, b) the gradient of the objective, computed here from its
     /// definition with nalgebra, vanishes.

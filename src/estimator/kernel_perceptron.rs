@@ -8,14 +8,15 @@
 //! f at every training point is kept up to date (a mistake adds one kernel column), so
 //! memory stays O(n) and a mistake costs O(n d).
 
-use super::dual::{self, DualExpansion};
-use super::labels::{ClassLabels, ClassificationSet};
-use super::{Decision, Estimator, FitContext, FitError, PredictOptions, Prediction, Predictor, TrainingReport};
+use super::dual::{DualClassifier, DualSpec, MachineFit};
+use super::labels::ClassificationSet;
+use super::{Decision, Estimator, FitContext, FitError, PredictOptions, Prediction};
 use crate::kernel::column::ColumnKernel;
-use crate::kernel::{Kernel, Points};
-use crate::linalg::Parallelism;
+use crate::kernel::Kernel;
+
 use crate::optimize::SplitMix64;
 use crate::spec::{FieldError, ObjectReader};
+use nalgebra::DMatrix;
 use serde_json::{json, Value};
 
 /// The most epochs a fit may ask for.
@@ -51,7 +52,7 @@ impl KernelPerceptron {
         y: &[f64],
         rng: &mut SplitMix64,
         ctx: &FitContext,
-    ) -> Result<(Vec<f64>, f64, u64, bool), FitError> {
+    ) -> Result<MachineFit, FitError> {
         let n = y.len();
         let (mut coef, mut bias) = (vec![0.0; n], 0.0);
         let mut f = vec![0.0; n];
@@ -82,61 +83,30 @@ impl KernelPerceptron {
     }
 }
 
-#[derive(Debug, Clone)]
-pub struct KernelPerceptronModel {
-    spec: KernelPerceptron,
-    classes: ClassLabels,
-    expansion: DualExpansion,
-    report: TrainingReport,
-}
+pub type KernelPerceptronModel = DualClassifier<KernelPerceptron>;
 
 impl Estimator for KernelPerceptron {
     type Data = ClassificationSet;
     type Fitted = KernelPerceptronModel;
 
     fn fit(&self, data: &ClassificationSet, ctx: &FitContext) -> Result<KernelPerceptronModel, FitError> {
-        let k = data.classes.len();
         let columns = ColumnKernel::new(&self.kernel, &data.x);
         let mut rng = SplitMix64::new(self.seed);
-        let (mut epochs, mut converged) = (0, true);
-        let mut machines = Vec::new();
-        for c in 0..dual::machines(k) {
-            let y = dual::machine_labels(&data.y, k, c);
-            let (coef, bias, e, ok) = self.train_machine(&columns, &y, &mut rng, ctx)?;
-            epochs = epochs.max(e);
-            converged &= ok;
-            machines.push((coef, bias));
-        }
-        Ok(KernelPerceptronModel {
-            spec: self.clone(),
-            classes: data.classes.clone(),
-            expansion: DualExpansion::keep_nonzero(&data.x, &machines),
-            report: TrainingReport { converged: Some(converged), iterations: Some(epochs), ..Default::default() },
-        })
+        DualClassifier::fit(self, data, |y| self.train_machine(&columns, y, &mut rng, ctx))
     }
 }
 
-impl KernelPerceptronModel {
-    pub(super) fn store_into(&self, s: &mut super::StoredFit) {
-        self.expansion.store_into(s);
+impl DualSpec for KernelPerceptron {
+    fn kernel(&self) -> &Kernel {
+        &self.kernel
     }
 
-    pub(super) fn restore(
-        spec: KernelPerceptron,
-        classes: ClassLabels,
-        points: Points,
-        mut arrays: super::StoredArrays,
-        report: TrainingReport,
-    ) -> Result<Self, super::RestoreError> {
-        let expansion = DualExpansion::restore(points, dual::machines(classes.len()), &mut arrays)?;
-        Ok(KernelPerceptronModel { spec, classes, expansion, report })
+    fn params_json(&self) -> Value {
+        self.params_json()
     }
-}
 
-impl Predictor for KernelPerceptronModel {
-    fn predict(&self, x: &Points, _opts: &PredictOptions, par: Parallelism) -> Prediction {
-        let d = self.expansion.decision(&self.spec.kernel, x, par);
-        let classes = dual::predicted_classes(&d);
+    /// The decision values themselves: one per row for two classes, one per class else.
+    fn answer(&self, d: DMatrix<f64>, classes: Vec<usize>, _opts: &PredictOptions) -> Prediction {
         let decision = if d.ncols() == 1 {
             Decision::Binary(d.column(0).iter().copied().collect())
         } else {
@@ -144,34 +114,16 @@ impl Predictor for KernelPerceptronModel {
         };
         Prediction { classes: Some(classes), decision: Some(decision), ..Default::default() }
     }
-
-    super::spec_and_report_accessors!();
-
-    fn n_support(&self) -> usize {
-        self.expansion.points.n()
-    }
-
-    fn n_features(&self) -> usize {
-        self.expansion.points.d()
-    }
-
-    fn classes(&self) -> Option<&ClassLabels> {
-        Some(&self.classes)
-    }
-
-    fn memory_bytes(&self) -> usize {
-        self.expansion.memory_bytes()
-    }
-
-    fn predict_cost(&self, m: usize, _opts: &PredictOptions) -> f64 {
-        self.expansion.predict_cost(m)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::estimator::labels::ClassLabels;
+    use crate::estimator::Predictor;
     use crate::estimator::Target;
+    use crate::kernel::Points;
+    use crate::linalg::Parallelism;
 
     fn set(x: &[[f64; 2]], labels: &[&str]) -> ClassificationSet {
         let rows: Vec<Vec<f64>> = x.iter().map(|r| r.to_vec()).collect();
