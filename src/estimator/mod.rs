@@ -183,6 +183,18 @@ pub struct TrainingReport {
     pub converged: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub iterations: Option<u64>,
+    /// Hyperparameter search: objective evaluations of the search that produced the
+    /// returned hyperparameters (line-search trials and failed points included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evaluations: Option<u64>,
+    /// Hyperparameter search: the rule that ended it (`projected_gradient`,
+    /// `relative_reduction`, `max_iterations`, `max_evaluations`, `line_search`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    /// gp_classifier: Newton steps of the final Laplace mode searches (summed over the
+    /// one-vs-rest machines).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode_iterations: Option<u64>,
     /// Optimiser starts that could not be evaluated (non-finite or not factorisable).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub restarts_failed: Option<u64>,
@@ -671,7 +683,7 @@ impl FittedModel {
 
 /// A search for the hyperparameters (log space) that maximise a log marginal likelihood:
 /// from `theta`, then from `restarts` more starts drawn log-uniformly within `bounds`
-/// with `seed`, each by projected L-BFGS; starts that cannot be evaluated are skipped and
+/// with `seed`, each by L-BFGS-B; starts that cannot be evaluated are skipped and
 /// counted. `pointers` name the entries of theta in the request, for the report.
 pub(crate) struct HyperSearch {
     pub theta: Vec<f64>,
@@ -730,7 +742,9 @@ impl HyperSearch {
             .collect();
         let report = TrainingReport {
             iterations: Some(best.iterations as u64),
-            converged: Some(best.converged),
+            evaluations: Some(best.evaluations as u64),
+            stop_reason: Some(best.stop.name().to_string()),
+            converged: Some(best.converged()),
             restarts_failed: Some(failed),
             hyperparameters_at_bounds: Some(at_bounds),
             ..Default::default()
