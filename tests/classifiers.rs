@@ -194,6 +194,39 @@ async fn kernel_logistic_and_gp_classifier_give_probabilities() {
     }
 }
 
+/// The Laplace mode search is iterative: every gp_classifier fit (binary and one-vs-rest,
+/// searched or not) says whether it converged and how many steps it took; a `max_iter`
+/// too small for the Newton iterations is reported as not converged.
+#[tokio::test]
+async fn gp_classifier_reports_its_iterations_and_convergence() {
+    let s = TestServer::default().await;
+    let x3 = blobs(&[[0.0, 0.0], [2.5, 0.0], [0.0, 2.5]], 12);
+    let y3: Vec<i64> = (0..36).map(|i| (i / 12) as i64).collect();
+    let x2 = blobs(&[[0.0, 0.0], [2.0, 2.0]], 15);
+    let y2: Vec<&str> = (0..30).map(|i| if i < 15 { "no" } else { "yes" }).collect();
+    for (x, y, machines) in [(json!(x2), json!(y2), 1u64), (json!(x3), json!(y3), 3)] {
+        for optimize in [false, true] {
+            let m = s.train(&json!({"model": "gp_classifier", "params": {"optimize": optimize}, "x": x, "y": y})).await;
+            let t = &m["training"];
+            assert_eq!(t["converged"], true, "{t}");
+            let modes = t["mode_iterations"].as_u64().unwrap();
+            // At least two Newton steps per machine: the second confirms the gain vanished.
+            assert!(modes >= 2 * machines, "{t}");
+            if optimize {
+                assert!(t["iterations"].as_u64().unwrap() >= machines, "{t}");
+                assert!(t["evaluations"].as_u64().unwrap() > t["iterations"].as_u64().unwrap(), "{t}");
+                assert!(t["stop_reason"].is_string(), "{t}");
+            } else {
+                assert_eq!(t["iterations"].as_u64().unwrap(), modes, "{t}");
+                assert!(t.get("evaluations").is_none(), "{t}");
+            }
+        }
+        let m = s.train(&json!({"model": "gp_classifier", "params": {"max_iter": 1}, "x": x, "y": y})).await;
+        assert_eq!(m["training"]["converged"], false, "{m}");
+        assert_eq!(m["training"]["iterations"], machines, "{m}");
+    }
+}
+
 #[tokio::test]
 async fn classifier_params_are_checked() {
     let s = TestServer::default().await;

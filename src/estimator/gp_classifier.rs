@@ -3,7 +3,7 @@
 //!
 //! - the posterior mode by Newton iterations in the stable form B = I + W^1/2 K W^1/2
 //!   (Alg. 3.1), from f = 0, stopping when the approximate log marginal likelihood gains
-//!   less than 1e-10 or after `max_iter` steps;
+//!   less than 1e-10 (converged) or after `max_iter` steps (not), reported in `training`;
 //! - predictions (Alg. 3.2): latent mean K*'(t - pi) and variance k** - |L \ W^1/2 K*|^2,
 //!   the sigmoid averaged over that Gaussian by the erf expansion of scikit-learn/GPML;
 //! - with `optimize`, the approximate log marginal likelihood and its gradient (Alg. 5.1)
@@ -77,7 +77,7 @@ impl GpClassifier {
         let mut f = DVector::zeros(n);
         let mut lml = f64::NEG_INFINITY;
         let mut mode = None;
-        for _ in 0..self.max_iter {
+        for iteration in 1..=self.max_iter {
             let pi: Vec<f64> = f.iter().map(|&v| sigmoid(v)).collect();
             let w_sr: Vec<f64> = pi.iter().map(|p| (p * (1.0 - p)).sqrt()).collect();
             let mut b_mat = DMatrix::from_fn(n, n, |i, j| w_sr[i] * k[(i, j)] * w_sr[j]);
@@ -96,8 +96,9 @@ impl GpClassifier {
             let new_lml = -0.5 * a.dot(&f) + log_lik - 0.5 * l.log_det();
             let gain = new_lml - lml;
             lml = new_lml;
-            mode = Some(Mode { lml, pi, w_sr, l, a });
-            if gain < 1e-10 {
+            let converged = gain < 1e-10;
+            mode = Some(Mode { lml, pi, w_sr, l, a, iterations: iteration, converged });
+            if converged {
                 break;
             }
         }
@@ -173,6 +174,8 @@ impl GpClassifier {
             )
         })?;
         report.log_marginal_likelihood = Some(m.lml);
+        report.mode_iterations = Some(m.iterations);
+        report.converged = Some(report.converged.unwrap_or(true) && m.converged);
         let resid = (0..t.len()).map(|i| t[i] - m.pi[i]).collect();
         Ok((Machine { kernel, resid, w_sr: m.w_sr, l: m.l }, report))
     }
@@ -184,6 +187,10 @@ struct Mode {
     w_sr: Vec<f64>,
     l: Cholesky,
     a: DVector<f64>,
+    /// Newton steps taken, and whether the last gained less than 1e-10 (else the
+    /// `max_iter` budget ran out).
+    iterations: u64,
+    converged: bool,
 }
 
 /// What one binary machine keeps for prediction.
@@ -255,11 +262,26 @@ impl Estimator for GpClassifier {
             reports.push(r);
         }
         let lml = reports.iter().filter_map(|r| r.log_marginal_likelihood).sum::<f64>() / reports.len() as f64;
-        let mut report = TrainingReport { log_marginal_likelihood: Some(lml), ..Default::default() };
+        let sum = |field: fn(&TrainingReport) -> Option<u64>| reports.iter().filter_map(field).sum::<u64>();
+        let mode_iterations = sum(|r| r.mode_iterations);
+        let mut report = TrainingReport {
+            log_marginal_likelihood: Some(lml),
+            // Every mode search, and with `optimize` every hyperparameter search, ended by
+            // its stopping rule.
+            converged: Some(reports.iter().all(|r| r.converged == Some(true))),
+            // The outer search's steps when there is one, else the Newton steps.
+            iterations: Some(if self.optimize { sum(|r| r.iterations) } else { mode_iterations }),
+            mode_iterations: Some(mode_iterations),
+            ..Default::default()
+        };
         if self.optimize {
-            report.iterations = Some(reports.iter().filter_map(|r| r.iterations).sum());
-            report.converged = Some(reports.iter().all(|r| r.converged != Some(false)));
-            report.restarts_failed = Some(reports.iter().filter_map(|r| r.restarts_failed).sum());
+            report.evaluations = Some(sum(|r| r.evaluations));
+            report.stop_reason = reports
+                .iter()
+                .find(|r| r.converged != Some(true))
+                .or(reports.first())
+                .and_then(|r| r.stop_reason.clone());
+            report.restarts_failed = Some(sum(|r| r.restarts_failed));
             report.hyperparameters_at_bounds =
                 Some(reports.iter().flat_map(|r| r.hyperparameters_at_bounds.clone().unwrap_or_default()).collect());
         }

@@ -187,6 +187,22 @@ mod tests {
     }
 
     #[test]
+    fn says_converged_only_when_a_stopping_rule_holds() {
+        let wide = [(-5.0, 5.0), (-5.0, 5.0)];
+        let capped = Options { max_iterations: 3, ..Options::default() };
+        let r = minimize(rosenbrock, &[-1.2, 1.0], &wide, &capped).unwrap();
+        assert_eq!((r.stop, r.iterations, r.converged()), (Stop::MaxIterations, 3, false), "{r:?}");
+        // A gradient that points the wrong way: no step along -g decreases f.
+        let lying = |x: &[f64]| Some((x[0] * x[0], vec![-2.0 * x[0] - 1.0]));
+        let r = minimize(lying, &[1.0], &[(-5.0, 5.0)], &Options::default()).unwrap();
+        assert_eq!((r.stop, r.converged(), r.x[0]), (Stop::LineSearch, false, 1.0), "{r:?}");
+        assert!(r.evaluations > 1, "{r:?}");
+        // Started on the optimum: converged with no step.
+        let r = minimize(rosenbrock, &[1.0, 1.0], &wide, &Options::default()).unwrap();
+        assert_eq!((r.stop, r.iterations, r.evaluations), (Stop::ProjectedGradient, 0, 1));
+    }
+
+    #[test]
     fn splitmix_is_reproducible_and_in_range() {
         let mut a = SplitMix64::new(7);
         let mut b = SplitMix64::new(7);
