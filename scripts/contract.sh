@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Contract tests: schemathesis against a running mercer ($MERCER_URL) and openapi.yaml,
+# Contract tests: standard tooling's view of the served spec and metrics
+# (scripts/check_standards.py), then schemathesis against a running mercer
+# ($MERCER_URL) and openapi.yaml,
 # every operation, positive and negative data, stateful sequences through the spec's
 # links, checking server errors, status codes, content types, headers and response
 # schemas.
@@ -23,6 +25,13 @@ if [ ! -x "$VENV/bin/st" ]; then
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q "schemathesis==4.32.5"
 fi
+if ! "$VENV/bin/python" -c "import openapi_spec_validator, prometheus_client" 2>/dev/null; then
+  "$VENV/bin/pip" install -q "openapi-spec-validator==0.9.0" "prometheus-client==0.26.0"
+fi
+
+# The served spec through a real OpenAPI validator and its examples against their schemas;
+# /metrics through the Prometheus client library's parsers, in both formats.
+"$VENV/bin/python" scripts/check_standards.py "$URL"
 
 train() { curl -fsS -d "$1" "$URL/models" | sed -n 's/.*"id":"\([0-9a-f-]*\)".*/\1/p'; }
 svm=$(train '{"model":"svm","params":{"probability":true},"x":[[0,0],[0.1,0],[0,0.1],[1,1],[0.9,1],[1,0.9],[0.2,0.1],[0.8,0.9],[0.1,0.2],[0.9,0.8]],"y":["a","a","a","b","b","b","a","b","a","b"]}')

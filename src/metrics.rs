@@ -127,10 +127,122 @@ impl Metrics {
         self.predict_duration.get_or_create(&labels).observe(seconds);
     }
 
-    /// OpenMetrics text of every family.
-    pub fn encode(&self) -> String {
+    /// Every family, in the exposition format asked for.
+    pub fn encode(&self, format: Format) -> String {
         let mut out = String::new();
         encode(&mut out, &self.registry).expect("writing to a String cannot fail");
-        out
+        match format {
+            Format::OpenMetrics => out,
+            Format::Prometheus => openmetrics_to_prometheus(&out),
+        }
+    }
+}
+
+/// The two text formats scrapers speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// The Prometheus text format 0.0.4: what every scraper reads, so the default (as in
+    /// the Prometheus client libraries).
+    Prometheus,
+    /// OpenMetrics 1.0, for clients whose `Accept` asks for it.
+    OpenMetrics,
+}
+
+impl Format {
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        }
+    }
+}
+
+/// Rewrites OpenMetrics text (prometheus-client writes only that) in the 0.0.4 format:
+/// a counter's HELP and TYPE name its `_total` samples, types the old format lacks become
+/// their nearest kin, and `# UNIT` lines, exemplars and `# EOF` go.
+fn openmetrics_to_prometheus(text: &str) -> String {
+    let kinds: std::collections::HashMap<&str, &str> =
+        text.lines().filter_map(|l| l.strip_prefix("# TYPE ")).filter_map(|rest| rest.split_once(' ')).collect();
+    let renamed = |name: &str| match kinds.get(name).copied() {
+        Some("counter") => format!("{name}_total"),
+        Some("info") => format!("{name}_info"),
+        _ => name.to_string(),
+    };
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        if let Some((name, kind)) = line.strip_prefix("# TYPE ").and_then(|r| r.split_once(' ')) {
+            let kind = match kind {
+                "info" | "stateset" => "gauge",
+                "gaugehistogram" => "histogram",
+                "unknown" => "untyped",
+                other => other,
+            };
+            out.push_str(&format!("# TYPE {} {kind}\n", renamed(name)));
+        } else if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
+            out.push_str(&format!("# HELP {} {}\n", renamed(name), help_text_004(help)));
+        } else if line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        } else {
+            // A sample, without its exemplar (" # {labels} value").
+            out.push_str(line.find(" # {").map_or(line, |i| &line[..i]));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// OpenMetrics escapes `\\`, `\n` and `\"` in HELP text; the 0.0.4 format only the first two.
+fn help_text_004(help: &str) -> String {
+    let mut out = String::with_capacity(help.len());
+    let mut chars = help.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('"') => out.push('"'),
+            Some(e) => {
+                out.push('\\');
+                out.push(e);
+            }
+            None => out.push_str("\\\\"),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classic_text_names_counters_by_their_samples_and_drops_what_it_lacks() {
+        let om = "# HELP jobs Jobs \\\"done\\\".\n# TYPE jobs counter\n# UNIT jobs jobs\njobs_total{kind=\"a\"} 3 # {trace=\"x\"} 1.0\n\
+                  # HELP build Build.\n# TYPE build info\nbuild_info{v=\"1\"} 1\n\
+                  # HELP t Latency.\n# TYPE t histogram\nt_bucket{le=\"+Inf\"} 2\nt_sum 0.5\nt_count 2\n# EOF\n";
+        let text = openmetrics_to_prometheus(om);
+        assert_eq!(
+            text,
+            "# HELP jobs_total Jobs \"done\".\n# TYPE jobs_total counter\njobs_total{kind=\"a\"} 3\n\
+             # HELP build_info Build.\n# TYPE build_info gauge\nbuild_info{v=\"1\"} 1\n\
+             # HELP t Latency.\n# TYPE t histogram\nt_bucket{le=\"+Inf\"} 2\nt_sum 0.5\nt_count 2\n"
+        );
+    }
+
+    #[test]
+    fn both_formats_carry_the_same_samples() {
+        let m = Metrics::new();
+        m.record_fit("svm", "ready", 0.25);
+        m.record_predict("svm", 3, 0.001);
+        let samples = |t: &str| -> Vec<String> {
+            t.lines().filter(|l| !l.starts_with('#')).map(str::to_string).collect::<Vec<_>>()
+        };
+        let (classic, om) = (m.encode(Format::Prometheus), m.encode(Format::OpenMetrics));
+        assert_eq!(samples(&classic), samples(&om));
+        assert!(om.ends_with("# EOF\n") && !classic.contains("# EOF"));
+        assert!(classic.contains("# TYPE mercer_fits_total counter\n"), "{classic}");
+        assert!(om.contains("# TYPE mercer_fits counter\n"), "{om}");
     }
 }

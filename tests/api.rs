@@ -451,7 +451,11 @@ async fn metrics_expose_the_contract_families() {
     let m = s.train(&gp_body()).await;
     s.post(&format!("/models/{}/predict", m["id"].as_str().unwrap()), &json!({"x": [[1.0], [2.0]]})).await;
     let r = s.get("/metrics").await;
-    assert!(r.headers()["content-type"].to_str().unwrap().starts_with("application/openmetrics-text"));
+    assert_eq!(
+        r.headers()["content-type"],
+        "text/plain; version=0.0.4; charset=utf-8",
+        "the classic format by default"
+    );
     let text = r.text().await.unwrap();
     for family in [
         "mercer_http_requests_total{",
@@ -545,38 +549,17 @@ async fn every_kernel_trains_and_predicts_through_both_models() {
     }
 }
 
-/// Parses /metrics (OpenMetrics text) and checks each contract family's type and the
-/// exact label names of its samples.
+/// Parses /metrics in both formats (the Prometheus text format by default, OpenMetrics when
+/// `Accept` asks for it) and checks each contract family's type and the exact label names
+/// of its samples.
 #[tokio::test]
 async fn metrics_families_have_the_contract_names_types_and_labels() {
     use std::collections::{BTreeMap, BTreeSet};
     let s = TestServer::default().await;
     let m = s.train(&gp_body()).await;
     s.post(&format!("/models/{}/predict", m["id"].as_str().unwrap()), &json!({"x": [[1.0]]})).await;
-    let text = s.get("/metrics").await.text().await.unwrap();
-    let mut types: BTreeMap<String, String> = BTreeMap::new();
-    let mut labels: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("# TYPE ") {
-            let mut it = rest.split_whitespace();
-            types.insert(it.next().unwrap().to_string(), it.next().unwrap().to_string());
-            continue;
-        }
-        if line.starts_with('#') || line.is_empty() {
-            continue;
-        }
-        let (series, value) = line.rsplit_once(' ').unwrap();
-        assert!(value.parse::<f64>().is_ok(), "sample value in {line:?}");
-        let (name, label_set) = match series.split_once('{') {
-            Some((n, l)) => (n, l.trim_end_matches('}')),
-            None => (series, ""),
-        };
-        let keys = labels.entry(name.to_string()).or_default();
-        for pair in label_set.split(',').filter(|p| !p.is_empty()) {
-            keys.insert(pair.split('=').next().unwrap().to_string());
-        }
-    }
     let set = |ks: &[&str]| ks.iter().map(|k| k.to_string()).collect::<BTreeSet<_>>();
+    // (family, type, a sample's name, its label names)
     let expect = [
         ("mercer_http_requests", "counter", "mercer_http_requests_total", set(&["method", "route", "status"])),
         (
@@ -593,11 +576,44 @@ async fn metrics_families_have_the_contract_names_types_and_labels() {
         ("mercer_models", "gauge", "mercer_models", set(&["status"])),
         ("mercer_registry_bytes", "gauge", "mercer_registry_bytes", set(&[])),
     ];
-    for (family, kind, sample, keys) in expect {
-        assert_eq!(types.get(family).map(String::as_str), Some(kind), "# TYPE of {family}");
-        assert_eq!(labels.get(sample), Some(&keys), "labels of {sample}");
+    for (accept, content_type) in [
+        ("text/plain", "text/plain; version=0.0.4; charset=utf-8"),
+        ("application/openmetrics-text; version=1.0.0", "application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    ] {
+        let r = s.http.get(s.url("/metrics")).header("accept", accept).send().await.unwrap();
+        assert_eq!(r.headers()["content-type"], content_type);
+        let text = r.text().await.unwrap();
+        let openmetrics = accept.starts_with("application/openmetrics-text");
+        let mut types: BTreeMap<String, String> = BTreeMap::new();
+        let mut labels: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let mut it = rest.split_whitespace();
+                types.insert(it.next().unwrap().to_string(), it.next().unwrap().to_string());
+                continue;
+            }
+            if line.starts_with('#') || line.is_empty() {
+                continue;
+            }
+            let (series, value) = line.rsplit_once(' ').unwrap();
+            assert!(value.parse::<f64>().is_ok(), "sample value in {line:?}");
+            let (name, label_set) = match series.split_once('{') {
+                Some((n, l)) => (n, l.trim_end_matches('}')),
+                None => (series, ""),
+            };
+            let keys = labels.entry(name.to_string()).or_default();
+            for pair in label_set.split(',').filter(|p| !p.is_empty()) {
+                keys.insert(pair.split('=').next().unwrap().to_string());
+            }
+        }
+        for (family, kind, sample, keys) in &expect {
+            // The classic format names a counter by its samples (`_total`) in # TYPE.
+            let typed = if *kind == "counter" && !openmetrics { sample } else { family };
+            assert_eq!(types.get(*typed).map(String::as_str), Some(*kind), "{accept}: # TYPE of {typed}");
+            assert_eq!(labels.get(*sample), Some(keys), "{accept}: labels of {sample}");
+        }
+        assert_eq!(text.trim_end().ends_with("# EOF"), openmetrics, "{accept}: only OpenMetrics ends with # EOF");
     }
-    assert!(text.trim_end().ends_with("# EOF"), "OpenMetrics text ends with # EOF");
 }
 
 /// At drain, a fit still waiting in the queue never runs: its model ends failed with a

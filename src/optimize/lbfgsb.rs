@@ -152,7 +152,8 @@ pub fn minimize(
         };
         let d: Vec<f64> = z.iter().zip(&x).map(|(a, b)| a - b).collect();
         let gd = dot(&g, &d);
-        if !(gd < 0.0) {
+        // Not a descent direction (or NaN).
+        if gd >= 0.0 || gd.is_nan() {
             if memory.is_empty() {
                 break Stop::LineSearch;
             }

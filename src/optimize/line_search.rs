@@ -89,8 +89,8 @@ impl LineSearch {
         if self.stage == 1 && f <= ftest && g >= 0.0 {
             self.stage = 2;
         }
-        let warned = (self.brackt && (stp <= self.stmin || stp >= self.stmax))
-            || (self.brackt && self.stmax - self.stmin <= XTOL * self.stmax)
+        let warned = (self.brackt
+            && (stp <= self.stmin || stp >= self.stmax || self.stmax - self.stmin <= XTOL * self.stmax))
             || (stp == self.stpmax && f <= ftest && g <= self.gtest)
             || (stp == self.stpmin && (f > ftest || g >= self.gtest));
         if f <= ftest && g.abs() <= GTOL * (-self.ginit) {
@@ -122,8 +122,15 @@ impl LineSearch {
             self.gx = s.dx + gt;
             self.gy = s.dy + gt;
         } else {
-            let mut s =
-                Step { stx: self.stx, fx: self.fx, dx: self.gx, sty: self.sty, fy: self.fy, dy: self.gy, brackt: self.brackt };
+            let mut s = Step {
+                stx: self.stx,
+                fx: self.fx,
+                dx: self.gx,
+                sty: self.sty,
+                fy: self.fy,
+                dy: self.gy,
+                brackt: self.brackt,
+            };
             self.stp = s.take(stp, f, g, self.stmin, self.stmax);
             (self.stx, self.fx, self.gx, self.sty, self.fy, self.gy, self.brackt) =
                 (s.stx, s.fx, s.dx, s.sty, s.fy, s.dy, s.brackt);
@@ -145,8 +152,8 @@ impl LineSearch {
         }
         self.stp = self.stp.max(self.stpmin).min(self.stpmax);
         // With no further progress possible, fall back to the best step so far.
-        if (self.brackt && (self.stp <= self.stmin || self.stp >= self.stmax))
-            || (self.brackt && self.stmax - self.stmin <= XTOL * self.stmax)
+        if self.brackt
+            && (self.stp <= self.stmin || self.stp >= self.stmax || self.stmax - self.stmin <= XTOL * self.stmax)
         {
             self.stp = self.stx;
         }

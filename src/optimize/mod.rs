@@ -101,6 +101,8 @@ mod tests {
         v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()
     }
 
+    type Objective = fn(&[f64]) -> Option<(f64, Vec<f64>)>;
+
     fn chained_rosenbrock(x: &[f64]) -> Option<(f64, Vec<f64>)> {
         let mut f = 0.0;
         let mut g = vec![0.0; x.len()];
@@ -117,12 +119,11 @@ mod tests {
         // A = tridiag(-1, 2.1, -1), b = (1, ..., n), as the fixtures script.
         let n = x.len();
         let ax: Vec<f64> = (0..n)
-            .map(|i| {
-                2.1 * x[i] - if i > 0 { x[i - 1] } else { 0.0 } - if i + 1 < n { x[i + 1] } else { 0.0 }
-            })
+            .map(|i| 2.1 * x[i] - if i > 0 { x[i - 1] } else { 0.0 } - if i + 1 < n { x[i + 1] } else { 0.0 })
             .collect();
         let b: Vec<f64> = (1..=n).map(|i| i as f64).collect();
-        let f = 0.5 * x.iter().zip(&ax).map(|(a, b)| a * b).sum::<f64>() - x.iter().zip(&b).map(|(a, b)| a * b).sum::<f64>();
+        let f = 0.5 * x.iter().zip(&ax).map(|(a, b)| a * b).sum::<f64>()
+            - x.iter().zip(&b).map(|(a, b)| a * b).sum::<f64>();
         Some((f, ax.iter().zip(&b).map(|(a, b)| a - b).collect()))
     }
 
@@ -136,7 +137,7 @@ mod tests {
         assert!(runs.len() >= 6);
         for run in runs {
             let name = run["name"].as_str().unwrap();
-            let f: fn(&[f64]) -> Option<(f64, Vec<f64>)> = match run["function"].as_str().unwrap() {
+            let f: Objective = match run["function"].as_str().unwrap() {
                 "chained_rosenbrock" => chained_rosenbrock,
                 "bounded_quadratic" => bounded_quadratic,
                 other => panic!("unknown function {other}"),
@@ -146,9 +147,7 @@ mod tests {
                 None => vec![(f64::NEG_INFINITY, f64::INFINITY); x0.len()],
                 Some(b) => b
                     .iter()
-                    .map(|p| {
-                        (p[0].as_f64().unwrap_or(f64::NEG_INFINITY), p[1].as_f64().unwrap_or(f64::INFINITY))
-                    })
+                    .map(|p| (p[0].as_f64().unwrap_or(f64::NEG_INFINITY), p[1].as_f64().unwrap_or(f64::INFINITY)))
                     .collect(),
             };
             let scipy_rules = Options { refine_ftol: Options::default().ftol, ..Options::default() };
