@@ -47,13 +47,13 @@ def pointer(path):
 def examples(node, path=()):
     """(where, instance, path of the schema it must satisfy) for every example."""
     if isinstance(node, dict):
-        if "example" in node and "schema" in node:  # a media type or a parameter
-            yield pointer(path + ("example",)), node["example"], path + ("schema",)
-        for name, ex in (node.get("examples") or {}).items() if "schema" in node else ():
-            if isinstance(ex, dict) and "value" in ex:
+        if "schema" in node:  # a media type or a parameter: its examples meet its schema
+            if "example" in node:
+                yield pointer(path + ("example",)), node["example"], path + ("schema",)
+            for name, ex in (node.get("examples") or {}).items():
                 yield pointer(path + ("examples", name)), ex["value"], path + ("schema",)
-        if "example" in node and "schema" not in node and path and path[-1] != "properties":
-            yield pointer(path + ("example",)), node["example"], path  # a schema's own
+        elif "example" in node and path[-1:] != ("properties",):  # a schema's own example
+            yield pointer(path + ("example",)), node["example"], path
         for k, v in node.items():
             if k not in ("example", "examples"):
                 yield from examples(v, path + (k,))

@@ -1,0 +1,236 @@
+//! A fitted model as plain data for the durable store, and back: [`StoredFit`] is what
+//! the store's file format carries, [`FittedModel`] the closed set of fitted models the
+//! service dispatches over.
+
+use super::{
+    ClassLabels, GaussianProcess, GaussianProcessModel, GpClassifier, GpClassifierModel, KernelLogistic,
+    KernelLogisticModel, KernelPerceptron, KernelPerceptronModel, KernelRidge, KernelRidgeModel, ModelKind,
+    NadarayaWatson, NadarayaWatsonModel, Predictor, RbfNetwork, RbfNetworkModel, Svm, SvmModel, TrainingReport,
+};
+use crate::kernel::{Kernel, Points};
+use crate::spec::FieldError;
+use nalgebra::DMatrix;
+use serde::Serialize;
+use serde_json::Value;
+
+/// A fitted model's state in plain data, for the durable store. Kernel, params and the
+/// training report travel as their JSON text (re-checked on load); arrays as f64,
+/// bit-exact.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct StoredFit {
+    pub kind: String,
+    pub kernel: String,
+    pub params: String,
+    pub report: String,
+    /// Training points, d x n column-major.
+    pub d: u64,
+    pub x: Vec<f64>,
+    pub alpha: Vec<f64>,
+    /// GP only: the Cholesky factor (n x n column-major), its jitter, y normalisation.
+    pub factor: Vec<f64>,
+    pub jitter: f64,
+    pub y_mean: f64,
+    pub y_std: f64,
+    /// JSON text of the classes ("null" for regression).
+    pub classes: String,
+    /// Further named arrays a model needs (format version 2).
+    pub arrays: Vec<(String, Vec<f64>)>,
+}
+
+/// A stored fit's named arrays, taken out one by one on restore.
+pub(crate) struct StoredArrays(Vec<(String, Vec<f64>)>);
+
+impl StoredArrays {
+    /// The array called `name`, checked to have `len` entries when given.
+    pub(crate) fn take(&mut self, name: &str, len: Option<usize>) -> Result<Vec<f64>, RestoreError> {
+        let at =
+            self.0.iter().position(|(n, _)| n == name).ok_or_else(|| RestoreError(format!("no array `{name}`")))?;
+        let (_, values) = self.0.swap_remove(at);
+        match len {
+            Some(len) if values.len() != len => {
+                Err(RestoreError(format!("array `{name}` has {} entries, expected {len}", values.len())))
+            }
+            _ => Ok(values),
+        }
+    }
+}
+
+/// Why stored state could not be turned back into a model.
+#[derive(Debug, thiserror::Error)]
+#[error("stored model is inconsistent: {0}")]
+pub struct RestoreError(pub String);
+
+impl StoredFit {
+    fn take_points(&mut self) -> Result<Points, RestoreError> {
+        let d = self.d as usize;
+        if d == 0 || self.x.len() % d != 0 || self.x.is_empty() {
+            return Err(RestoreError(format!("{} values do not make points of dimension {d}", self.x.len())));
+        }
+        let x = std::mem::take(&mut self.x);
+        Ok(Points::from_columns(DMatrix::from_vec(d, x.len() / d, x)))
+    }
+
+    fn kernel(&self) -> Result<Kernel, RestoreError> {
+        let v: Value = serde_json::from_str(&self.kernel).map_err(|e| RestoreError(format!("kernel: {e}")))?;
+        Kernel::from_json(&v).map_err(|e| RestoreError(format!("kernel: {e}")))
+    }
+
+    fn params(&self) -> Result<Value, RestoreError> {
+        serde_json::from_str(&self.params).map_err(|e| RestoreError(format!("params: {e}")))
+    }
+
+    fn report(&self) -> Result<TrainingReport, RestoreError> {
+        serde_json::from_str(&self.report).map_err(|e| RestoreError(format!("report: {e}")))
+    }
+
+    fn classes(&self) -> Result<ClassLabels, RestoreError> {
+        let v: Value = serde_json::from_str(&self.classes).map_err(|e| RestoreError(format!("classes: {e}")))?;
+        ClassLabels::from_json(&v).map_err(|e| RestoreError(format!("classes: {e}")))
+    }
+}
+
+/// A fitted model of any kind.
+#[derive(Debug, Clone)]
+pub enum FittedModel {
+    KernelRidge(KernelRidgeModel),
+    GaussianProcess(GaussianProcessModel),
+    Svm(SvmModel),
+    KernelPerceptron(KernelPerceptronModel),
+    KernelLogistic(KernelLogisticModel),
+    GpClassifier(GpClassifierModel),
+    NadarayaWatson(NadarayaWatsonModel),
+    RbfNetwork(RbfNetworkModel),
+}
+
+impl FittedModel {
+    pub fn kind(&self) -> ModelKind {
+        match self {
+            FittedModel::KernelRidge(_) => ModelKind::KernelRidge,
+            FittedModel::GaussianProcess(_) => ModelKind::GaussianProcess,
+            FittedModel::Svm(_) => ModelKind::Svm,
+            FittedModel::KernelPerceptron(_) => ModelKind::KernelPerceptron,
+            FittedModel::KernelLogistic(_) => ModelKind::KernelLogistic,
+            FittedModel::GpClassifier(_) => ModelKind::GpClassifier,
+            FittedModel::NadarayaWatson(_) => ModelKind::NadarayaWatson,
+            FittedModel::RbfNetwork(_) => ModelKind::RbfNetwork,
+        }
+    }
+
+    pub fn predictor(&self) -> &dyn Predictor {
+        match self {
+            FittedModel::KernelRidge(m) => m,
+            FittedModel::GaussianProcess(m) => m,
+            FittedModel::Svm(m) => m,
+            FittedModel::KernelPerceptron(m) => m,
+            FittedModel::KernelLogistic(m) => m,
+            FittedModel::GpClassifier(m) => m,
+            FittedModel::NadarayaWatson(m) => m,
+            FittedModel::RbfNetwork(m) => m,
+        }
+    }
+
+    /// The state to store.
+    pub fn to_stored(&self) -> StoredFit {
+        let p = self.predictor();
+        let mut s = StoredFit {
+            kind: self.kind().name().to_string(),
+            kernel: p.kernel().to_json().to_string(),
+            params: p.params_json().to_string(),
+            report: serde_json::to_string(p.report()).expect("a report serialises"),
+            d: p.n_features() as u64,
+            x: Vec::new(),
+            alpha: Vec::new(),
+            factor: Vec::new(),
+            jitter: 0.0,
+            y_mean: 0.0,
+            y_std: 1.0,
+            classes: p.classes().map_or(Value::Null, ClassLabels::to_json).to_string(),
+            arrays: Vec::new(),
+        };
+        match self {
+            FittedModel::KernelRidge(m) => m.store_into(&mut s),
+            FittedModel::GaussianProcess(m) => m.store_into(&mut s),
+            FittedModel::Svm(m) => m.store_into(&mut s),
+            FittedModel::KernelPerceptron(m) => m.store_into(&mut s),
+            FittedModel::KernelLogistic(m) => m.store_into(&mut s),
+            FittedModel::GpClassifier(m) => m.store_into(&mut s),
+            FittedModel::NadarayaWatson(m) => m.store_into(&mut s),
+            FittedModel::RbfNetwork(m) => m.store_into(&mut s),
+        }
+        s
+    }
+
+    /// The model a stored state describes, checked for consistency. Takes the arrays
+    /// over rather than copying them (a GP's factor is n^2 values).
+    pub fn from_stored(mut s: StoredFit) -> Result<FittedModel, RestoreError> {
+        let kind = ModelKind::from_name(&s.kind).ok_or_else(|| RestoreError(format!("unknown model {}", s.kind)))?;
+        let (kernel, params, report) = (s.kernel()?, s.params()?, s.report()?);
+        let x = s.take_points()?;
+        let bad = |e: FieldError| RestoreError(format!("params: {e}"));
+        let arrays = StoredArrays(std::mem::take(&mut s.arrays));
+        match kind {
+            ModelKind::Svm => {
+                let spec = Svm::from_json(kernel, &params, "/params").map_err(bad)?;
+                return Ok(FittedModel::Svm(SvmModel::restore(spec, s.classes()?, x, arrays, report)?));
+            }
+            ModelKind::KernelPerceptron => {
+                let spec = KernelPerceptron::from_json(kernel, &params, "/params").map_err(bad)?;
+                let m = KernelPerceptronModel::restore(spec, s.classes()?, x, arrays, report)?;
+                return Ok(FittedModel::KernelPerceptron(m));
+            }
+            ModelKind::KernelLogistic => {
+                let spec = KernelLogistic::from_json(kernel, &params, "/params").map_err(bad)?;
+                let m = KernelLogisticModel::restore(spec, s.classes()?, x, arrays, report)?;
+                return Ok(FittedModel::KernelLogistic(m));
+            }
+            ModelKind::GpClassifier => {
+                let spec = GpClassifier::from_json(kernel, &params, "/params").map_err(bad)?;
+                let m = GpClassifierModel::restore(spec, s.classes()?, x, arrays, report)?;
+                return Ok(FittedModel::GpClassifier(m));
+            }
+            _ => {}
+        }
+        if s.alpha.len() != x.n() {
+            return Err(RestoreError(format!("{} coefficients for {} points", s.alpha.len(), x.n())));
+        }
+        match kind {
+            ModelKind::KernelRidge => {
+                let spec = KernelRidge::from_json(kernel, &params, "/params").map_err(bad)?;
+                Ok(FittedModel::KernelRidge(KernelRidgeModel::restore(spec, x, s.alpha, report)))
+            }
+            ModelKind::NadarayaWatson => {
+                let spec = NadarayaWatson::from_json(kernel, &params, "/params").map_err(bad)?;
+                Ok(FittedModel::NadarayaWatson(NadarayaWatsonModel::restore(spec, x, s.alpha, report)))
+            }
+            ModelKind::RbfNetwork => {
+                let spec = RbfNetwork::from_json(kernel, &params, "/params").map_err(bad)?;
+                Ok(FittedModel::RbfNetwork(RbfNetworkModel::restore(spec, x, s.alpha, report)))
+            }
+            ModelKind::GaussianProcess => {
+                let spec = GaussianProcess::from_json(kernel, &params, "/params").map_err(bad)?;
+                let n = x.n();
+                if s.factor.len() != n * n {
+                    return Err(RestoreError(format!("factor has {} entries, expected {}", s.factor.len(), n * n)));
+                }
+                let factor = crate::linalg::Cholesky::from_factor(DMatrix::from_vec(n, n, s.factor), s.jitter);
+                Ok(FittedModel::GaussianProcess(GaussianProcessModel::restore(
+                    spec, x, s.alpha, factor, s.y_mean, s.y_std, report,
+                )))
+            }
+            other => Err(RestoreError(format!("model {} cannot be stored", other.name()))),
+        }
+    }
+
+    pub fn predictor_mut(&mut self) -> &mut dyn Predictor {
+        match self {
+            FittedModel::KernelRidge(m) => m,
+            FittedModel::GaussianProcess(m) => m,
+            FittedModel::Svm(m) => m,
+            FittedModel::KernelPerceptron(m) => m,
+            FittedModel::KernelLogistic(m) => m,
+            FittedModel::GpClassifier(m) => m,
+            FittedModel::NadarayaWatson(m) => m,
+            FittedModel::RbfNetwork(m) => m,
+        }
+    }
+}
