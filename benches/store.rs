@@ -5,7 +5,7 @@ mod common;
 
 use common::points;
 use mercer::config::Config;
-use mercer::service::{Service, Target, TrainInput};
+use mercer::service::{Service, Target, TrainInput, TrainSource};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Instant;
@@ -27,8 +27,7 @@ fn main() {
             model: "gaussian_process".into(),
             kernel: Some(json!({"type": "rbf", "length_scale": 2.0})),
             params: Some(json!({"noise": 0.01})),
-            x: rows.clone(),
-            y: y.clone(),
+            source: TrainSource::Rows { x: rows.clone(), y: y.clone() },
             name: None,
             metadata: None,
         };

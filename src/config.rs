@@ -19,6 +19,8 @@ pub struct Config {
     pub fit_queue: usize,
     pub max_body_bytes: usize,
     pub max_train_rows: usize,
+    pub exact_max_rows: usize,
+    pub max_dataset_bytes: u64,
     pub max_fit_bytes: u64,
     pub log: String,
     pub request_timeout_secs: u64,
@@ -159,7 +161,8 @@ mod tests {
         let c = Config::defaults();
         assert_eq!(c.bind, "127.0.0.1:8080");
         assert_eq!(c.data_dir, "data");
-        assert_eq!((c.fit_queue, c.max_body_bytes, c.max_train_rows), (64, 67_108_864, 50_000));
+        assert_eq!((c.fit_queue, c.max_body_bytes, c.max_train_rows), (64, 67_108_864, 10_000_000));
+        assert_eq!((c.exact_max_rows, c.max_dataset_bytes), (20_000, 4_294_967_296));
         assert_eq!(c.log, "info");
         assert!(c.api_keys().is_empty());
         assert!(c.effective_max_fit_bytes() > 1 << 20, "half of physical memory by default");

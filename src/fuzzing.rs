@@ -6,10 +6,10 @@
 use crate::api::extract::parse_json;
 use crate::api::types::{PredictBody, PredictResponse, TrainBody};
 use crate::config::Config;
-use crate::estimator::{FitContext, FittedModel, PredictOptions, TrainingData};
+use crate::estimator::{FitContext, FittedModel, PredictOptions};
 use crate::kernel::{Kernel, Points};
 use crate::linalg::Parallelism;
-use crate::service::{Service, TrainInput};
+use crate::service::{Service, TrainInput, ValidTraining};
 use serde_json::{json, Value};
 use std::sync::OnceLock;
 
@@ -32,8 +32,8 @@ fn too_costly(params: Option<&Value>) -> bool {
 /// points, serialise the answer and restore the stored state.
 pub fn train_body(data: &[u8]) {
     let Ok(body) = parse_json::<TrainBody>(data) else { return };
-    let input: TrainInput = body.into();
-    let Ok((spec, training)) = service().validate_training(&input) else { return };
+    let Ok(input) = TrainInput::try_from(body) else { return };
+    let Ok(ValidTraining { spec, data: training, .. }) = service().validate_training(&input) else { return };
     if training.x().n() > MAX_FIT_ROWS || too_costly(input.params.as_ref()) {
         return;
     }
@@ -85,6 +85,38 @@ pub fn kernel_json(data: &[u8]) {
     }
 }
 
+/// A dataset upload: CSV (the first byte chooses the target column: none or the first)
+/// or JSON (a first byte of `{`), streamed into the stored form; an accepted upload must
+/// read back whole with the described shape.
+pub fn dataset_upload(data: &[u8]) {
+    use crate::dataset::format::read_dataset;
+    let parsed = if data.first() == Some(&b'{') {
+        crate::dataset::json::ingest(data, Vec::new())
+    } else {
+        let (target, body) = match data.split_first() {
+            Some((b, rest)) if b % 2 == 1 => (Some("a".to_string()), rest),
+            _ => (None, data),
+        };
+        crate::dataset::csv::ingest(body, Vec::new(), crate::dataset::csv::CsvOptions { target, name: None })
+    };
+    let Ok((info, bytes)) = parsed else { return };
+    let back = read_dataset(&bytes[..], bytes.len() as u64).expect("an accepted upload reads back");
+    assert_eq!(back.info, info);
+    assert_eq!(back.x.n() as u64, info.n_rows);
+    assert!(back.x.as_matrix().iter().all(|v| v.is_finite()));
+}
+
+/// A CSV predict body, by position and by name.
+pub fn predict_csv(data: &[u8]) {
+    let names = ["a".to_string(), "b".to_string()];
+    for features in [None, Some(&names[..])] {
+        if let Ok(q) = crate::dataset::csv::read_query(data, features, 2) {
+            assert_eq!(q.d(), 2);
+            assert!(q.n() > 0 && q.as_matrix().iter().all(|v| v.is_finite()));
+        }
+    }
+}
+
 fn answer(model: &FittedModel, x: &Points, opts: &PredictOptions) {
     let p = model.predictor().predict(x, opts, Parallelism::Sequential);
     let body = PredictResponse::new(p, model.predictor().classes());
@@ -112,8 +144,9 @@ fn models() -> &'static [FittedModel] {
         bodies
             .iter()
             .map(|b| {
-                let input: TrainInput = serde_json::from_value::<TrainBody>(b.clone()).expect("a valid body").into();
-                let (spec, data): (_, TrainingData) = service().validate_training(&input).expect("a valid body");
+                let body = serde_json::from_value::<TrainBody>(b.clone()).expect("a valid body");
+                let input = TrainInput::try_from(body).expect("a valid body");
+                let ValidTraining { spec, data, .. } = service().validate_training(&input).expect("a valid body");
                 spec.fit(&data, &FitContext::sequential()).expect("the seed models fit")
             })
             .collect()

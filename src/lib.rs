@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod config;
+pub mod dataset;
 pub mod estimator;
 #[doc(hidden)]
 pub mod fuzzing;

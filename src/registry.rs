@@ -74,6 +74,17 @@ impl ModelState {
     }
 }
 
+/// Where a model's training rows came from, as far as clients need to know.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Origin {
+    /// The uploaded dataset it was fitted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<Uuid>,
+    /// The dataset's CSV feature columns: CSV predict bodies are matched by these names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub features: Option<Vec<String>>,
+}
+
 /// One model and everything known about it.
 #[derive(Debug)]
 pub struct ModelEntry {
@@ -87,6 +98,7 @@ pub struct ModelEntry {
     /// The kernel and params as requested (with defaults), shown until the fit is ready.
     pub requested_kernel: Value,
     pub requested_params: Value,
+    pub origin: Origin,
     pub cancel: CancelToken,
     state: RwLock<ModelState>,
     /// Follows `state`'s status, so that waiters need not poll.
@@ -114,6 +126,7 @@ impl ModelEntry {
             n_features,
             requested_kernel,
             requested_params,
+            origin: Origin::default(),
             cancel: CancelToken::default(),
             state: RwLock::new(ModelState::Queued),
             status_tx: tokio::sync::watch::Sender::new(Status::Queued),
@@ -144,6 +157,7 @@ impl ModelEntry {
             n_features,
             requested_kernel: kernel,
             requested_params: params,
+            origin: Origin::default(),
             cancel: CancelToken::default(),
             state: RwLock::new(ModelState::Ready(Arc::new(fitted))),
             status_tx: tokio::sync::watch::Sender::new(Status::Ready),

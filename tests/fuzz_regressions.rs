@@ -34,3 +34,13 @@ fn predict_body_inputs() {
 fn kernel_json_inputs() {
     replay("kernel_json", mercer::fuzzing::kernel_json);
 }
+
+#[test]
+fn dataset_upload_inputs() {
+    replay("dataset_upload", mercer::fuzzing::dataset_upload);
+}
+
+#[test]
+fn predict_csv_inputs() {
+    replay("predict_csv", mercer::fuzzing::predict_csv);
+}

@@ -56,7 +56,8 @@ async fn every_route_is_served_and_other_methods_are_405() {
                 assert_ne!(status, 405, "{m} {path} is served");
                 if status == 404 {
                     let (_, p) = problem(r).await;
-                    assert!(p["detail"].as_str().unwrap().starts_with("no model"), "{m} {path}: {p}");
+                    let want = if path.starts_with("/datasets") { "no dataset" } else { "no model" };
+                    assert!(p["detail"].as_str().unwrap().starts_with(want), "{m} {path}: {p}");
                 }
             } else if !spec_operations().contains(&(m.to_string(), path.clone())) {
                 assert_eq!(status, 405, "{m} {path} is not in the spec");

@@ -97,7 +97,7 @@ mod tests {
     fn pointers_name_the_offending_place() {
         assert_eq!(pointer_of(r#"{"model":"kernel_ridge","x":[[1,2],[3,"a"]],"y":[1,2]}"#), "/x/1/1");
         assert_eq!(pointer_of(r#"{"model":"kernel_ridge","x":[[1e400]],"y":[1]}"#), "/x/0/0");
-        assert_eq!(pointer_of(r#"{"model":"kernel_ridge","y":[1]}"#), "/x");
+        assert_eq!(pointer_of(r#"{"x":[[1]],"y":[1]}"#), "/model");
         assert_eq!(pointer_of(r#"{"model":"kernel_ridge","x":[[1]],"y":[1],"colour":1}"#), "/colour");
         assert_eq!(pointer_of(r#"{"model":"kernel_ridge","x":[[1]],"y":[true]}"#), "/y/0");
         assert_eq!(pointer_of(r#"not json"#), "");

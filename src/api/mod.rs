@@ -1,6 +1,7 @@
 //! The HTTP layer: routes, request/response types, problem+json errors, middleware.
 //! It knows nothing of linear algebra; every route calls into [`crate::service`].
 
+pub mod datasets;
 pub mod extract;
 pub mod middleware;
 pub mod models;
@@ -27,7 +28,7 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Every route the router serves: method, path, and whether it needs the API key.
 /// openapi.yaml must list exactly these (tests/spec_routes.rs checks both directions).
-pub const ROUTES: [(&str, &str, bool); 9] = [
+pub const ROUTES: [(&str, &str, bool); 13] = [
     ("GET", "/healthz", false),
     ("GET", "/readyz", false),
     ("GET", "/metrics", false),
@@ -37,10 +38,21 @@ pub const ROUTES: [(&str, &str, bool); 9] = [
     ("GET", "/models/{id}", true),
     ("DELETE", "/models/{id}", true),
     ("POST", "/models/{id}/predict", true),
+    ("POST", "/datasets", true),
+    ("GET", "/datasets", true),
+    ("GET", "/datasets/{id}", true),
+    ("DELETE", "/datasets/{id}", true),
 ];
 
-fn handler(method: &str, path: &str) -> MethodRouter<Arc<Service>> {
-    match (method, path) {
+/// The route's handler; every body but an upload's is bounded by `body_limit`
+/// (`MERCER_MAX_BODY_BYTES`): datasets stream under their own limit.
+fn handler(method: &str, path: &str, body_limit: usize) -> MethodRouter<Arc<Service>> {
+    let bounded = |r: MethodRouter<Arc<Service>>| r.layer(RequestBodyLimitLayer::new(body_limit));
+    bounded(match (method, path) {
+        ("POST", "/datasets") => return post(datasets::create),
+        ("GET", "/datasets") => get(datasets::list),
+        ("GET", "/datasets/{id}") => get(datasets::get),
+        ("DELETE", "/datasets/{id}") => delete(datasets::delete),
         ("GET", "/healthz") => get(ops::healthz),
         ("GET", "/readyz") => get(ops::readyz),
         ("GET", "/metrics") => get(ops::metrics),
@@ -51,11 +63,11 @@ fn handler(method: &str, path: &str) -> MethodRouter<Arc<Service>> {
         ("DELETE", "/models/{id}") => delete(models::delete),
         ("POST", "/models/{id}/predict") => post(models::predict),
         _ => unreachable!("ROUTES names only routes with a handler: {method} {path}"),
-    }
+    })
 }
 
 /// The routes of ROUTES with (or without) the API key, one method router per path.
-fn routes(with_key: bool) -> Router<Arc<Service>> {
+fn routes(with_key: bool, body_limit: usize) -> Router<Arc<Service>> {
     let mut router = Router::new();
     let mut paths: Vec<&str> = ROUTES.iter().filter(|r| r.2 == with_key).map(|r| r.1).collect();
     paths.sort_unstable();
@@ -64,7 +76,7 @@ fn routes(with_key: bool) -> Router<Arc<Service>> {
         let methods = ROUTES
             .iter()
             .filter(|r| r.1 == path && r.2 == with_key)
-            .map(|r| handler(r.0, r.1))
+            .map(|r| handler(r.0, r.1, body_limit))
             .reduce(MethodRouter::merge)
             .expect("a listed path has a method");
         router = router.route(path, methods);
@@ -78,8 +90,9 @@ pub fn router(service: Arc<Service>) -> Router {
     let keys = middleware::ApiKeys(Arc::new(config.api_keys().into_iter().map(String::into_bytes).collect()));
     let limit = config.max_body_bytes;
 
-    let models = routes(true).route_layer(axum::middleware::from_fn_with_state(keys, middleware::require_bearer));
-    let open = routes(false);
+    let models =
+        routes(true, limit).route_layer(axum::middleware::from_fn_with_state(keys, middleware::require_bearer));
+    let open = routes(false, limit);
 
     Router::new()
         .merge(models)
@@ -102,8 +115,7 @@ pub fn router(service: Arc<Service>) -> Router {
                     Duration::from_secs(config.request_timeout_secs),
                 ))
                 .layer(axum::Extension(extract::BodyLimit(limit)))
-                .layer(DefaultBodyLimit::disable())
-                .layer(RequestBodyLimitLayer::new(limit)),
+                .layer(DefaultBodyLimit::disable()),
         )
         .with_state(service)
 }

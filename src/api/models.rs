@@ -2,9 +2,10 @@
 
 use super::extract::JsonBody;
 use super::problem::ApiError;
-use super::types::{ModelList, ModelResource, PredictBody, PredictResponse, TrainBody, TrainQuery};
+use super::types::{ModelList, ModelResource, PredictBody, PredictQuery, PredictResponse, TrainBody, TrainQuery};
 use crate::estimator::PredictOptions;
-use crate::service::{Service, ServiceError, TrainOutcome};
+use crate::service::{QueryRows, Service, ServiceError, TrainInput, TrainOutcome};
+use axum::body::Bytes;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{FromRequest, Path, Query, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -22,7 +23,8 @@ pub async fn create(
     // Shed before reading the body when the pool is full or the server is draining.
     service.admission()?;
     let JsonBody(body) = JsonBody::<TrainBody>::from_request(request, &service).await?;
-    let (status, entry) = match service.train(body.into(), query.wait).await? {
+    let input = TrainInput::try_from(body)?;
+    let (status, entry) = match service.train(input, query.wait).await? {
         TrainOutcome::Ready(e) => (StatusCode::CREATED, e),
         TrainOutcome::Accepted(e) => (StatusCode::ACCEPTED, e),
     };
@@ -56,19 +58,58 @@ pub async fn delete(
 pub async fn predict(
     State(service): State<Arc<Service>>,
     id: Result<Path<String>, PathRejection>,
-    JsonBody(body): JsonBody<PredictBody>,
-) -> Result<Json<PredictResponse>, ApiError> {
+    request: Request,
+) -> Result<Response, ApiError> {
     let id = model_id(id)?;
+    let wants_csv = request
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.to_ascii_lowercase().contains("text/csv"));
     let defaults = PredictOptions::default();
-    let opts = PredictOptions {
-        variance: body.variance.unwrap_or(defaults.variance),
-        covariance: body.covariance.unwrap_or(defaults.covariance),
-        include_noise: body.include_noise.unwrap_or(defaults.include_noise),
-        probabilities: body.probabilities.unwrap_or(defaults.probabilities),
+    let (rows, opts) = if super::datasets::is_csv(request.headers()) {
+        // A CSV body carries the options in the query string.
+        let q: PredictQuery = match request.uri().query() {
+            None => PredictQuery::default(),
+            Some(_) => {
+                Query::<PredictQuery>::try_from_uri(request.uri())
+                    .map_err(|e| ApiError::BadQuery(format!("invalid query: {}", e.body_text())))?
+                    .0
+            }
+        };
+        let limit = request.extensions().get::<super::extract::BodyLimit>().map_or(usize::MAX, |l| l.0);
+        let bytes = Bytes::from_request(request, &service).await.map_err(|r| {
+            if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::BodyTooLarge { limit }
+            } else {
+                ApiError::MalformedBody { pointer: String::new(), message: format!("cannot read the body: {r}") }
+            }
+        })?;
+        let opts = PredictOptions {
+            variance: q.variance.unwrap_or(defaults.variance),
+            covariance: false,
+            include_noise: q.include_noise.unwrap_or(defaults.include_noise),
+            probabilities: q.probabilities.unwrap_or(defaults.probabilities),
+        };
+        (QueryRows::Csv(bytes.to_vec()), opts)
+    } else {
+        let JsonBody(body) = JsonBody::<PredictBody>::from_request(request, &service).await?;
+        let opts = PredictOptions {
+            variance: body.variance.unwrap_or(defaults.variance),
+            covariance: body.covariance.unwrap_or(defaults.covariance),
+            include_noise: body.include_noise.unwrap_or(defaults.include_noise),
+            probabilities: body.probabilities.unwrap_or(defaults.probabilities),
+        };
+        (QueryRows::Json(body.x), opts)
     };
-    let (entry, prediction) = service.predict(id, body.x, opts).await?;
+    let (entry, prediction) = service.predict(id, rows, opts).await?;
     let fitted = entry.fitted();
-    Ok(Json(PredictResponse::new(prediction, fitted.as_ref().and_then(|f| f.predictor().classes()))))
+    let answer = PredictResponse::new(prediction, fitted.as_ref().and_then(|f| f.predictor().classes()));
+    if wants_csv {
+        let csv = HeaderValue::from_static("text/csv; charset=utf-8");
+        return Ok(([(header::CONTENT_TYPE, csv)], answer.to_csv()).into_response());
+    }
+    Ok(Json(answer).into_response())
 }
 
 /// A path segment that is not a UUID names no model: 404, as for an unknown UUID.

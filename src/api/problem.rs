@@ -115,8 +115,8 @@ impl ApiError {
                     Problem::new(status, slug, f.to_string()).with_field(f.pointer.clone(), f.message.clone())
                 }
                 ServiceError::TooLarge { detail } => Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "too-large", detail),
-                ServiceError::NotFound(id) => {
-                    Problem::new(StatusCode::NOT_FOUND, "not-found", format!("no model with id {id}"))
+                ServiceError::NotFound(_) | ServiceError::DatasetNotFound(_) => {
+                    Problem::new(StatusCode::NOT_FOUND, "not-found", e.to_string())
                 }
                 ServiceError::NotReady { .. } => Problem::new(StatusCode::CONFLICT, "not-ready", e.to_string()),
                 ServiceError::QueueFull { retry_after } => Problem::new(

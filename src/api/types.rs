@@ -1,9 +1,11 @@
 //! Request and response bodies of the contract (../shared/API.md).
 
 use super::problem::Problem;
+use crate::dataset::DatasetInfo;
 use crate::estimator::{ClassLabels, Decision, Prediction, TrainingReport};
 use crate::registry::{ModelEntry, ModelState};
-use crate::service::{Target, TrainInput};
+use crate::service::{Target, TrainInput, TrainSource};
+use crate::spec::FieldError;
 use nalgebra::DMatrix;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -17,25 +19,41 @@ pub struct TrainBody {
     pub kernel: Option<Value>,
     #[serde(default)]
     pub params: Option<Value>,
-    pub x: Vec<Vec<f64>>,
-    pub y: Vec<Target>,
+    #[serde(default)]
+    pub x: Option<Vec<Vec<f64>>>,
+    #[serde(default)]
+    pub y: Option<Vec<Target>>,
+    /// An uploaded dataset's id, instead of x and y.
+    #[serde(default)]
+    pub dataset: Option<String>,
     #[serde(default)]
     pub name: Option<String>,
     #[serde(default)]
     pub metadata: Option<Value>,
 }
 
-impl From<TrainBody> for TrainInput {
-    fn from(b: TrainBody) -> TrainInput {
-        TrainInput {
+impl TryFrom<TrainBody> for TrainInput {
+    type Error = FieldError;
+
+    /// The rows come either inline (x and y, both required) or from a dataset.
+    fn try_from(b: TrainBody) -> Result<TrainInput, FieldError> {
+        let source = match (b.dataset, b.x, b.y) {
+            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
+                return Err(FieldError::invalid("/dataset", "give either a dataset or x and y, not both"))
+            }
+            (Some(id), None, None) => TrainSource::Dataset(id),
+            (None, None, _) => return Err(FieldError::shape("/x", "missing field `x` (or name a `dataset`)")),
+            (None, Some(_), None) => return Err(FieldError::shape("/y", "missing field `y`")),
+            (None, Some(x), Some(y)) => TrainSource::Rows { x, y },
+        };
+        Ok(TrainInput {
             model: b.model,
             kernel: b.kernel,
             params: b.params,
-            x: b.x,
-            y: b.y,
+            source,
             name: b.name,
             metadata: b.metadata,
-        }
+        })
     }
 }
 
@@ -143,6 +161,11 @@ pub struct ModelResource {
     pub metadata: Option<Value>,
     pub created_at: String,
     pub memory_bytes: usize,
+    /// The dataset it was fitted on, and that dataset's feature columns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub features: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<Problem>,
 }
@@ -166,6 +189,8 @@ impl ModelResource {
             metadata: e.metadata.clone(),
             created_at: humantime::format_rfc3339_millis(e.created_at).to_string(),
             memory_bytes: 0,
+            dataset: e.origin.dataset.map(|d| d.to_string()),
+            features: e.origin.features.clone(),
             error: None,
         };
         match state {
@@ -188,4 +213,95 @@ impl ModelResource {
 #[derive(Debug, Serialize)]
 pub struct ModelList {
     pub models: Vec<ModelResource>,
+}
+
+/// The dataset resource of the contract.
+#[derive(Debug, Serialize)]
+pub struct DatasetResource {
+    pub id: String,
+    pub name: Option<String>,
+    pub n_rows: u64,
+    pub n_features: Option<u64>,
+    pub features: Option<Vec<String>>,
+    pub target: Option<String>,
+    pub target_kind: &'static str,
+    pub bytes: u64,
+    pub created_at: String,
+}
+
+impl DatasetResource {
+    pub fn of(d: &DatasetInfo) -> DatasetResource {
+        DatasetResource {
+            id: d.id.to_string(),
+            name: d.name.clone(),
+            n_rows: d.n_rows,
+            n_features: d.n_features,
+            features: d.features.clone(),
+            target: d.target.clone(),
+            target_kind: d.target_kind.name(),
+            bytes: d.bytes,
+            created_at: humantime::format_rfc3339_millis(d.created_at()).to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct DatasetList {
+    pub datasets: Vec<DatasetResource>,
+}
+
+/// Query of POST /datasets.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetQuery {
+    #[serde(default)]
+    pub target: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// Query of a CSV predict body: the options a JSON body would carry.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PredictQuery {
+    #[serde(default)]
+    pub variance: Option<bool>,
+    #[serde(default)]
+    pub include_noise: Option<bool>,
+    #[serde(default)]
+    pub probabilities: Option<bool>,
+}
+
+/// A class label or number as a CSV cell.
+fn cell(v: &Value) -> String {
+    v.as_str().map_or_else(|| v.to_string(), String::from)
+}
+
+impl PredictResponse {
+    /// The answer as CSV: `prediction`, then `variance` and `std`, or one `p_<class>`
+    /// column per class. Numbers are written in full (shortest round-trip form).
+    pub fn to_csv(&self) -> Vec<u8> {
+        let num = |x: &f64| format!("{x:?}");
+        let mut header = vec!["prediction".to_string()];
+        let mut columns: Vec<Vec<String>> = vec![match &self.predictions {
+            Predictions::Values(v) => v.iter().map(num).collect(),
+            Predictions::Labels(l) => l.iter().map(cell).collect(),
+        }];
+        for (name, values) in [("variance", &self.variance), ("std", &self.std)] {
+            if let Some(v) = values {
+                header.push(name.to_string());
+                columns.push(v.iter().map(num).collect());
+            }
+        }
+        if let (Some(p), Some(Value::Array(classes))) = (&self.probabilities, &self.classes) {
+            for (k, c) in classes.iter().enumerate() {
+                header.push(format!("p_{}", cell(c)));
+                columns.push(p.iter().map(|row| num(&row[k])).collect());
+            }
+        }
+        let rows = (0..columns[0].len()).map(|i| columns.iter().map(|c| c[i].clone()).collect());
+        let mut out = Vec::new();
+        crate::dataset::csv::write_table(&mut out, &header, rows);
+        out
+    }
 }

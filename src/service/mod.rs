@@ -2,7 +2,10 @@
 //! checked inputs, queue its fit, wait for it or not, predict, list, delete, drain.
 //!
 //! Handlers call one method here and map its result; every way an operation can fail is
-//! a [`ServiceError`] variant, mapped to a status in one place (`api::problem`).
+//! a [`ServiceError`] variant, mapped to a status in one place (`api::problem`). Models
+//! are here; uploaded datasets in [`datasets`].
+
+pub mod datasets;
 
 use crate::config::Config;
 use crate::estimator::{
@@ -13,8 +16,9 @@ use crate::kernel::{default_kernel, Kernel, Points};
 use crate::linalg::{LinalgError, Parallelism};
 use crate::metrics::{Metrics, StatusLabels};
 use crate::pool::{FitPool, Job, SubmitError};
-use crate::registry::{Failure, FailureKind, ModelEntry, ModelState, Registry, Status};
+use crate::registry::{Failure, FailureKind, ModelEntry, ModelState, Origin, Registry, Status};
 use crate::spec::FieldError;
+use crate::store::datasets::DatasetStore;
 use crate::store::{Store, StoredModel};
 use serde_json::Value;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -32,10 +36,18 @@ pub struct TrainInput {
     pub model: String,
     pub kernel: Option<Value>,
     pub params: Option<Value>,
-    pub x: Vec<Vec<f64>>,
-    pub y: Vec<Target>,
+    pub source: TrainSource,
     pub name: Option<String>,
     pub metadata: Option<Value>,
+}
+
+/// Where a fit's rows come from.
+#[derive(Debug, Clone)]
+pub enum TrainSource {
+    /// `x` and `y` in the request body.
+    Rows { x: Vec<Vec<f64>>, y: Vec<Target> },
+    /// An uploaded dataset, by the id the request gave (checked at validation).
+    Dataset(String),
 }
 
 impl TrainInput {
@@ -43,6 +55,15 @@ impl TrainInput {
     fn into_labels(self) -> (Option<String>, Option<Value>) {
         (self.name, self.metadata)
     }
+}
+
+/// A training request that passed validation: what to fit, on what, and where the rows
+/// came from.
+#[derive(Debug)]
+pub struct ValidTraining {
+    pub spec: ModelSpec,
+    pub data: TrainingData,
+    pub origin: Origin,
 }
 
 #[derive(Debug)]
@@ -61,6 +82,8 @@ pub enum ServiceError {
     TooLarge { detail: String },
     #[error("no model with id {0}")]
     NotFound(Uuid),
+    #[error("no dataset with id {0}")]
+    DatasetNotFound(String),
     #[error("model {id} is {}, not ready", status.name())]
     NotReady { id: Uuid, status: Status },
     #[error("the fit queue is full")]
@@ -87,6 +110,9 @@ pub struct Service {
     pub metrics: Metrics,
     /// The durable store; None keeps models in memory only (empty data_dir).
     store: Option<Store>,
+    datasets: DatasetStore,
+    /// Every stored dataset's description, by id.
+    dataset_catalog: std::sync::RwLock<std::collections::HashMap<Uuid, crate::dataset::DatasetInfo>>,
     ready: tokio::sync::watch::Sender<bool>,
     draining: AtomicBool,
     /// Predictions running on blocking threads now (they compete with fits for cores).
@@ -102,6 +128,7 @@ impl Service {
         let pool = FitPool::new(workers, config.fit_queue);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let store = (!config.data_dir.is_empty()).then(|| Store::open(&config.data_dir));
+        let datasets = DatasetStore::open(&config.data_dir);
         // With a store, not ready until `load_store` has read it back.
         let ready = tokio::sync::watch::Sender::new(store.is_none());
         Service {
@@ -110,6 +137,8 @@ impl Service {
             pool,
             metrics: Metrics::new(),
             store,
+            datasets,
+            dataset_catalog: Default::default(),
             ready,
             draining: AtomicBool::new(false),
             heavy_predicts: AtomicUsize::new(0),
@@ -158,7 +187,8 @@ impl Service {
                 let m = l.model;
                 let metadata = m.metadata.as_deref().and_then(|t| serde_json::from_str(t).ok());
                 let kind = l.fitted.kind();
-                self.registry.insert(Arc::new(ModelEntry::restored(
+                let origin: Origin = serde_json::from_str(&m.extra).unwrap_or_default();
+                let mut entry = ModelEntry::restored(
                     m.id,
                     kind,
                     m.name.clone(),
@@ -167,7 +197,9 @@ impl Service {
                     m.n_train as usize,
                     m.n_features as usize,
                     l.fitted,
-                )));
+                );
+                entry.origin = origin;
+                self.registry.insert(Arc::new(entry));
             }
             tracing::info!(
                 loaded,
@@ -176,6 +208,7 @@ impl Service {
                 "stored models loaded"
             );
         }
+        self.load_datasets();
         self.ready.send_replace(true);
         loaded
     }
@@ -198,8 +231,9 @@ impl Service {
     }
 
     /// Checks a training request and turns it into a model spec and a training set.
-    /// Errors name the offending field with a pointer into the request.
-    pub fn validate_training(&self, input: &TrainInput) -> Result<(ModelSpec, TrainingData), ServiceError> {
+    /// Errors name the offending field with a pointer into the request. Reads the named
+    /// dataset when there is one (blocking: call off the async threads for datasets).
+    pub fn validate_training(&self, input: &TrainInput) -> Result<ValidTraining, ServiceError> {
         let kind = ModelKind::from_name(&input.model).ok_or_else(|| {
             let names: Vec<_> = ModelKind::ALL.iter().map(|k| k.name()).collect();
             FieldError::invalid(
@@ -207,31 +241,35 @@ impl Service {
                 format!("unknown model `{}`; expected one of {}", input.model, names.join(", ")),
             )
         })?;
-        let n = input.x.len();
-        if n == 0 {
-            return Err(FieldError::invalid("/x", "must contain at least one row").into());
+        // The points, each row's target, and where they came from.
+        enum Ys<'a> {
+            Sent(&'a [Target]),
+            Stored(crate::dataset::Targets),
         }
-        if n > self.config.max_train_rows {
-            return Err(ServiceError::TooLarge {
-                detail: format!(
-                    "{n} training rows exceed the limit of {} (MERCER_MAX_TRAIN_ROWS)",
-                    self.config.max_train_rows
-                ),
-            });
-        }
-        let d = check_rows(&input.x, None)?;
-        if input.y.len() != n {
-            return Err(FieldError::invalid("/y", format!("has {} entries but x has {n} rows", input.y.len())).into());
-        }
-        // Encoded before the kernel is read, but held as row indices until the points exist.
-        enum Targets {
-            Values(Vec<f64>),
-            Classes(ClassLabels, Vec<usize>),
-        }
-        let targets = match kind.task() {
-            Task::Regression => Targets::Values(
-                input
-                    .y
+        let (x, ys, origin) = match &input.source {
+            TrainSource::Rows { x, y } => {
+                let n = x.len();
+                if n == 0 {
+                    return Err(FieldError::invalid("/x", "must contain at least one row").into());
+                }
+                self.check_train_rows(n)?;
+                check_rows(x, None)?;
+                if y.len() != n {
+                    return Err(FieldError::invalid("/y", format!("has {} entries but x has {n} rows", y.len())).into());
+                }
+                (Points::from_rows(x), Ys::Sent(y), Origin::default())
+            }
+            TrainSource::Dataset(id) => {
+                let (id, stored) = self.read_dataset_for_fit(id)?;
+                self.check_train_rows(stored.x.n())?;
+                let origin = Origin { dataset: Some(id), features: stored.info.features };
+                (stored.x, Ys::Stored(stored.y), origin)
+            }
+        };
+        let (n, d) = (x.n(), x.d());
+        let data = match (kind.task(), ys) {
+            (Task::Regression, Ys::Sent(y)) => {
+                let y = y
                     .iter()
                     .enumerate()
                     .map(|(i, t)| match t {
@@ -240,11 +278,25 @@ impl Service {
                             Err(FieldError::shape(format!("/y/{i}"), "expected a number: this is a regression model"))
                         }
                     })
-                    .collect::<Result<Vec<f64>, _>>()?,
-            ),
-            Task::Classification => {
-                let (classes, index) = ClassLabels::encode(&input.y)?;
-                Targets::Classes(classes, index)
+                    .collect::<Result<Vec<f64>, _>>()?;
+                TrainingData::Regression(TrainingSet { x, y })
+            }
+            (Task::Regression, Ys::Stored(crate::dataset::Targets::Numeric(y))) => {
+                TrainingData::Regression(TrainingSet { x, y })
+            }
+            (Task::Regression, Ys::Stored(_)) => {
+                return Err(FieldError::invalid(
+                    "/dataset",
+                    format!("the dataset's target holds class labels; {} needs numbers", kind.name()),
+                )
+                .into())
+            }
+            (Task::Classification, ys) => {
+                let (classes, y) = match ys {
+                    Ys::Sent(y) => ClassLabels::encode(y)?,
+                    Ys::Stored(t) => ClassLabels::encode(&t.to_targets())?,
+                };
+                TrainingData::Classification(ClassificationSet { x, y, classes })
             }
         };
         let kernel = match &input.kernel {
@@ -264,12 +316,19 @@ impl Service {
                 ),
             });
         }
-        let x = Points::from_rows(&input.x);
-        let data = match targets {
-            Targets::Values(y) => TrainingData::Regression(TrainingSet { x, y }),
-            Targets::Classes(classes, y) => TrainingData::Classification(ClassificationSet { x, y, classes }),
-        };
-        Ok((spec, data))
+        Ok(ValidTraining { spec, data, origin })
+    }
+
+    fn check_train_rows(&self, n: usize) -> Result<(), ServiceError> {
+        if n > self.config.max_train_rows {
+            return Err(ServiceError::TooLarge {
+                detail: format!(
+                    "{n} training rows exceed the limit of {} (MERCER_MAX_TRAIN_ROWS)",
+                    self.config.max_train_rows
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Validates, registers and queues a fit; with `wait`, waits for it (up to
@@ -278,11 +337,20 @@ impl Service {
         if self.is_draining() {
             return Err(ServiceError::Draining);
         }
-        let (spec, data) = self.validate_training(&input)?;
+        let (valid, input) = if let TrainSource::Dataset(_) = input.source {
+            // Reading a stored dataset is file I/O and decoding: not on the async threads.
+            let service = self.clone();
+            tokio::task::spawn_blocking(move || (service.validate_training(&input), input))
+                .await
+                .map_err(|_| ServiceError::Storage("reading the dataset was interrupted".into()))?
+        } else {
+            (self.validate_training(&input), input)
+        };
+        let ValidTraining { spec, data, origin } = valid?;
         // The rows now live in `data`; the request's copy must not outlive this point,
         // as a synchronous fit can hold this function for minutes.
         let (name, metadata) = input.into_labels();
-        let entry = Arc::new(ModelEntry::new(
+        let mut entry = ModelEntry::new(
             spec.kind(),
             name,
             metadata,
@@ -290,7 +358,9 @@ impl Service {
             data.x().d(),
             spec.kernel().to_json(),
             spec.params_json(),
-        ));
+        );
+        entry.origin = origin;
+        let entry = Arc::new(entry);
         let (done_tx, done_rx) = oneshot::channel::<()>();
         let job = {
             let service = self.clone();
@@ -405,6 +475,7 @@ impl Service {
             n_train: entry.n_train as u64,
             n_features: entry.n_features as u64,
             fit: fitted.to_stored(),
+            extra: serde_json::to_string(&entry.origin).expect("an origin serialises"),
         })
     }
 
@@ -446,14 +517,28 @@ impl Service {
     pub async fn predict(
         self: &Arc<Self>,
         id: Uuid,
-        x: Vec<Vec<f64>>,
+        rows: QueryRows,
         opts: PredictOptions,
     ) -> Result<(Arc<ModelEntry>, Prediction), ServiceError> {
         let entry = self.get(id)?;
         let fitted = entry.fitted().ok_or(ServiceError::NotReady { id, status: entry.status() })?;
-        let m = x.len();
-        let points = self.check_query(&fitted, &x, &opts)?;
-        drop(x);
+        let points = match rows {
+            QueryRows::Json(x) => self.check_query(&fitted, &x, &opts)?,
+            QueryRows::Csv(text) => {
+                let features = entry.origin.features.clone();
+                let d = fitted.predictor().n_features();
+                // Large bodies are parsed off the async threads, as JSON ones are.
+                let small = text.len() <= 256 << 10;
+                let parse = move || crate::dataset::csv::read_query(&text, features.as_deref(), d);
+                let parsed = if small {
+                    parse()
+                } else {
+                    tokio::task::spawn_blocking(parse).await.map_err(|_| ServiceError::Draining)?
+                };
+                parsed?
+            }
+        };
+        let m = points.n();
         let started = Instant::now();
         let cost = fitted.predictor().predict_cost(m, &opts);
         let prediction = if cost <= self.config.predict_inline_max_flops {
@@ -539,6 +624,14 @@ impl Service {
         }
         self.metrics.registry_bytes.set(self.registry.memory_bytes() as i64);
     }
+}
+
+/// A predict request's query rows as sent.
+#[derive(Debug)]
+pub enum QueryRows {
+    Json(Vec<Vec<f64>>),
+    /// A CSV body (header row; columns by name for models fitted on a CSV dataset).
+    Csv(Vec<u8>),
 }
 
 /// Checks that rows are rectangular with d >= 1 features (or exactly `expected`), and

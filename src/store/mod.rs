@@ -1,4 +1,5 @@
-//! The durable store: one file per ready model in the data directory.
+//! The durable store: one file per ready model in the data directory, and the uploaded
+//! datasets beside them ([`datasets`]).
 //!
 //! A file is `MAGIC | version (u32 LE) | payload length (u64 LE) | CRC-32 of the payload
 //! (u32 LE) | payload`, the payload a postcard encoding of [`StoredModel`] (f64 bit-exact).
@@ -7,6 +8,8 @@
 //! that follows at once. At start every file is read back; one that is corrupt,
 //! truncated or of an unknown version is moved to `quarantine/` and skipped, never a
 //! crash.
+
+pub mod datasets;
 
 use crate::estimator::{FittedModel, StoredFit};
 use rayon::prelude::*;
@@ -18,8 +21,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use uuid::Uuid;
 
 const MAGIC: &[u8; 8] = b"MERCERM\0";
-/// 2 added classes and named arrays to [`StoredFit`]; version 1 files still load.
-const VERSION: u32 = 2;
+/// 2 added classes and named arrays to [`StoredFit`]; 3 added [`StoredModel::extra`].
+/// Files of versions 1 and 2 still load.
+const VERSION: u32 = 3;
 const HEADER: usize = 8 + 4 + 8 + 4;
 const EXTENSION: &str = "model";
 
@@ -34,6 +38,9 @@ pub struct StoredModel {
     pub n_train: u64,
     pub n_features: u64,
     pub fit: StoredFit,
+    /// JSON text of an object with the model's other facts (its origin: dataset and
+    /// feature names), so that new facts need no new format version.
+    pub extra: String,
 }
 
 impl StoredModel {
@@ -198,8 +205,8 @@ pub fn decode(bytes: &[u8]) -> Result<StoredModel, String> {
         return Err("not a mercer model file (bad magic or too short)".into());
     }
     let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
-    if version != VERSION && version != 1 {
-        return Err(format!("unknown format version {version} (this build reads 1 and {VERSION})"));
+    if !(1..=VERSION).contains(&version) {
+        return Err(format!("unknown format version {version} (this build reads 1 to {VERSION})"));
     }
     let len = u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes"));
     let crc = u32::from_le_bytes(bytes[20..24].try_into().expect("4 bytes"));
@@ -210,10 +217,10 @@ pub fn decode(bytes: &[u8]) -> Result<StoredModel, String> {
     if crc32fast::hash(payload) != crc {
         return Err("checksum mismatch".into());
     }
-    let decoded = if version == 1 {
-        postcard::from_bytes::<v1::StoredModel>(payload).map(v1::StoredModel::upgrade)
-    } else {
-        postcard::from_bytes(payload)
+    let decoded = match version {
+        1 => postcard::from_bytes::<v1::StoredModel>(payload).map(v1::StoredModel::upgrade),
+        2 => postcard::from_bytes::<v2::StoredModel>(payload).map(v2::StoredModel::upgrade),
+        _ => postcard::from_bytes(payload),
     };
     decoded.map_err(|e| format!("cannot decode: {e}"))
 }
@@ -274,12 +281,45 @@ mod v1 {
                     classes: "null".into(),
                     arrays: Vec::new(),
                 },
+                extra: "{}".into(),
             }
         }
     }
 }
 
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
+/// The version 2 layout: version 3 less `extra`.
+mod v2 {
+    use serde::Deserialize;
+    use uuid::Uuid;
+
+    #[derive(Deserialize)]
+    pub struct StoredModel {
+        id: Uuid,
+        name: Option<String>,
+        metadata: Option<String>,
+        created_at_unix_nanos: u128,
+        n_train: u64,
+        n_features: u64,
+        fit: crate::estimator::StoredFit,
+    }
+
+    impl StoredModel {
+        pub fn upgrade(self) -> super::StoredModel {
+            super::StoredModel {
+                id: self.id,
+                name: self.name,
+                metadata: self.metadata,
+                created_at_unix_nanos: self.created_at_unix_nanos,
+                n_train: self.n_train,
+                n_features: self.n_features,
+                fit: self.fit,
+                extra: "{}".into(),
+            }
+        }
+    }
+}
+
+pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
@@ -310,6 +350,7 @@ mod tests {
                 classes: "null".into(),
                 arrays: vec![("extra".into(), vec![2.0])],
             },
+            extra: r#"{"dataset":null}"#.into(),
         }
     }
 
@@ -348,8 +389,28 @@ mod tests {
         let back = decode(&bytes).unwrap();
         assert_eq!(
             back,
-            StoredModel { fit: StoredFit { classes: "null".into(), arrays: vec![], ..m.fit.clone() }, ..m }
+            StoredModel {
+                fit: StoredFit { classes: "null".into(), arrays: vec![], ..m.fit.clone() },
+                extra: "{}".into(),
+                ..m
+            }
         );
+    }
+
+    /// Version 2 files (no `extra`) still load.
+    #[test]
+    fn version_2_files_are_upgraded() {
+        #[derive(serde::Serialize)]
+        struct ModelV2<'a>(Uuid, &'a Option<String>, &'a Option<String>, u128, u64, u64, &'a StoredFit);
+        let m = sample();
+        let old = ModelV2(m.id, &m.name, &m.metadata, m.created_at_unix_nanos, m.n_train, m.n_features, &m.fit);
+        let payload = postcard::to_allocvec(&old).unwrap();
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&2u32.to_le_bytes());
+        bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+        bytes.extend_from_slice(&payload);
+        assert_eq!(decode(&bytes).unwrap(), StoredModel { extra: "{}".into(), ..m });
     }
 
     #[test]

@@ -1,0 +1,324 @@
+//! The stored binary form of a dataset, written in one streaming pass.
+//!
+//! ```text
+//! MAGIC (8) | version (u32 LE)
+//! x: n * d f64 LE, one row after another (a d x n column-major matrix: `Points`' layout)
+//! y: n f64 LE (numeric target) or n u32 LE codes into the trailer's labels
+//! trailer: postcard of [`Trailer`] | trailer length (u64 LE) | CRC-32 (u32 LE) | END (4)
+//! ```
+//!
+//! Rows go to the file as they are parsed, so n is only known at the end: the metadata
+//! sits in a trailer found from the file's last 16 bytes. The CRC covers every byte before
+//! it. Reading the trailer alone lists a dataset; a fit reads the whole file and checks it.
+
+use super::{DatasetInfo, Targets};
+use crate::kernel::Points;
+use nalgebra::DMatrix;
+use serde::{Deserialize, Serialize};
+use std::io::{self, Read, Write};
+
+const MAGIC: &[u8; 8] = b"MERCERD\0";
+const END: &[u8; 4] = b"MDS\x01";
+const VERSION: u32 = 1;
+const HEAD: u64 = 12;
+const TAIL: u64 = 16;
+
+/// Everything after the arrays: the dataset's description and its label table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Trailer {
+    info: DatasetInfo,
+    /// Distinct labels of a labels target, indexed by the codes of the y section.
+    labels: Vec<String>,
+}
+
+/// Why stored bytes are not a dataset.
+#[derive(Debug, thiserror::Error)]
+pub enum FormatError {
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    #[error("not a dataset file: {0}")]
+    Corrupt(String),
+}
+
+/// A `Write` that keeps a running CRC-32 and byte count of what passes through.
+struct Checksummed<W> {
+    inner: W,
+    crc: crc32fast::Hasher,
+    written: u64,
+}
+
+impl<W: Write> Write for Checksummed<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let k = self.inner.write(buf)?;
+        self.crc.update(&buf[..k]);
+        self.written += k as u64;
+        Ok(k)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Writes a dataset as its rows arrive: `begin`, `push_row` for each row, `finish`.
+pub struct DatasetWriter<W: Write> {
+    out: Checksummed<io::BufWriter<W>>,
+    d: usize,
+    rows: u64,
+}
+
+impl<W: Write> DatasetWriter<W> {
+    pub fn begin(inner: W, d: usize) -> io::Result<DatasetWriter<W>> {
+        let mut out = Checksummed {
+            inner: io::BufWriter::with_capacity(1 << 20, inner),
+            crc: crc32fast::Hasher::new(),
+            written: 0,
+        };
+        out.write_all(MAGIC)?;
+        out.write_all(&VERSION.to_le_bytes())?;
+        Ok(DatasetWriter { out, d, rows: 0 })
+    }
+
+    /// Appends one row of exactly d values.
+    pub fn push_row(&mut self, row: &[f64]) -> io::Result<()> {
+        debug_assert_eq!(row.len(), self.d);
+        let mut buf = [0u8; 8 * 64];
+        for chunk in row.chunks(64) {
+            for (b, v) in buf.chunks_exact_mut(8).zip(chunk) {
+                b.copy_from_slice(&v.to_le_bytes());
+            }
+            self.out.write_all(&buf[..chunk.len() * 8])?;
+        }
+        self.rows += 1;
+        Ok(())
+    }
+
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Writes the targets and the trailer and returns the inner writer (flushed) and the
+    /// stored description: `info` with its row count, feature count and size filled in.
+    pub fn finish(mut self, mut info: DatasetInfo, targets: &Targets) -> io::Result<(W, DatasetInfo)> {
+        let (labels, codes) = match targets {
+            Targets::Numeric(y) => {
+                assert_eq!(y.len() as u64, self.rows, "one target per row");
+                for chunk in y.chunks(4096) {
+                    let bytes: Vec<u8> = chunk.iter().flat_map(|v| v.to_le_bytes()).collect();
+                    self.out.write_all(&bytes)?;
+                }
+                (Vec::new(), None)
+            }
+            Targets::Labels { labels, codes } => {
+                assert_eq!(codes.len() as u64, self.rows, "one target per row");
+                (labels.clone(), Some(codes))
+            }
+        };
+        if let Some(codes) = codes {
+            for chunk in codes.chunks(4096) {
+                let bytes: Vec<u8> = chunk.iter().flat_map(|c| c.to_le_bytes()).collect();
+                self.out.write_all(&bytes)?;
+            }
+        }
+        info.n_rows = self.rows;
+        info.n_features = Some(self.d as u64);
+        let trailer_len_at = self.out.written;
+        // The size is part of the trailer: it is the trailer's own length plus the rest.
+        let mut trailer = Trailer { info, labels };
+        let size = loop {
+            let bytes = postcard::to_allocvec(&trailer).expect("a trailer serialises");
+            let size = trailer_len_at + bytes.len() as u64 + TAIL;
+            if trailer.info.bytes == size {
+                break size;
+            }
+            trailer.info.bytes = size;
+        };
+        let bytes = postcard::to_allocvec(&trailer).expect("a trailer serialises");
+        self.out.write_all(&bytes)?;
+        self.out.write_all(&(bytes.len() as u64).to_le_bytes())?;
+        let crc = self.out.crc.clone().finalize();
+        let mut inner = self.out.inner;
+        inner.write_all(&crc.to_le_bytes())?;
+        inner.write_all(END)?;
+        let inner = inner.into_inner().map_err(|e| e.into_error())?;
+        debug_assert_eq!(trailer.info.bytes, size);
+        Ok((inner, trailer.info))
+    }
+}
+
+/// Reads the description from a file's tail: `tail` holds its last bytes (at least 16;
+/// more saves a second read), `size` the file's length. Returns the trailer length needed
+/// when `tail` is too short to hold it.
+pub fn read_info(tail: &[u8], size: u64) -> Result<Result<DatasetInfo, u64>, FormatError> {
+    let t = tail.len();
+    if (t as u64) < TAIL || size < HEAD + TAIL {
+        return Err(FormatError::Corrupt("too short".into()));
+    }
+    if &tail[t - 4..] != END {
+        return Err(FormatError::Corrupt("no end marker (truncated?)".into()));
+    }
+    let len = u64::from_le_bytes(tail[t - 16..t - 8].try_into().expect("8 bytes"));
+    if len > size - HEAD - TAIL {
+        return Err(FormatError::Corrupt(format!("trailer length {len} exceeds the file")));
+    }
+    if (t as u64) < len + TAIL {
+        return Ok(Err(len + TAIL));
+    }
+    let trailer = decode_trailer(&tail[t - 16 - len as usize..t - 16])?;
+    check_sizes(&trailer, size, len)?;
+    Ok(Ok(trailer.info))
+}
+
+fn decode_trailer(bytes: &[u8]) -> Result<Trailer, FormatError> {
+    postcard::from_bytes(bytes).map_err(|e| FormatError::Corrupt(format!("cannot decode the trailer: {e}")))
+}
+
+/// The byte lengths of the x and y sections a trailer implies, checked against the file.
+fn check_sizes(t: &Trailer, size: u64, trailer_len: u64) -> Result<(u64, u64), FormatError> {
+    let (n, d) = (t.info.n_rows, t.info.n_features.unwrap_or(0));
+    let x = n.checked_mul(d).and_then(|v| v.checked_mul(8));
+    let y = n.checked_mul(if t.labels.is_empty() { 8 } else { 4 });
+    let (Some(x), Some(y)) = (x, y) else {
+        return Err(FormatError::Corrupt("row count overflows".into()));
+    };
+    if HEAD + x + y + trailer_len + TAIL != size || t.info.bytes != size {
+        return Err(FormatError::Corrupt(format!("{size} bytes do not hold {n} rows of {d} features")));
+    }
+    Ok((x, y))
+}
+
+/// A dataset read back whole, checksum verified.
+#[derive(Debug, Clone)]
+pub struct Decoded {
+    pub info: DatasetInfo,
+    pub x: Points,
+    pub y: Targets,
+}
+
+/// Reads a whole dataset of `size` bytes from `r`, checking its checksum and layout.
+pub fn read_dataset(mut r: impl Read, size: u64) -> Result<Decoded, FormatError> {
+    let mut crc = crc32fast::Hasher::new();
+    let mut head = [0u8; HEAD as usize];
+    r.read_exact(&mut head)?;
+    crc.update(&head);
+    if &head[..8] != MAGIC {
+        return Err(FormatError::Corrupt("bad magic".into()));
+    }
+    let version = u32::from_le_bytes(head[8..12].try_into().expect("4 bytes"));
+    if version != VERSION {
+        return Err(FormatError::Corrupt(format!("unknown format version {version}")));
+    }
+    if size < HEAD + TAIL {
+        return Err(FormatError::Corrupt("too short".into()));
+    }
+    // The arrays are read before the trailer that describes them: stream them into a
+    // buffer of the file's size less the tail, then split.
+    let body_len = size - HEAD - TAIL;
+    let mut body = Vec::new();
+    body.try_reserve_exact(body_len as usize).map_err(|_| FormatError::Corrupt("too large to load".into()))?;
+    (&mut r).take(body_len).read_to_end(&mut body)?;
+    if body.len() as u64 != body_len {
+        return Err(FormatError::Corrupt("truncated".into()));
+    }
+    crc.update(&body);
+    let mut tail = [0u8; TAIL as usize];
+    r.read_exact(&mut tail)?;
+    crc.update(&tail[..8]);
+    let stored_crc = u32::from_le_bytes(tail[8..12].try_into().expect("4 bytes"));
+    if &tail[12..] != END {
+        return Err(FormatError::Corrupt("no end marker".into()));
+    }
+    if crc.finalize() != stored_crc {
+        return Err(FormatError::Corrupt("checksum mismatch".into()));
+    }
+    let len = u64::from_le_bytes(tail[..8].try_into().expect("8 bytes"));
+    if len > body_len {
+        return Err(FormatError::Corrupt("trailer length exceeds the file".into()));
+    }
+    let trailer = decode_trailer(&body[(body_len - len) as usize..])?;
+    let (xb, yb) = check_sizes(&trailer, size, len)?;
+    let d = trailer.info.n_features.unwrap_or(0) as usize;
+    let n = trailer.info.n_rows as usize;
+    let values: Vec<f64> =
+        body[..xb as usize].chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes"))).collect();
+    let ys = &body[xb as usize..(xb + yb) as usize];
+    let y = if trailer.labels.is_empty() {
+        Targets::Numeric(ys.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes"))).collect())
+    } else {
+        let codes: Vec<u32> = ys.chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))).collect();
+        if codes.iter().any(|&c| c as usize >= trailer.labels.len()) {
+            return Err(FormatError::Corrupt("a label code is out of range".into()));
+        }
+        Targets::Labels { labels: trailer.labels, codes }
+    };
+    drop(body);
+    Ok(Decoded { info: trailer.info, x: Points::from_columns(DMatrix::from_vec(d, n, values)), y })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dataset::TargetKind;
+
+    fn info() -> DatasetInfo {
+        DatasetInfo {
+            id: uuid::Uuid::new_v4(),
+            name: Some("n".into()),
+            n_rows: 0,
+            n_features: None,
+            features: Some(vec!["a".into(), "b".into()]),
+            target: Some("t".into()),
+            target_kind: TargetKind::Labels,
+            bytes: 0,
+            created_at_unix_nanos: 5,
+        }
+    }
+
+    fn write(rows: &[[f64; 2]], y: &Targets) -> Vec<u8> {
+        let mut w = DatasetWriter::begin(Vec::new(), 2).unwrap();
+        for r in rows {
+            w.push_row(r).unwrap();
+        }
+        let (bytes, info) = w.finish(info(), y).unwrap();
+        assert_eq!(bytes.len() as u64, info.bytes);
+        bytes
+    }
+
+    #[test]
+    fn round_trips_both_target_kinds_bit_exactly() {
+        let rows = [[0.1, -2.5e-300], [f64::MAX, 3.0], [1.0 / 3.0, 0.0]];
+        for y in [
+            Targets::Numeric(vec![1.5, -0.0, 7.0]),
+            Targets::Labels { labels: vec!["cat".into(), "dög".into()], codes: vec![1, 0, 1] },
+        ] {
+            let bytes = write(&rows, &y);
+            let back = read_dataset(&bytes[..], bytes.len() as u64).unwrap();
+            assert_eq!(back.y, y);
+            assert_eq!((back.info.n_rows, back.info.n_features, back.info.bytes), (3, Some(2), bytes.len() as u64));
+            for (i, r) in rows.iter().enumerate() {
+                assert_eq!(back.x.point(i)[0].to_bits(), r[0].to_bits());
+                assert_eq!(back.x.point(i)[1].to_bits(), r[1].to_bits());
+            }
+            let from_tail = read_info(&bytes[bytes.len() - 200.min(bytes.len())..], bytes.len() as u64).unwrap();
+            assert_eq!(from_tail.unwrap(), back.info);
+            // A tail too short for the trailer asks for the length it needs.
+            let need = read_info(&bytes[bytes.len() - 16..], bytes.len() as u64).unwrap().unwrap_err();
+            let again = read_info(&bytes[bytes.len() - need as usize..], bytes.len() as u64).unwrap();
+            assert_eq!(again.unwrap(), back.info);
+        }
+    }
+
+    #[test]
+    fn damage_and_truncation_are_detected() {
+        let bytes = write(&[[1.0, 2.0], [3.0, 4.0]], &Targets::Numeric(vec![0.5, 0.25]));
+        for i in [3, 13, 30, bytes.len() - 20, bytes.len() - 6] {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x10;
+            assert!(read_dataset(&bad[..], bad.len() as u64).is_err(), "flip at {i} went unnoticed");
+        }
+        let cut = &bytes[..bytes.len() - 1];
+        assert!(read_dataset(cut, cut.len() as u64).is_err());
+        assert!(read_info(cut, cut.len() as u64).is_err());
+        assert!(read_dataset(&b"short"[..], 5).is_err());
+    }
+}
