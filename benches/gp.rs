@@ -33,7 +33,7 @@ fn rows(p: &Points) -> Vec<Vec<f64>> {
 
 fn main() {
     mercer::tune_allocator();
-    let ctx = FitContext { par: Parallelism::Parallel, cancel: Default::default() };
+    let ctx = FitContext::new(Parallelism::Parallel);
     let c_rbf = Kernel::from_json(&json!({"type": "product", "kernels": [
         {"type": "constant", "value": 1.0}, {"type": "rbf", "length_scale": 1.0}]}))
     .unwrap();

@@ -38,7 +38,7 @@ fn main() {
     let file: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     std::fs::remove_file(&path).ok();
 
-    let ctx = FitContext { par: Parallelism::Parallel, cancel: Default::default() };
+    let ctx = FitContext::new(Parallelism::Parallel);
     println!("{:<26} {:>11} {:>11} {:>7}  mercer / scikit-learn", "", "mercer ms", "sklearn ms", "ratio");
     let mut sets: Vec<(&String, &Value)> = file["sets"].as_object().unwrap().iter().collect();
     sets.sort_by_key(|(n, _)| n.parse::<usize>().unwrap());

@@ -252,6 +252,14 @@ impl Cholesky {
         solve_lower_triangular_in_place(self.l_ref(), rhs, par.faer());
     }
 
+    /// Overwrites `b` (n x k) with L^-T b.
+    pub fn solve_lt_in_place(&self, b: &mut DMatrix<f64>, par: Parallelism) {
+        assert_eq!(b.nrows(), self.n());
+        let (rows, cols) = b.shape();
+        let rhs = MatMut::from_column_major_slice_mut(b.as_mut_slice(), rows, cols);
+        solve_upper_triangular_in_place(self.l_ref().transpose(), rhs, par.faer());
+    }
+
     /// Overwrites `b` (n x k) with (L L^T)^-1 b.
     pub fn solve_in_place(&self, b: &mut DMatrix<f64>, par: Parallelism) {
         assert_eq!(b.nrows(), self.n());

@@ -5,7 +5,7 @@
 //! reading it; its state sits behind its own lock so that a fit finishing never blocks
 //! the registry map. Removing an entry cancels its fit.
 
-use crate::estimator::{CancelToken, FittedModel, ModelKind};
+use crate::estimator::{CancelToken, FittedModel, ModelKind, Progress};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -100,6 +100,9 @@ pub struct ModelEntry {
     pub requested_params: Value,
     pub origin: Origin,
     pub cancel: CancelToken,
+    /// What the fit reports while it runs, and when it started running.
+    pub progress: Progress,
+    started: RwLock<Option<std::time::Instant>>,
     state: RwLock<ModelState>,
     /// Follows `state`'s status, so that waiters need not poll.
     status_tx: tokio::sync::watch::Sender<Status>,
@@ -128,6 +131,8 @@ impl ModelEntry {
             requested_params,
             origin: Origin::default(),
             cancel: CancelToken::default(),
+            progress: Progress::default(),
+            started: RwLock::new(None),
             state: RwLock::new(ModelState::Queued),
             status_tx: tokio::sync::watch::Sender::new(Status::Queued),
         }
@@ -159,6 +164,8 @@ impl ModelEntry {
             requested_params: params,
             origin: Origin::default(),
             cancel: CancelToken::default(),
+            progress: Progress::default(),
+            started: RwLock::new(None),
             state: RwLock::new(ModelState::Ready(Arc::new(fitted))),
             status_tx: tokio::sync::watch::Sender::new(Status::Ready),
         }
@@ -174,8 +181,16 @@ impl ModelEntry {
 
     pub fn set_state(&self, s: ModelState) {
         let status = s.status();
+        if status == Status::Training {
+            *self.started.write().unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
+        }
         *self.state.write().unwrap_or_else(|p| p.into_inner()) = s;
         self.status_tx.send_replace(status);
+    }
+
+    /// How long the fit has been running (None before it starts).
+    pub fn running_for(&self) -> Option<std::time::Duration> {
+        self.started.read().unwrap_or_else(|p| p.into_inner()).map(|t| t.elapsed())
     }
 
     /// Waits until the fit has ended (ready or failed) and returns that status.

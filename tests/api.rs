@@ -113,7 +113,12 @@ async fn kernel_ridge_trains_and_predicts_without_variance() {
     let s = TestServer::default().await;
     let (x, y) = sine(20);
     let m = s.train(&json!({"model": "kernel_ridge", "kernel": {"type": "laplacian"}, "params": {"lambda": 0.1}, "x": x, "y": y})).await;
-    assert_eq!(m["params"], json!({"lambda": 0.1}));
+    assert_eq!(
+        m["params"],
+        json!({"lambda": 0.1, "seed": 0, "approximation": "exact", "inducing_points": null, "inducing_selection": "kmeans"}),
+        "auto resolves to exact for 20 rows"
+    );
+    assert_eq!(m["training"]["approximation"], "exact");
     assert_eq!(m["kernel"], json!({"type": "laplacian", "length_scale": 1.0}));
     assert!(m["training"].get("log_marginal_likelihood").is_none());
     let p: Value = s
@@ -132,7 +137,11 @@ async fn defaults_apply_when_kernel_and_params_are_omitted() {
     let (x, y) = sine(5);
     let m = s.train(&json!({"model": "gaussian_process", "x": x, "y": y})).await;
     assert_eq!(m["kernel"], json!({"type": "rbf", "length_scale": 1.0}));
-    assert_eq!(m["params"], json!({"noise": 1e-10, "normalize_y": false, "optimize": false, "restarts": 0, "seed": 0}));
+    assert_eq!(
+        m["params"],
+        json!({"noise": 1e-10, "normalize_y": false, "optimize": false, "restarts": 0, "seed": 0,
+               "approximation": "exact", "inducing_points": null, "inducing_selection": "kmeans"})
+    );
 }
 
 #[tokio::test]

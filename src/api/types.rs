@@ -162,6 +162,9 @@ pub struct ModelResource {
     pub created_at: String,
     pub memory_bytes: usize,
     /// The dataset it was fitted on, and that dataset's feature columns.
+    /// While training: the phase, iteration, elapsed time and objective of the fit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dataset: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -189,6 +192,7 @@ impl ModelResource {
             metadata: e.metadata.clone(),
             created_at: humantime::format_rfc3339_millis(e.created_at).to_string(),
             memory_bytes: 0,
+            progress: None,
             dataset: e.origin.dataset.map(|d| d.to_string()),
             features: e.origin.features.clone(),
             error: None,
@@ -204,7 +208,14 @@ impl ModelResource {
                 r.memory_bytes = p.memory_bytes();
             }
             ModelState::Failed(f) => r.error = Some(Problem::of_failure(&f)),
-            ModelState::Queued | ModelState::Training => {}
+            ModelState::Training => {
+                let p = e.progress.snapshot();
+                let mut v = serde_json::to_value(&p).expect("progress serialises");
+                let elapsed = e.running_for().unwrap_or_default().as_secs_f64() * 1e3;
+                v["elapsed_ms"] = serde_json::json!(elapsed);
+                r.progress = Some(v);
+            }
+            ModelState::Queued => {}
         }
         r
     }

@@ -6,6 +6,7 @@
 //! clipped at 0. Matches scikit-learn's `GaussianProcessRegressor(optimizer=None)` with
 //! `alpha = noise`, including `normalize_y` (centre, divide by the ddof-0 std).
 
+use super::approx::Approximation;
 use super::{
     regularised_gram, weighted_columns, Estimator, FitContext, FitError, PredictOptions, Prediction, Predictor,
     TrainingReport, TrainingSet,
@@ -32,7 +33,9 @@ pub struct GaussianProcess {
     pub normalize_y: bool,
     pub optimize: bool,
     pub restarts: u64,
+    /// Draws the optimiser's restarts and the inducing points.
     pub seed: u64,
+    pub approx: Approximation,
 }
 
 impl GaussianProcess {
@@ -57,8 +60,9 @@ impl GaussianProcess {
             return Err(FieldError::invalid(obj.pointer("restarts"), format!("must be at most {MAX_RESTARTS}")));
         }
         let seed = obj.u64("seed")?.unwrap_or(0);
+        let approx = Approximation::read(&mut obj)?;
         obj.finish()?;
-        Ok(GaussianProcess { kernel, noise, normalize_y, optimize, restarts, seed })
+        Ok(GaussianProcess { kernel, noise, normalize_y, optimize, restarts, seed, approx })
     }
 
     /// The search vector: log of the kernel's free hyperparameters, then log noise unless
@@ -165,13 +169,15 @@ impl GaussianProcess {
     }
 
     pub fn params_json(&self) -> Value {
-        json!({
+        let mut out = json!({
             "noise": self.noise.to_json(),
             "normalize_y": self.normalize_y,
             "optimize": self.optimize,
             "restarts": self.restarts,
             "seed": self.seed,
-        })
+        });
+        self.approx.write_json(out.as_object_mut().expect("an object"));
+        out
     }
 }
 
@@ -230,7 +236,7 @@ fn log_marginal_likelihood_of(y: &DVector<f64>, alpha: &DVector<f64>, chol: &Cho
 
 /// Mean and ddof-0 standard deviation of y, with scikit-learn's rule that a zero
 /// standard deviation becomes 1 (a constant target must not divide by zero).
-fn normalisation(y: &[f64]) -> (f64, f64) {
+pub(super) fn normalisation(y: &[f64]) -> (f64, f64) {
     let n = y.len() as f64;
     let mean = y.iter().sum::<f64>() / n;
     let var = y.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
@@ -244,6 +250,7 @@ impl Estimator for GaussianProcess {
 
     fn fit(&self, data: &TrainingSet, ctx: &FitContext) -> Result<GaussianProcessModel, FitError> {
         ctx.cancel.check()?;
+        ctx.progress.phase("factorize");
         let (y_mean, y_std) = if self.normalize_y { normalisation(&data.y) } else { (0.0, 1.0) };
         let y = DVector::from_iterator(data.y.len(), data.y.iter().map(|v| (v - y_mean) / y_std));
         let (spec, search) =
@@ -499,7 +506,8 @@ mod tests {
         let g = gp(json!({"noise": {"value": 0.1, "bounds": [1e-3, 1.0]}, "seed": 3}));
         assert_eq!(
             g.params_json(),
-            json!({"noise": {"value": 0.1, "bounds": [1e-3, 1.0]}, "normalize_y": false, "optimize": false, "restarts": 0, "seed": 3})
+            json!({"noise": {"value": 0.1, "bounds": [1e-3, 1.0]}, "normalize_y": false, "optimize": false, "restarts": 0, "seed": 3,
+                   "approximation": "auto", "inducing_points": null, "inducing_selection": "kmeans"})
         );
         let k = crate::kernel::default_kernel();
         let e = GaussianProcess::from_json(k.clone(), &json!({"noise": -1.0}), "/params").unwrap_err();

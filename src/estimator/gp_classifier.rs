@@ -56,6 +56,7 @@ impl GpClassifier {
         if !(1..=10_000).contains(&max_iter) {
             return Err(FieldError::invalid(obj.pointer("max_iter"), "must be in 1..=10000"));
         }
+        super::approx::Approximation::read_exact_only(&mut obj)?;
         obj.finish()?;
         Ok(GpClassifier { kernel, optimize, restarts, seed, max_iter })
     }

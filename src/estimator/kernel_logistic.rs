@@ -39,6 +39,7 @@ impl KernelLogistic {
         if !(1..=10_000).contains(&max_iter) {
             return Err(FieldError::invalid(obj.pointer("max_iter"), "must be in 1..=10000"));
         }
+        super::approx::Approximation::read_exact_only(&mut obj)?;
         obj.finish()?;
         Ok(KernelLogistic { kernel, lambda, max_iter })
     }

@@ -2,8 +2,10 @@
 //!
 //! Matches scikit-learn's `KernelRidge` (its `alpha` is our `lambda`), which also solves
 //! by Cholesky. Only alpha and the training points are kept: the factor is not needed to
-//! predict.
+//! predict. With `approximation: nystrom` the fitted state has the same form, over the M
+//! inducing points (`nystrom.rs` computes the weights).
 
+use super::approx::{Approximation, Mode};
 use super::{
     regularised_gram, weighted_columns, Estimator, FitContext, FitError, PredictOptions, Prediction, Predictor,
     TrainingReport, TrainingSet,
@@ -20,6 +22,9 @@ pub struct KernelRidge {
     pub kernel: Kernel,
     /// Ridge penalty, >= 0.
     pub lambda: f64,
+    pub approx: Approximation,
+    /// Draws the inducing points.
+    pub seed: u64,
 }
 
 impl KernelRidge {
@@ -29,12 +34,28 @@ impl KernelRidge {
         if lambda < 0.0 {
             return Err(FieldError::invalid(obj.pointer("lambda"), "must not be negative"));
         }
+        let approx = Approximation::read(&mut obj)?;
+        let seed = obj.u64("seed")?.unwrap_or(0);
         obj.finish()?;
-        Ok(KernelRidge { kernel, lambda })
+        Ok(KernelRidge { kernel, lambda, approx, seed })
     }
 
     pub fn params_json(&self) -> Value {
-        json!({"lambda": self.lambda})
+        let mut out = json!({"lambda": self.lambda, "seed": self.seed});
+        self.approx.write_json(out.as_object_mut().expect("an object"));
+        out
+    }
+
+    /// The Nystrom fit with the given inducing points (they are chosen by `fit`).
+    pub fn fit_nystrom_at(
+        &self,
+        z: Points,
+        data: &TrainingSet,
+        ctx: &FitContext,
+    ) -> Result<KernelRidgeModel, FitError> {
+        let (weights, jitter) = super::nystrom::ridge_weights(&self.kernel, self.lambda, &z, &data.x, &data.y, ctx)?;
+        let report = super::nystrom::report(z.n(), jitter);
+        Ok(KernelRidgeModel { spec: self.clone(), x: z, alpha: weights, report })
     }
 }
 
@@ -67,6 +88,11 @@ impl Estimator for KernelRidge {
 
     fn fit(&self, data: &TrainingSet, ctx: &FitContext) -> Result<KernelRidgeModel, FitError> {
         ctx.cancel.check()?;
+        if self.approx.mode == Mode::Nystrom {
+            let z = super::nystrom::inducing_points(&self.approx, self.seed, &data.x, ctx)?;
+            return self.fit_nystrom_at(z, data, ctx);
+        }
+        ctx.progress.phase("factorize");
         let chol =
             Cholesky::factor_with_jitter(|| regularised_gram(&self.kernel, &data.x, self.lambda, ctx.par), ctx.par)?;
         let alpha = chol.solve_vec(&DVector::from_column_slice(&data.y));

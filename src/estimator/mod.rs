@@ -6,16 +6,20 @@
 //! solver. [`ModelSpec`] and [`FittedModel`] are the closed sets the service dispatches
 //! over; adding a model adds one arm to each.
 
+pub mod approx;
 pub mod dual;
 pub mod gaussian_process;
 pub mod gp_classifier;
+pub mod inducing;
 pub mod kernel_logistic;
 pub mod kernel_perceptron;
 pub mod kernel_ridge;
 pub mod labels;
 pub mod nadaraya_watson;
+pub(crate) mod nystrom;
 pub mod rbf_network;
 mod search;
+pub mod sparse_gp;
 mod stored;
 pub mod svm;
 
@@ -26,7 +30,7 @@ use nalgebra::DMatrix;
 use serde::Serialize;
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 pub use gaussian_process::{GaussianProcess, GaussianProcessModel};
 pub use gp_classifier::{GpClassifier, GpClassifierModel};
@@ -37,6 +41,7 @@ pub use labels::{ClassLabels, ClassificationSet, Target};
 pub use nadaraya_watson::{NadarayaWatson, NadarayaWatsonModel};
 pub use rbf_network::{RbfNetwork, RbfNetworkModel};
 pub(crate) use search::HyperSearch;
+pub use sparse_gp::SparseGpModel;
 pub(crate) use stored::StoredArrays;
 pub use stored::{FittedModel, RestoreError, StoredFit};
 pub use svm::{Svm, SvmModel};
@@ -149,16 +154,64 @@ impl CancelToken {
     }
 }
 
-/// What a fit may use: how parallel it may be and how it learns it is no longer wanted.
+/// What a running fit says of itself: its phase, the iteration within it, and where the
+/// fit has one the objective being optimised. Shared between the fit and whoever shows
+/// it (the model resource while training); cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct Progress(Arc<Mutex<ProgressState>>);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ProgressState {
+    pub phase: &'static str,
+    pub iteration: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub objective: Option<f64>,
+}
+
+impl Progress {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ProgressState> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Enters a phase: its iteration count starts at 0, and no objective yet.
+    pub fn phase(&self, phase: &'static str) {
+        *self.lock() = ProgressState { phase, iteration: 0, objective: None };
+    }
+
+    pub fn iteration(&self, iteration: u64) {
+        self.lock().iteration = iteration;
+    }
+
+    /// One more iteration, with the objective's value there when the phase has one.
+    pub fn step(&self, objective: Option<f64>) {
+        let mut p = self.lock();
+        p.iteration += 1;
+        if objective.is_some_and(f64::is_finite) {
+            p.objective = objective;
+        }
+    }
+
+    pub fn snapshot(&self) -> ProgressState {
+        self.lock().clone()
+    }
+}
+
+/// What a fit may use: how parallel it may be, how it learns it is no longer wanted, and
+/// where it reports how far it has got.
 #[derive(Debug, Clone)]
 pub struct FitContext {
     pub par: Parallelism,
     pub cancel: CancelToken,
+    pub progress: Progress,
 }
 
 impl FitContext {
     pub fn sequential() -> FitContext {
-        FitContext { par: Parallelism::Sequential, cancel: CancelToken::default() }
+        FitContext::new(Parallelism::Sequential)
+    }
+
+    pub fn new(par: Parallelism) -> FitContext {
+        FitContext { par, cancel: CancelToken::default(), progress: Progress::default() }
     }
 }
 
@@ -180,6 +233,19 @@ pub enum FitError {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct TrainingReport {
     pub duration_ms: f64,
+    /// `exact` or `nystrom`: what `approximation` resolved to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approximation: Option<String>,
+    /// Nystrom fits: M.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inducing_points: Option<u64>,
+    /// Nystrom GP: Titsias' collapsed bound (normalised units under normalize_y).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence_lower_bound: Option<f64>,
+    /// Nystrom GP with optimize on many rows: the rows of the seeded subset the
+    /// hyperparameter search ran on (the final fit uses every row).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optimized_on_rows: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log_marginal_likelihood: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -406,8 +472,61 @@ impl ModelSpec {
         }
     }
 
+    /// The approximation params of the models that have them.
+    fn approximation_mut(&mut self) -> Option<&mut approx::Approximation> {
+        match self {
+            ModelSpec::KernelRidge(p) => Some(&mut p.approx),
+            ModelSpec::GaussianProcess(p) => Some(&mut p.approx),
+            _ => None,
+        }
+    }
+
+    fn approximation(&self) -> Option<approx::Approximation> {
+        match self {
+            ModelSpec::KernelRidge(p) => Some(p.approx),
+            ModelSpec::GaussianProcess(p) => Some(p.approx),
+            _ => None,
+        }
+    }
+
+    /// Turns `approximation: auto` into exact (n <= `exact_max_rows` and the exact fit's
+    /// memory estimate within `max_fit_bytes`) or nystrom, and checks M against n.
+    pub fn resolve_approximation(
+        &mut self,
+        n: usize,
+        d: usize,
+        exact_max_rows: usize,
+        max_fit_bytes: u64,
+    ) -> Result<(), FieldError> {
+        let exact_fits = {
+            let mut exact = self.clone();
+            if let Some(a) = exact.approximation_mut() {
+                a.mode = approx::Mode::Exact;
+            }
+            exact.fit_memory_estimate(n, d) as u64 <= max_fit_bytes
+        };
+        let Some(a) = self.approximation_mut() else { return Ok(()) };
+        if a.mode == approx::Mode::Auto {
+            a.mode = if n <= exact_max_rows && exact_fits { approx::Mode::Exact } else { approx::Mode::Nystrom };
+        }
+        if a.mode == approx::Mode::Nystrom && a.m(n) > n {
+            return Err(FieldError::invalid(
+                "/params/inducing_points",
+                format!("{} inducing points requested but there are only {n} training rows", a.m(n)),
+            ));
+        }
+        Ok(())
+    }
+
     /// Bytes the fit will hold at its peak, for admission decisions.
     pub fn fit_memory_estimate(&self, n: usize, d: usize) -> usize {
+        if let Some(a) = self.approximation().filter(|a| a.mode == approx::Mode::Nystrom) {
+            let search = match self {
+                ModelSpec::GaussianProcess(gp) if gp.optimize => Some(gp.theta().len()),
+                _ => None,
+            };
+            return nystrom::fit_memory_estimate(n, d, a.m(n), search);
+        }
         match self {
             ModelSpec::Svm(svm) => return svm.fit_memory_estimate(n, d),
             ModelSpec::RbfNetwork(net) => return net.fit_memory_estimate(n, d),
@@ -439,8 +558,11 @@ impl ModelSpec {
     pub fn fit(&self, data: &TrainingData, ctx: &FitContext) -> Result<FittedModel, FitError> {
         // The kernel may be well-formed but inconsistent with the data (ARD list length).
         self.kernel().check_features(data.x().d()).map_err(|e| FitError::Invalid(e.under("/kernel")))?;
-        Ok(match (self, data) {
+        let mut fitted = match (self, data) {
             (ModelSpec::KernelRidge(p), TrainingData::Regression(d)) => FittedModel::KernelRidge(p.fit(d, ctx)?),
+            (ModelSpec::GaussianProcess(p), TrainingData::Regression(d)) if p.approx.mode == approx::Mode::Nystrom => {
+                FittedModel::SparseGp(SparseGpModel::fit(p, d, ctx)?)
+            }
             (ModelSpec::GaussianProcess(p), TrainingData::Regression(d)) => {
                 FittedModel::GaussianProcess(p.fit(d, ctx)?)
             }
@@ -460,7 +582,10 @@ impl ModelSpec {
                     format!("these targets do not suit a {} model", self.kind().name()),
                 )))
             }
-        })
+        };
+        let report = fitted.predictor_mut().report_mut();
+        report.approximation.get_or_insert_with(|| "exact".into());
+        Ok(fitted)
     }
 }
 

@@ -19,7 +19,9 @@ pub struct NadarayaWatson {
 
 impl NadarayaWatson {
     pub fn from_json(kernel: Kernel, params: &Value, path: &str) -> Result<NadarayaWatson, FieldError> {
-        ObjectReader::new(params, path)?.finish()?;
+        let mut obj = ObjectReader::new(params, path)?;
+        super::approx::Approximation::read_exact_only(&mut obj)?;
+        obj.finish()?;
         if let Some(at) = kernel.negative_part() {
             return Err(FieldError::invalid(
                 format!("/kernel{at}"),

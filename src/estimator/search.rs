@@ -32,6 +32,7 @@ impl HyperSearch {
         for _ in 0..self.restarts {
             starts.push(self.bounds.iter().map(|(lo, hi)| rng.uniform(*lo, *hi)).collect());
         }
+        ctx.progress.phase("optimize");
         let mut best: Option<crate::optimize::Outcome> = None;
         let mut failed = 0u64;
         for start in &starts {
@@ -40,7 +41,9 @@ impl HyperSearch {
                 if ctx.cancel.is_cancelled() {
                     return None;
                 }
-                lml(t).map(|(l, g)| (-l, g.into_iter().map(|v| -v).collect()))
+                let value = lml(t);
+                ctx.progress.step(value.as_ref().map(|(l, _)| *l));
+                value.map(|(l, g)| (-l, g.into_iter().map(|v| -v).collect()))
             };
             match crate::optimize::minimize(objective, start, &self.bounds, &crate::optimize::Options::default()) {
                 Some(r) if best.as_ref().is_none_or(|b| r.f < b.f) => best = Some(r),

@@ -5,7 +5,8 @@
 use super::{
     ClassLabels, GaussianProcess, GaussianProcessModel, GpClassifier, GpClassifierModel, KernelLogistic,
     KernelLogisticModel, KernelPerceptron, KernelPerceptronModel, KernelRidge, KernelRidgeModel, ModelKind,
-    NadarayaWatson, NadarayaWatsonModel, Predictor, RbfNetwork, RbfNetworkModel, Svm, SvmModel, TrainingReport,
+    NadarayaWatson, NadarayaWatsonModel, Predictor, RbfNetwork, RbfNetworkModel, SparseGpModel, Svm, SvmModel,
+    TrainingReport,
 };
 use crate::kernel::{Kernel, Points};
 use crate::spec::FieldError;
@@ -94,6 +95,8 @@ impl StoredFit {
 pub enum FittedModel {
     KernelRidge(KernelRidgeModel),
     GaussianProcess(GaussianProcessModel),
+    /// A gaussian_process fitted with `approximation: nystrom`.
+    SparseGp(SparseGpModel),
     Svm(SvmModel),
     KernelPerceptron(KernelPerceptronModel),
     KernelLogistic(KernelLogisticModel),
@@ -106,7 +109,7 @@ impl FittedModel {
     pub fn kind(&self) -> ModelKind {
         match self {
             FittedModel::KernelRidge(_) => ModelKind::KernelRidge,
-            FittedModel::GaussianProcess(_) => ModelKind::GaussianProcess,
+            FittedModel::GaussianProcess(_) | FittedModel::SparseGp(_) => ModelKind::GaussianProcess,
             FittedModel::Svm(_) => ModelKind::Svm,
             FittedModel::KernelPerceptron(_) => ModelKind::KernelPerceptron,
             FittedModel::KernelLogistic(_) => ModelKind::KernelLogistic,
@@ -120,6 +123,7 @@ impl FittedModel {
         match self {
             FittedModel::KernelRidge(m) => m,
             FittedModel::GaussianProcess(m) => m,
+            FittedModel::SparseGp(m) => m,
             FittedModel::Svm(m) => m,
             FittedModel::KernelPerceptron(m) => m,
             FittedModel::KernelLogistic(m) => m,
@@ -150,6 +154,7 @@ impl FittedModel {
         match self {
             FittedModel::KernelRidge(m) => m.store_into(&mut s),
             FittedModel::GaussianProcess(m) => m.store_into(&mut s),
+            FittedModel::SparseGp(m) => m.store_into(&mut s),
             FittedModel::Svm(m) => m.store_into(&mut s),
             FittedModel::KernelPerceptron(m) => m.store_into(&mut s),
             FittedModel::KernelLogistic(m) => m.store_into(&mut s),
@@ -164,7 +169,10 @@ impl FittedModel {
     /// over rather than copying them (a GP's factor is n^2 values).
     pub fn from_stored(mut s: StoredFit) -> Result<FittedModel, RestoreError> {
         let kind = ModelKind::from_name(&s.kind).ok_or_else(|| RestoreError(format!("unknown model {}", s.kind)))?;
-        let (kernel, params, report) = (s.kernel()?, s.params()?, s.report()?);
+        let (kernel, params, mut report) = (s.kernel()?, s.params()?, s.report()?);
+        // Models stored before approximations existed were all exact.
+        let nystrom = report.approximation.as_deref() == Some("nystrom");
+        report.approximation.get_or_insert_with(|| "exact".into());
         let x = s.take_points()?;
         let bad = |e: FieldError| RestoreError(format!("params: {e}"));
         let arrays = StoredArrays(std::mem::take(&mut s.arrays));
@@ -206,6 +214,18 @@ impl FittedModel {
                 let spec = RbfNetwork::from_json(kernel, &params, "/params").map_err(bad)?;
                 Ok(FittedModel::RbfNetwork(RbfNetworkModel::restore(spec, x, s.alpha, report)))
             }
+            ModelKind::GaussianProcess if nystrom => {
+                let spec = GaussianProcess::from_json(kernel, &params, "/params").map_err(bad)?;
+                let m = x.n();
+                let mut arrays = arrays;
+                let lb = arrays.take("factor_b", Some(m * m))?;
+                if s.factor.len() != m * m {
+                    return Err(RestoreError(format!("factor has {} entries, expected {}", s.factor.len(), m * m)));
+                }
+                let l = crate::linalg::Cholesky::from_factor(DMatrix::from_vec(m, m, s.factor), s.jitter);
+                let lb = crate::linalg::Cholesky::from_factor(DMatrix::from_vec(m, m, lb), 0.0);
+                Ok(FittedModel::SparseGp(SparseGpModel::restore(spec, x, s.alpha, l, lb, s.y_mean, s.y_std, report)))
+            }
             ModelKind::GaussianProcess => {
                 let spec = GaussianProcess::from_json(kernel, &params, "/params").map_err(bad)?;
                 let n = x.n();
@@ -225,6 +245,7 @@ impl FittedModel {
         match self {
             FittedModel::KernelRidge(m) => m,
             FittedModel::GaussianProcess(m) => m,
+            FittedModel::SparseGp(m) => m,
             FittedModel::Svm(m) => m,
             FittedModel::KernelPerceptron(m) => m,
             FittedModel::KernelLogistic(m) => m,

@@ -65,6 +65,7 @@ impl Svm {
             return Err(FieldError::invalid(obj.pointer("cache_mb"), "must be at most 1000000 (1 TB)"));
         }
         let seed = obj.u64("seed")?.unwrap_or(0);
+        super::approx::Approximation::read_exact_only(&mut obj)?;
         obj.finish()?;
         Ok(Svm { kernel, c, tol, max_iter, probability, cache_mb, seed })
     }

@@ -198,18 +198,20 @@ pub(super) fn eval(k: &Kernel, x: &[f64], z: &[f64], same: bool, grads: Option<&
     }
 }
 
-/// K(X, X) and its derivatives. Combinators combine their parts' matrices; rbf, matern,
-/// exponential, constant and white build K and dK from distance matrices with vectorised
-/// maps; the other kernels fall back to one pointwise evaluation per pair of the lower
-/// triangle (only for their own hyperparameters, so no combinator runs per pair).
-pub(super) fn gram_with_gradient(k: &Kernel, x: &Points, par: Parallelism) -> GramGrad {
-    let n = x.n();
+/// K(X, Z) and its derivatives; `z` None means Z = X (a symmetric Gram matrix, where
+/// `white` contributes its diagonal). Combinators combine their parts' matrices; rbf,
+/// matern, exponential, constant and white build K and dK from distance matrices with
+/// vectorised maps; the other kernels fall back to one pointwise evaluation per pair (of
+/// the lower triangle when symmetric; only for their own hyperparameters, so no
+/// combinator runs per pair).
+pub(super) fn gram_with_gradient(k: &Kernel, x: &Points, z: Option<&Points>, par: Parallelism) -> GramGrad {
+    let (n, m) = (x.n(), z.map_or(x.n(), Points::n));
     match k {
         Kernel::Sum(ks) => {
             let mut grads = Vec::new();
             let mut acc: Option<DMatrix<f64>> = None;
             for part in ks {
-                let (kp, gp) = gram_with_gradient(part, x, par);
+                let (kp, gp) = gram_with_gradient(part, x, z, par);
                 grads.extend(gp);
                 acc = Some(match acc {
                     None => kp,
@@ -225,10 +227,16 @@ pub(super) fn gram_with_gradient(k: &Kernel, x: &Points, par: Parallelism) -> Gr
                 .iter()
                 .filter_map(|p| if let Kernel::Constant { value } = p { Some(value.value) } else { None })
                 .product();
-            let parts: Vec<Option<GramGrad>> = ks
-                .iter()
-                .map(|p| if matches!(p, Kernel::Constant { .. }) { None } else { Some(gram_with_gradient(p, x, par)) })
-                .collect();
+            let parts: Vec<Option<GramGrad>> =
+                ks.iter()
+                    .map(|p| {
+                        if matches!(p, Kernel::Constant { .. }) {
+                            None
+                        } else {
+                            Some(gram_with_gradient(p, x, z, par))
+                        }
+                    })
+                    .collect();
             let matrices: Vec<&DMatrix<f64>> = parts.iter().flatten().map(|(kp, _)| kp).collect();
             // The product of every non-constant part except the one at `skip`, times `scalar`.
             let others = |skip: usize| -> Option<DMatrix<f64>> {
@@ -245,7 +253,7 @@ pub(super) fn gram_with_gradient(k: &Kernel, x: &Points, par: Parallelism) -> Gr
             };
             let kmat = match matrices.split_first() {
                 None => {
-                    let mut k = crate::linalg::zeros(n, n);
+                    let mut k = crate::linalg::zeros(n, m);
                     k.fill(scalar);
                     k
                 }
@@ -272,7 +280,7 @@ pub(super) fn gram_with_gradient(k: &Kernel, x: &Points, par: Parallelism) -> Gr
             (kmat, grads)
         }
         Kernel::Scale { factor, kernel } => {
-            let (mut kc, gc) = gram_with_gradient(kernel, x, par);
+            let (mut kc, gc) = gram_with_gradient(kernel, x, z, par);
             kc *= factor.value;
             let mut grads = Vec::with_capacity(gc.len() + 1);
             if !factor.fixed {
@@ -282,19 +290,22 @@ pub(super) fn gram_with_gradient(k: &Kernel, x: &Points, par: Parallelism) -> Gr
             (kc, grads)
         }
         Kernel::Constant { value } => {
-            let mut kmat = crate::linalg::zeros(n, n);
+            let mut kmat = crate::linalg::zeros(n, m);
             kmat.fill(value.value);
             let grads = if value.fixed { vec![] } else { vec![kmat.clone()] };
             (kmat, grads)
         }
         Kernel::White { noise } => {
-            let mut kmat = crate::linalg::zeros(n, n);
-            kmat.fill_diagonal(noise.value);
+            // Between two point sets no pair is the same point.
+            let mut kmat = crate::linalg::zeros(n, m);
+            if z.is_none() {
+                kmat.fill_diagonal(noise.value);
+            }
             let grads = if noise.fixed { vec![] } else { vec![kmat.clone()] };
             (kmat, grads)
         }
         Kernel::Rbf(RbfWidth::LengthScale(h)) => {
-            let mut r2 = super::gram::scaled_sq_distances(x, &h.value, par);
+            let mut r2 = super::gram::scaled_sq_distances(x, z, &h.value, par);
             let mut kmat = r2.clone();
             super::gram::map_matrix(&mut kmat, par, &|v| (v * -0.5).exp());
             let grads = if h.fixed {
@@ -305,14 +316,14 @@ pub(super) fn gram_with_gradient(k: &Kernel, x: &Points, par: Parallelism) -> Gr
                         r2.component_mul_assign(&kmat);
                         vec![r2]
                     }
-                    Scales::PerFeature(ls) => per_feature(x, ls, par, |q, i, j| q * kmat[(i, j)]),
+                    Scales::PerFeature(ls) => per_feature(x, z, ls, par, |q, i, j| q * kmat[(i, j)]),
                 }
             };
             (kmat, grads)
         }
         Kernel::Exponential { length_scale: h } | Kernel::Matern { length_scale: h, .. } => {
             let nu = if let Kernel::Matern { nu, .. } = k { *nu } else { Nu::Half };
-            let r2 = super::gram::scaled_sq_distances(x, &h.value, par);
+            let r2 = super::gram::scaled_sq_distances(x, z, &h.value, par);
             let mut kmat = r2.clone();
             let mut g = r2.clone();
             let (kv, gv) = (kmat.as_mut_slice(), g.as_mut_slice());
@@ -329,29 +340,31 @@ pub(super) fn gram_with_gradient(k: &Kernel, x: &Points, par: Parallelism) -> Gr
                         g.component_mul_assign(&r2);
                         vec![g]
                     }
-                    Scales::PerFeature(ls) => per_feature(x, ls, par, |q, i, j| q * g[(i, j)]),
+                    Scales::PerFeature(ls) => per_feature(x, z, ls, par, |q, i, j| q * g[(i, j)]),
                 }
             };
             (kmat, grads)
         }
-        _ => pointwise_gram_with_gradient(k, x, par),
+        _ => pointwise_gram_with_gradient(k, x, z, par),
     }
 }
 
-/// For each feature f, the matrix entry(((x_if - x_jf) / l_f)^2, i, j).
+/// For each feature f, the matrix entry(((x_if - z_jf) / l_f)^2, i, j) (z None: Z = X).
 fn per_feature(
     x: &Points,
+    z: Option<&Points>,
     ls: &[f64],
     par: Parallelism,
     entry: impl Fn(f64, usize, usize) -> f64 + Sync,
 ) -> Vec<DMatrix<f64>> {
     let n = x.n();
+    let z = z.unwrap_or(x);
     ls.iter()
         .enumerate()
         .map(|(f, l)| {
-            let mut m = crate::linalg::zeros(n, n);
+            let mut m = crate::linalg::zeros(n, z.n());
             let fill = |(j, col): (usize, &mut [f64])| {
-                let xj = x.point(j)[f];
+                let xj = z.point(j)[f];
                 for (i, v) in col.iter_mut().enumerate() {
                     let q = ((x.point(i)[f] - xj) / l).powi(2);
                     *v = entry(q, i, j);
@@ -367,11 +380,37 @@ fn per_feature(
         .collect()
 }
 
-/// K and its derivatives by one pointwise evaluation per pair of the lower triangle,
-/// columns spread across cores.
-fn pointwise_gram_with_gradient(k: &Kernel, x: &Points, par: Parallelism) -> GramGrad {
+/// K and its derivatives by one pointwise evaluation per pair (of the lower triangle when
+/// symmetric), columns spread across cores.
+fn pointwise_gram_with_gradient(k: &Kernel, x: &Points, z: Option<&Points>, par: Parallelism) -> GramGrad {
     let n = x.n();
     let p = k.theta().len();
+    if let Some(z) = z {
+        let column = |j: usize| -> Vec<f64> {
+            let mut col = Vec::with_capacity(n * (p + 1));
+            let mut g = Vec::with_capacity(p);
+            for i in 0..n {
+                g.clear();
+                col.push(eval(k, x.point(i), z.point(j), false, Some(&mut g)));
+                col.extend_from_slice(&g);
+            }
+            col
+        };
+        let m = z.n();
+        let columns: Vec<Vec<f64>> =
+            if par.is_parallel() { (0..m).into_par_iter().map(column).collect() } else { (0..m).map(column).collect() };
+        let mut kmat = crate::linalg::zeros(n, m);
+        let mut grads: Vec<DMatrix<f64>> = (0..p).map(|_| crate::linalg::zeros(n, m)).collect();
+        for (j, col) in columns.iter().enumerate() {
+            for (i, entry) in col.chunks_exact(p + 1).enumerate() {
+                kmat[(i, j)] = entry[0];
+                for (q, g) in grads.iter_mut().enumerate() {
+                    g[(i, j)] = entry[q + 1];
+                }
+            }
+        }
+        return (kmat, grads);
+    }
     // Column j holds rows j..n, each as (k, dk_1, ..., dk_p).
     let column = |j: usize| -> Vec<f64> {
         let mut col = Vec::with_capacity((n - j) * (p + 1));
@@ -487,12 +526,34 @@ mod tests {
         let x = seeded_points(3, 23, 9);
         for spec in kernels() {
             let k = Kernel::from_json(&spec).unwrap();
-            let (ka, ga) = gram_with_gradient(&k, &x, Parallelism::Parallel);
-            let (kb, gb) = pointwise_gram_with_gradient(&k, &x, Parallelism::Sequential);
+            let (ka, ga) = gram_with_gradient(&k, &x, None, Parallelism::Parallel);
+            let (kb, gb) = pointwise_gram_with_gradient(&k, &x, None, Parallelism::Sequential);
             assert!((&ka - &kb).amax() <= 1e-12 * kb.amax().max(1.0), "{spec}: K");
             assert_eq!(ga.len(), gb.len(), "{spec}");
             for (j, (a, b)) in ga.iter().zip(&gb).enumerate() {
                 assert!((a - b).amax() <= 1e-11 * b.amax().max(1.0), "{spec}: dK[{j}] differs by {}", (a - b).amax());
+            }
+        }
+    }
+
+    /// Between two point sets: K equals the cross matrix, and every derivative equals the
+    /// pointwise definition (white contributes nothing, even where points coincide).
+    #[test]
+    fn cross_gradients_match_the_pointwise_definition() {
+        let x = seeded_points(3, 11, 5);
+        let z = Points::from_columns(nalgebra::DMatrix::from_fn(3, 6, |r, c| x.point(c)[r]));
+        for spec in kernels() {
+            let k = Kernel::from_json(&spec).unwrap();
+            for par in [Parallelism::Sequential, Parallelism::Parallel] {
+                let (kmat, grads) = k.cross_with_gradient(&x, &z, par);
+                let (kp, gp) = pointwise_gram_with_gradient(&k, &x, Some(&z), Parallelism::Sequential);
+                assert_eq!(kmat.shape(), (11, 6));
+                assert!((&kmat - k.cross(&x, &z, par)).amax() <= 1e-12 * kmat.amax().max(1.0), "{spec}: K");
+                assert!((&kmat - &kp).amax() <= 1e-12 * kp.amax().max(1.0), "{spec}: K pointwise");
+                assert_eq!(grads.len(), gp.len(), "{spec}");
+                for (j, (a, b)) in grads.iter().zip(&gp).enumerate() {
+                    assert!((a - b).amax() <= 1e-11 * b.amax().max(1.0), "{spec}: dK[{j}]");
+                }
             }
         }
     }

@@ -260,9 +260,10 @@ pub(super) fn build(k: &Kernel, x: &Points, z: Option<&Points>, par: Parallelism
     }
 }
 
-/// The symmetric matrix of squared distances |(x_i - x_j) / l|^2 (for the gradients).
-pub(super) fn scaled_sq_distances(x: &Points, scales: &Scales, par: Parallelism) -> DMatrix<f64> {
-    compute(Base::SqDist, &x.scaled(scales), None, par, &|_| {})
+/// Squared distances |(x_i - z_j) / l|^2, z None meaning Z = X (for the gradients).
+pub(super) fn scaled_sq_distances(x: &Points, z: Option<&Points>, scales: &Scales, par: Parallelism) -> DMatrix<f64> {
+    let zs = z.map(|z| z.scaled(scales));
+    compute(Base::SqDist, &x.scaled(scales), zs.as_deref(), par, &|_| {})
 }
 
 /// Applies `f` to every entry of `m`, four lanes at a time, split across cores.

@@ -269,7 +269,29 @@ impl Kernel {
     /// K(X, X) and dK/dtheta_j for every free hyperparameter, in [`Kernel::theta`]'s
     /// order (derivatives with respect to the log of each hyperparameter).
     pub fn gram_with_gradient(&self, x: &Points, par: Parallelism) -> (DMatrix<f64>, Vec<DMatrix<f64>>) {
-        grad::gram_with_gradient(self, x, par)
+        grad::gram_with_gradient(self, x, None, par)
+    }
+
+    /// K(X, Z) (as [`Kernel::cross`]) and its derivatives, in [`Kernel::theta`]'s order.
+    pub fn cross_with_gradient(&self, x: &Points, z: &Points, par: Parallelism) -> (DMatrix<f64>, Vec<DMatrix<f64>>) {
+        grad::gram_with_gradient(self, x, Some(z), par)
+    }
+
+    /// k(x_i, x_i) for every point and its derivatives with respect to theta: one vector
+    /// per free hyperparameter.
+    pub fn diag_with_gradient(&self, x: &Points) -> (DVector<f64>, Vec<DVector<f64>>) {
+        let p = self.theta().len();
+        let mut values = DVector::zeros(x.n());
+        let mut grads = vec![DVector::zeros(x.n()); p];
+        let mut g = Vec::with_capacity(p);
+        for i in 0..x.n() {
+            g.clear();
+            values[i] = grad::eval(self, x.point(i), x.point(i), true, Some(&mut g));
+            for (out, v) in grads.iter_mut().zip(&g) {
+                out[i] = *v;
+            }
+        }
+        (values, grads)
     }
 
     /// Every optimisable scalar hyperparameter, fixed or not, in a fixed traversal order

@@ -304,10 +304,11 @@ impl Service {
             Some(v) => Kernel::from_json(v).map_err(|e| e.under("/kernel"))?,
         };
         kernel.check_features(d).map_err(|e| e.under("/kernel"))?;
-        let spec = ModelSpec::from_json(kind, kernel, input.params.as_ref())?;
+        let mut spec = ModelSpec::from_json(kind, kernel, input.params.as_ref())?;
         spec.check_data(n)?;
-        let need = spec.fit_memory_estimate(n, d) as u64;
         let limit = self.config.effective_max_fit_bytes();
+        spec.resolve_approximation(n, d, self.config.exact_max_rows, limit)?;
+        let need = spec.fit_memory_estimate(n, d) as u64;
         if need > limit {
             return Err(ServiceError::TooLarge {
                 detail: format!(
@@ -408,7 +409,12 @@ impl Service {
         }
         entry.set_state(ModelState::Training);
         let busy = others_running + self.heavy_predicts.load(Ordering::Relaxed);
-        let ctx = FitContext { par: Parallelism::for_problem(data.x().n(), busy), cancel: entry.cancel.clone() };
+        let ctx = FitContext {
+            par: Parallelism::for_problem(data.x().n(), busy),
+            cancel: entry.cancel.clone(),
+            progress: entry.progress.clone(),
+        };
+        ctx.progress.phase("fit");
         let started = Instant::now();
         let result = catch_unwind(AssertUnwindSafe(|| spec.fit(data, &ctx)));
         let secs = started.elapsed().as_secs_f64();

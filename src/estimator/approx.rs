@@ -1,0 +1,151 @@
+//! The `approximation` params: whether a kernel_ridge or gaussian_process fit solves the
+//! n x n problem or works through M inducing points, and how those are chosen. Other
+//! models accept only `auto` and `exact`.
+
+use crate::spec::{FieldError, ObjectReader};
+use serde_json::{json, Map, Value};
+
+/// `inducing_points` when not given: min(n, this).
+pub const DEFAULT_INDUCING_POINTS: usize = 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Exact up to `MERCER_EXACT_MAX_ROWS` rows when the exact fit's memory fits, else
+    /// nystrom; resolved before the fit (`ModelSpec::resolve_approximation`).
+    Auto,
+    Exact,
+    Nystrom,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Auto => "auto",
+            Mode::Exact => "exact",
+            Mode::Nystrom => "nystrom",
+        }
+    }
+}
+
+/// How inducing points are chosen from the training rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Selection {
+    /// Rows drawn without replacement with the seed.
+    Uniform,
+    /// k-means++ from the seed, then Lloyd iterations; the centres.
+    Kmeans,
+}
+
+impl Selection {
+    pub fn name(self) -> &'static str {
+        match self {
+            Selection::Uniform => "uniform",
+            Selection::Kmeans => "kmeans",
+        }
+    }
+}
+
+/// Checked approximation params of kernel_ridge and gaussian_process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Approximation {
+    pub mode: Mode,
+    /// M; None: min(n, 1024).
+    pub inducing_points: Option<u64>,
+    pub selection: Selection,
+}
+
+impl Default for Approximation {
+    fn default() -> Self {
+        Approximation { mode: Mode::Auto, inducing_points: None, selection: Selection::Kmeans }
+    }
+}
+
+impl Approximation {
+    /// Reads `approximation`, `inducing_points` and `inducing_selection`.
+    pub fn read(obj: &mut ObjectReader<'_>) -> Result<Approximation, FieldError> {
+        let mode = match obj.str("approximation")? {
+            None | Some("auto") => Mode::Auto,
+            Some("exact") => Mode::Exact,
+            Some("nystrom") => Mode::Nystrom,
+            Some(other) => {
+                return Err(FieldError::invalid(
+                    obj.pointer("approximation"),
+                    format!("unknown approximation `{other}`; expected auto, exact or nystrom"),
+                ))
+            }
+        };
+        let inducing_points = obj.u64("inducing_points")?;
+        if inducing_points == Some(0) {
+            return Err(FieldError::invalid(obj.pointer("inducing_points"), "must be at least 1"));
+        }
+        let selection = match obj.str("inducing_selection")? {
+            None | Some("kmeans") => Selection::Kmeans,
+            Some("uniform") => Selection::Uniform,
+            Some(other) => {
+                return Err(FieldError::invalid(
+                    obj.pointer("inducing_selection"),
+                    format!("unknown inducing_selection `{other}`; expected uniform or kmeans"),
+                ))
+            }
+        };
+        Ok(Approximation { mode, inducing_points, selection })
+    }
+
+    /// For models without an approximate form: `approximation` may only be auto or exact.
+    pub fn read_exact_only(obj: &mut ObjectReader<'_>) -> Result<(), FieldError> {
+        match obj.str("approximation")? {
+            None | Some("auto" | "exact") => Ok(()),
+            Some(other) => Err(FieldError::invalid(
+                obj.pointer("approximation"),
+                format!("`{other}` is not available for this model: only auto and exact are"),
+            )),
+        }
+    }
+
+    /// M for n training rows.
+    pub fn m(&self, n: usize) -> usize {
+        self.inducing_points.map_or(n.min(DEFAULT_INDUCING_POINTS), |m| m as usize)
+    }
+
+    /// Adds the params' JSON form to `out`.
+    pub fn write_json(&self, out: &mut Map<String, Value>) {
+        out.insert("approximation".into(), json!(self.mode.name()));
+        out.insert("inducing_points".into(), json!(self.inducing_points));
+        out.insert("inducing_selection".into(), json!(self.selection.name()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(v: Value) -> Result<Approximation, FieldError> {
+        let mut obj = ObjectReader::new(&v, "/params").unwrap();
+        let a = Approximation::read(&mut obj)?;
+        obj.finish()?;
+        Ok(a)
+    }
+
+    #[test]
+    fn params_are_read_checked_and_echoed() {
+        assert_eq!(read(json!({})).unwrap(), Approximation::default());
+        let a =
+            read(json!({"approximation": "nystrom", "inducing_points": 7, "inducing_selection": "uniform"})).unwrap();
+        assert_eq!((a.mode, a.m(100), a.selection), (Mode::Nystrom, 7, Selection::Uniform));
+        assert_eq!(Approximation::default().m(5000), 1024);
+        assert_eq!(Approximation::default().m(50), 50);
+        let mut out = Map::new();
+        a.write_json(&mut out);
+        assert_eq!(read(Value::Object(out)).unwrap(), a);
+        for (v, at) in [
+            (json!({"approximation": "sparse"}), "/params/approximation"),
+            (json!({"inducing_points": 0}), "/params/inducing_points"),
+            (json!({"inducing_selection": "random"}), "/params/inducing_selection"),
+        ] {
+            assert_eq!(read(v).unwrap_err().pointer, at);
+        }
+        let v = json!({"approximation": "nystrom"});
+        let mut obj = ObjectReader::new(&v, "/params").unwrap();
+        assert_eq!(Approximation::read_exact_only(&mut obj).unwrap_err().pointer, "/params/approximation");
+    }
+}

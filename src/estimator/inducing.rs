@@ -1,0 +1,228 @@
+//! Choosing the M inducing points of a Nystrom fit from the training rows: a seeded
+//! uniform draw of rows, or k-means centres (k-means++ from the seed, then Lloyd).
+//!
+//! k-means runs on a seeded uniform sample of at most max(64 M, 65,536) rows: its cost
+//! is rows x M x d per pass, and centres found from 64 rows per centre place inducing
+//! points as well as centres from a million (it is the fit, not the selection, that has
+//! to see every row). Every step is deterministic for a given seed, whatever the thread
+//! count: rows are assigned independently and centres are summed in row order.
+
+use super::approx::Selection;
+use super::{FitContext, FitError};
+use crate::kernel::Points;
+use crate::linalg::Parallelism;
+use crate::optimize::SplitMix64;
+use faer::{Accum, MatMut, MatRef, Par};
+use nalgebra::DMatrix;
+use rayon::prelude::*;
+use std::collections::HashSet;
+
+/// k-means sees at most max(this x M, KMEANS_MIN_SAMPLE) rows.
+const KMEANS_ROWS_PER_CENTRE: usize = 64;
+const KMEANS_MIN_SAMPLE: usize = 65_536;
+const LLOYD_MAX_ITERATIONS: usize = 100;
+/// Lloyd stops when the centres move by less than this times the data's mean feature
+/// variance (squared distance, summed over centres), as scikit-learn's `tol`.
+const LLOYD_TOLERANCE: f64 = 1e-4;
+/// Rows per block of the point-to-centre distance products.
+const ASSIGN_BLOCK: usize = 2048;
+
+/// M inducing points chosen from the rows of `x` (M <= n, checked by the caller).
+pub fn select(x: &Points, m: usize, how: Selection, seed: u64, ctx: &FitContext) -> Result<Points, FitError> {
+    ctx.progress.phase("inducing_points");
+    match how {
+        Selection::Uniform => Ok(x.select(&sample_rows(x.n(), m, seed))),
+        Selection::Kmeans => kmeans(x, m, seed, ctx),
+    }
+}
+
+/// `k` distinct row indices out of n, sorted, drawn with `seed` (Floyd's algorithm).
+pub fn sample_rows(n: usize, k: usize, seed: u64) -> Vec<usize> {
+    assert!(k <= n, "cannot draw {k} rows out of {n}");
+    if k == n {
+        return (0..n).collect();
+    }
+    let mut rng = SplitMix64::new(seed);
+    let mut chosen = HashSet::with_capacity(k);
+    for j in n - k..n {
+        let t = (rng.next_u64() % (j as u64 + 1)) as usize;
+        if !chosen.insert(t) {
+            chosen.insert(j);
+        }
+    }
+    let mut out: Vec<usize> = chosen.into_iter().collect();
+    out.sort_unstable();
+    out
+}
+
+fn squared_distance(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(u, v)| (u - v) * (u - v)).sum()
+}
+
+fn kmeans(x: &Points, m: usize, seed: u64, ctx: &FitContext) -> Result<Points, FitError> {
+    let cap = (KMEANS_ROWS_PER_CENTRE * m).max(KMEANS_MIN_SAMPLE);
+    // The sample's seed differs from the centres' so that the two draws are independent.
+    let sample = if x.n() > cap { x.select(&sample_rows(x.n(), cap, seed ^ 0x5EED_5A3B_1E00_0001)) } else { x.clone() };
+    let mut centres = kmeans_plus_plus(&sample, m, seed, ctx.par);
+    ctx.cancel.check()?;
+    lloyd(&sample, &mut centres, ctx)?;
+    Ok(centres)
+}
+
+/// k-means++ (Arthur & Vassilvitskii 2007): each new centre drawn with probability
+/// proportional to its squared distance from the nearest centre so far.
+fn kmeans_plus_plus(x: &Points, m: usize, seed: u64, par: Parallelism) -> Points {
+    let (n, d) = (x.n(), x.d());
+    let mut rng = SplitMix64::new(seed);
+    let mut chosen = Vec::with_capacity(m);
+    chosen.push((rng.next_u64() % n as u64) as usize);
+    let mut nearest: Vec<f64> = (0..n).map(|i| squared_distance(x.point(i), x.point(chosen[0]))).collect();
+    while chosen.len() < m {
+        let total: f64 = nearest.iter().sum();
+        let next = if total > 0.0 && total.is_finite() {
+            let target = rng.uniform(0.0, total);
+            let mut acc = 0.0;
+            let mut pick = n - 1;
+            for (i, w) in nearest.iter().enumerate() {
+                acc += w;
+                if acc > target {
+                    pick = i;
+                    break;
+                }
+            }
+            pick
+        } else {
+            // Every row sits on a centre already (fewer distinct rows than M).
+            (rng.next_u64() % n as u64) as usize
+        };
+        chosen.push(next);
+        let c = x.point(next).to_vec();
+        let update = |(i, v): (usize, &mut f64)| *v = v.min(squared_distance(x.point(i), &c));
+        if par.is_parallel() && n * d > 1 << 16 {
+            nearest.par_iter_mut().enumerate().for_each(update);
+        } else {
+            nearest.iter_mut().enumerate().for_each(update);
+        }
+    }
+    x.select(&chosen)
+}
+
+/// For each row, the index of its nearest centre.
+fn assign(x: &Points, centres: &Points, par: Parallelism) -> Vec<u32> {
+    let (n, d, m) = (x.n(), x.d(), centres.n());
+    let c_norms: Vec<f64> = (0..m).map(|j| centres.point(j).iter().map(|v| v * v).sum()).collect();
+    let cview = MatRef::from_column_major_slice(centres.as_matrix().as_slice(), d, m);
+    let block = |b: usize| -> Vec<u32> {
+        let start = b * ASSIGN_BLOCK;
+        let rows = ASSIGN_BLOCK.min(n - start);
+        let xview = MatRef::from_column_major_slice(&x.as_matrix().as_slice()[start * d..(start + rows) * d], d, rows);
+        // dots[j, i] = c_j . x_i; |x_i - c_j|^2 = |x_i|^2 + |c_j|^2 - 2 dots, and |x_i|^2
+        // does not change which j is nearest.
+        let mut dots = DMatrix::<f64>::zeros(m, rows);
+        let dst = MatMut::from_column_major_slice_mut(dots.as_mut_slice(), m, rows);
+        faer::linalg::matmul::matmul(dst, Accum::Replace, cview.transpose(), xview, 1.0, Par::Seq);
+        crate::linalg::clear_upper_vector_state();
+        dots.column_iter()
+            .map(|col| {
+                let mut best = (0u32, f64::INFINITY);
+                for (j, (dot, cn)) in col.iter().zip(&c_norms).enumerate() {
+                    let v = cn - 2.0 * dot;
+                    if v < best.1 {
+                        best = (j as u32, v);
+                    }
+                }
+                best.0
+            })
+            .collect()
+    };
+    let blocks = n.div_ceil(ASSIGN_BLOCK);
+    let parts: Vec<Vec<u32>> = if par.is_parallel() {
+        (0..blocks).into_par_iter().map(block).collect()
+    } else {
+        (0..blocks).map(block).collect()
+    };
+    parts.concat()
+}
+
+/// Lloyd's iterations from `centres` until the assignment is stable, the centres move
+/// less than the tolerance, or the iteration cap. An empty cluster keeps its centre.
+fn lloyd(x: &Points, centres: &mut Points, ctx: &FitContext) -> Result<(), FitError> {
+    let (n, d, m) = (x.n(), x.d(), centres.n());
+    let mean = x.as_matrix().column_mean();
+    let variance: f64 =
+        (0..n).map(|i| squared_distance(x.point(i), mean.as_slice())).sum::<f64>() / (n as f64 * d as f64);
+    let tolerance = LLOYD_TOLERANCE * variance;
+    let mut labels: Vec<u32> = Vec::new();
+    for iteration in 0..LLOYD_MAX_ITERATIONS {
+        ctx.cancel.check()?;
+        ctx.progress.iteration(iteration as u64 + 1);
+        let next = assign(x, centres, ctx.par);
+        if next == labels {
+            break;
+        }
+        labels = next;
+        let mut sums = DMatrix::<f64>::zeros(d, m);
+        let mut counts = vec![0usize; m];
+        for (i, &c) in labels.iter().enumerate() {
+            let c = c as usize;
+            counts[c] += 1;
+            for (s, v) in sums.column_mut(c).iter_mut().zip(x.point(i)) {
+                *s += v;
+            }
+        }
+        let mut shift = 0.0;
+        let mut moved = centres.as_matrix().clone();
+        for (j, &count) in counts.iter().enumerate() {
+            if count > 0 {
+                let new: Vec<f64> = sums.column(j).iter().map(|s| s / count as f64).collect();
+                shift += squared_distance(&new, centres.point(j));
+                moved.column_mut(j).copy_from_slice(&new);
+            }
+        }
+        *centres = Points::from_columns(moved);
+        if shift <= tolerance {
+            break;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Four tight, well-separated blobs of 50 points in 2-D.
+    fn blobs() -> (Points, [[f64; 2]; 4]) {
+        let centres = [[0.0, 0.0], [10.0, 0.0], [0.0, 10.0], [10.0, 10.0]];
+        let noise = crate::test_support::seeded_matrix(2, 200, 4) * 0.5;
+        let x = DMatrix::from_fn(2, 200, |r, c| centres[c % 4][r] + noise[(r, c)]);
+        (Points::from_columns(x), centres)
+    }
+
+    #[test]
+    fn uniform_draws_are_distinct_sorted_and_seeded() {
+        let a = sample_rows(1000, 100, 7);
+        assert_eq!(a.len(), 100);
+        assert!(a.windows(2).all(|w| w[0] < w[1]) && *a.last().unwrap() < 1000);
+        assert_eq!(a, sample_rows(1000, 100, 7));
+        assert_ne!(a, sample_rows(1000, 100, 8));
+        assert_eq!(sample_rows(5, 5, 1), vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn kmeans_finds_the_blobs_reproducibly_whatever_the_threads() {
+        let (x, truth) = blobs();
+        let seq = select(&x, 4, Selection::Kmeans, 3, &FitContext::sequential()).unwrap();
+        let par = select(&x, 4, Selection::Kmeans, 3, &FitContext::new(Parallelism::Parallel)).unwrap();
+        assert_eq!(seq, par, "the same centres on one thread or two");
+        assert_eq!(seq, select(&x, 4, Selection::Kmeans, 3, &FitContext::sequential()).unwrap());
+        for t in truth {
+            let nearest = (0..4).map(|j| squared_distance(seq.point(j), &t)).fold(f64::INFINITY, f64::min);
+            assert!(nearest < 0.1, "a centre near {t:?}: {seq:?}");
+        }
+        // More centres than distinct rows: duplicates, no failure.
+        let same = Points::from_rows(&[vec![1.0], vec![1.0], vec![1.0]]);
+        let c = select(&same, 3, Selection::Kmeans, 0, &FitContext::sequential()).unwrap();
+        assert!(c.as_matrix().iter().all(|&v| v == 1.0));
+    }
+}

@@ -1,0 +1,423 @@
+//! Sparse Gaussian-process regression: Titsias' variational free energy (VFE, GPflow's
+//! SGPR) with M inducing points Z, for `gaussian_process` with `approximation: nystrom`.
+//!
+//! With K_MM = L L', G = A A' for A = L^-1 K_Mn (streamed as in `nystrom.rs`),
+//! B = I + G / s (s the noise variance) = L_B L_B', and c = L_B^-1 L^-1 K_Mn y / s, the
+//! collapsed bound is
+//!
+//!   F = -n/2 log 2 pi - sum log diag L_B - n/2 log s - y'y / (2s) + c'c / 2
+//!       - tr(K_nn) / (2s) + tr(G) / (2s)
+//!
+//! = log N(y | 0, Q_nn + s I) - tr(K_nn - Q_nn) / (2s), Q_nn = K_nM K_MM^-1 K_Mn. The
+//! predictive mean at x* is k*' w with w = L^-T L_B^-T c, its variance
+//! k(x*, x*) - |L^-1 k*|^2 + |L_B^-1 L^-1 k*|^2.
+//!
+//! The gradient of F with respect to the log hyperparameters (for `optimize`) treats F
+//! as a function of K_MM, P = K_Mn K_nM, v = K_Mn y, tr K_nn and s; the chain rule
+//! through P and v needs the adjoint W = 2 (dF/dP) K_Mn + (dF/dv) y' of each block of
+//! K_Mn, which a second pass over the rows contracts with the block's kernel derivatives. For n beyond
+//! [`OPTIMIZE_SUBSET_ROWS`], the search runs on a seeded uniform subset of that many rows
+//! (inducing points fixed) and the final fit on every row (`training.optimized_on_rows`).
+
+use super::gaussian_process::{normalisation, GaussianProcess};
+use super::nystrom::{factor_kmm, moments, over_row_blocks, whiten, Moments};
+use super::{FitContext, FitError, PredictOptions, Prediction, Predictor, Progress, TrainingReport, TrainingSet};
+use crate::kernel::{Kernel, Points};
+use crate::linalg::{self, Cholesky, Parallelism};
+use crate::spec::FieldError;
+use nalgebra::{DMatrix, DVector};
+
+/// The hyperparameter search of a sparse GP sees at most this many rows.
+pub const OPTIMIZE_SUBSET_ROWS: usize = 20_000;
+
+#[derive(Debug, Clone)]
+pub struct SparseGpModel {
+    spec: GaussianProcess,
+    z: Points,
+    /// K_MM (+ jitter) = L L'.
+    l: Cholesky,
+    /// B = I + L^-1 P L^-T / s = L_B L_B'.
+    lb: Cholesky,
+    /// The predictive mean is K_*M w.
+    weights: Vec<f64>,
+    y_mean: f64,
+    y_std: f64,
+    report: TrainingReport,
+}
+
+/// A fit at fixed hyperparameters: the factors, the mean weights and the bound.
+struct Fixed {
+    l: Cholesky,
+    lb: Cholesky,
+    weights: Vec<f64>,
+    bound: f64,
+}
+
+fn noise_of(spec: &GaussianProcess) -> Result<f64, FitError> {
+    let s = spec.noise.value;
+    if s > 0.0 {
+        Ok(s)
+    } else {
+        Err(FitError::Invalid(FieldError::invalid(
+            "/params/noise",
+            "a nystrom gaussian_process needs noise > 0 (the variational bound divides by it)",
+        )))
+    }
+}
+
+/// What the bound and the mean need from the moments: L_B, c = L_B^-1 u / s, and F.
+struct Collapsed {
+    lb: Cholesky,
+    c: DMatrix<f64>,
+    bound: f64,
+}
+
+fn collapse(stats: &Moments, s: f64, n: usize, par: Parallelism) -> Result<Collapsed, FitError> {
+    let lb = factor_b(&stats.g, s, par)?;
+    let mut c = DMatrix::from_column_slice(stats.u.len(), 1, stats.u.as_slice());
+    lb.solve_l_in_place(&mut c, Parallelism::Sequential);
+    c /= s;
+    let n = n as f64;
+    let bound =
+        -0.5 * n * (2.0 * std::f64::consts::PI).ln() - 0.5 * lb.log_det() - 0.5 * n * s.ln() - 0.5 * stats.yy / s
+            + 0.5 * c.norm_squared()
+            - 0.5 * stats.trace / s
+            + 0.5 * stats.g.trace() / s;
+    Ok(Collapsed { lb, c, bound })
+}
+
+fn fit_fixed(spec: &GaussianProcess, z: &Points, x: &Points, y: &[f64], ctx: &FitContext) -> Result<Fixed, FitError> {
+    let s = noise_of(spec)?;
+    let kernel = &spec.kernel;
+    let l = factor_kmm(kernel, z, ctx.par)?;
+    ctx.progress.phase("kernel_pass");
+    let stats = moments(kernel, z, &l, x, y, ctx)?;
+    ctx.progress.phase("solve");
+    let Collapsed { lb, mut c, bound } = collapse(&stats, s, x.n(), ctx.par)?;
+    lb.solve_lt_in_place(&mut c, Parallelism::Sequential);
+    l.solve_lt_in_place(&mut c, Parallelism::Sequential);
+    Ok(Fixed { l, lb, weights: c.as_slice().to_vec(), bound })
+}
+
+/// B = I + G / s, factorised (B >= I, so only round-off could fail it; the jitter rule
+/// covers that).
+fn factor_b(g: &DMatrix<f64>, s: f64, par: Parallelism) -> Result<Cholesky, FitError> {
+    Ok(Cholesky::factor_with_jitter(
+        || {
+            let mut b = g / s;
+            for i in 0..b.nrows() {
+                b[(i, i)] += 1.0;
+            }
+            b
+        },
+        par,
+    )?)
+}
+
+/// The bound at `spec`'s hyperparameters on rows (x, y), and its gradient with respect
+/// to `spec.theta()` (kernel hyperparameters, then log noise unless fixed). None where
+/// it cannot be evaluated (the search steps back) or once the fit is cancelled.
+///
+/// With c_hat = L_B^-T c, D_P = I - B^-1 - c_hat c_hat' and A = L^-1 K_Mn, the partial
+/// derivatives are dF/dK_MM = L^-T (D_P - G/s) L^-1 / 2, and through P = K_Mn K_nM and
+/// v = K_Mn y the adjoint of K_Mn is W = L^-T (D_P A + c_hat y') / s; dF/dtr K_nn = -1/(2s).
+/// Everything is computed in the whitened basis, as the fit is.
+pub fn bound_and_gradient(
+    spec: &GaussianProcess,
+    z: &Points,
+    x: &Points,
+    y: &[f64],
+    ctx: &FitContext,
+) -> Option<(f64, Vec<f64>)> {
+    let s = noise_of(spec).ok()?;
+    let kernel = &spec.kernel;
+    let (n, m) = (x.n(), z.n());
+    let (kuu, dkuu) = kernel.gram_with_gradient(z, ctx.par);
+    let l = Cholesky::factor_with_jitter(|| kuu.clone(), ctx.par).ok()?;
+    let stats = moments(kernel, z, &l, x, y, ctx).ok()?;
+    let Collapsed { lb, c, bound } = collapse(&stats, s, n, ctx.par).ok()?;
+    let mut c_hat = c;
+    lb.solve_lt_in_place(&mut c_hat, Parallelism::Sequential);
+    let b_inv = symmetric_inverse(&lb, ctx.par);
+    let mut d_p = -&b_inv - &c_hat * c_hat.transpose();
+    for i in 0..m {
+        d_p[(i, i)] += 1.0;
+    }
+    let d_uu = &d_p - &stats.g / s;
+    let p = kernel.theta().len();
+    let c_hat_over_s = DVector::from_column_slice(c_hat.as_slice()) / s;
+    let d_p_over_s = &d_p / s;
+    // The second pass: sum over blocks of <W_B, dK_MB/dtheta_j>, and
+    // -1/(2s) sum_i dk(x_i, x_i)/dtheta_j.
+    let parts = over_row_blocks(
+        n,
+        ctx,
+        || vec![0.0; p],
+        |acc, rows| {
+            let q = x.slice(rows.start, rows.len());
+            let (mut k, dk) = kernel.cross_with_gradient(z, &q, Parallelism::Sequential);
+            l.solve_l_in_place(&mut k, Parallelism::Sequential);
+            let mut adj = &d_p_over_s * &k;
+            for (mut col, yi) in adj.column_iter_mut().zip(&y[rows.clone()]) {
+                col.axpy(*yi, &c_hat_over_s, 1.0);
+            }
+            l.solve_lt_in_place(&mut adj, Parallelism::Sequential);
+            linalg::clear_upper_vector_state();
+            let (_, ddiag) = kernel.diag_with_gradient(&q);
+            for j in 0..p {
+                acc[j] += adj.dot(&dk[j]) - 0.5 * ddiag[j].sum() / s;
+            }
+        },
+    )
+    .ok()?;
+    let mut grad = vec![0.0; p];
+    for part in parts {
+        for (g, v) in grad.iter_mut().zip(part) {
+            *g += v;
+        }
+    }
+    for (g, d) in grad.iter_mut().zip(&dkuu) {
+        *g += 0.5 * d_uu.dot(&whiten(&l, d, ctx.par));
+    }
+    if !spec.noise.fixed {
+        // s dF/ds with K_MM, P, v and tr K_nn held; in the whitened basis
+        // tr(Sigma^-1 P) = tr(B^-1 G), v'w = u'c_hat and w'Pw = c_hat' G c_hat.
+        let tr_binv_g = b_inv.dot(&stats.g);
+        let uc = stats.u.dot(&DVector::from_column_slice(c_hat.as_slice()));
+        let gc = &stats.g * &c_hat;
+        let cgc = c_hat.dot(&gc);
+        let g_tr = stats.g.trace();
+        grad.push(
+            -0.5 * n as f64 + (0.5 * tr_binv_g + 0.5 * stats.yy - uc + 0.5 * cgc + 0.5 * stats.trace - 0.5 * g_tr) / s,
+        );
+    }
+    (bound.is_finite() && grad.iter().all(|v| v.is_finite())).then_some((bound, grad))
+}
+
+/// (L L')^-1 with both triangles filled.
+fn symmetric_inverse(l: &Cholesky, par: Parallelism) -> DMatrix<f64> {
+    let mut inv = l.inverse_lower(par);
+    let n = inv.nrows();
+    for j in 0..n {
+        for i in j + 1..n {
+            inv[(j, i)] = inv[(i, j)];
+        }
+    }
+    inv
+}
+
+impl SparseGpModel {
+    /// Fits `spec` (approximation nystrom): inducing points, then the hyperparameter search
+    /// if asked for (on a subset of rows beyond [`OPTIMIZE_SUBSET_ROWS`]), then the fit.
+    pub fn fit(spec: &GaussianProcess, data: &TrainingSet, ctx: &FitContext) -> Result<SparseGpModel, FitError> {
+        noise_of(spec)?;
+        let z = super::nystrom::inducing_points(&spec.approx, spec.seed, &data.x, ctx)?;
+        Self::fit_at(spec, z, data, ctx)
+    }
+
+    /// As `fit`, with the inducing points given.
+    pub fn fit_at(
+        spec: &GaussianProcess,
+        z: Points,
+        data: &TrainingSet,
+        ctx: &FitContext,
+    ) -> Result<SparseGpModel, FitError> {
+        noise_of(spec)?;
+        let (y_mean, y_std) = if spec.normalize_y { normalisation(&data.y) } else { (0.0, 1.0) };
+        let y: Vec<f64> = data.y.iter().map(|v| (v - y_mean) / y_std).collect();
+        let (fitted, search) = if spec.optimize {
+            Self::search(spec, &z, &data.x, &y, ctx)?
+        } else {
+            (spec.clone(), TrainingReport::default())
+        };
+        let fixed = fit_fixed(&fitted, &z, &data.x, &y, ctx)?;
+        if !fixed.bound.is_finite() {
+            return Err(FitError::Invalid(FieldError::invalid(
+                "/y",
+                "the targets are too large: the evidence lower bound overflows; rescale y or set normalize_y",
+            )));
+        }
+        let report = TrainingReport {
+            evidence_lower_bound: Some(fixed.bound),
+            ..super::nystrom::report(z.n(), fixed.l.jitter()).merge_search(search)
+        };
+        Ok(SparseGpModel { spec: fitted, z, l: fixed.l, lb: fixed.lb, weights: fixed.weights, y_mean, y_std, report })
+    }
+
+    fn search(
+        spec: &GaussianProcess,
+        z: &Points,
+        x: &Points,
+        y: &[f64],
+        ctx: &FitContext,
+    ) -> Result<(GaussianProcess, TrainingReport), FitError> {
+        let n = x.n();
+        let (xs, ys, subset) = if n > OPTIMIZE_SUBSET_ROWS {
+            // Another stream than the inducing points' draw from the same seed.
+            let rows = super::inducing::sample_rows(n, OPTIMIZE_SUBSET_ROWS, spec.seed ^ 0x0B7_1A1E_5EED);
+            let ys: Vec<f64> = rows.iter().map(|&i| y[i]).collect();
+            (std::borrow::Cow::Owned(x.select(&rows)), std::borrow::Cow::Owned(ys), true)
+        } else {
+            (std::borrow::Cow::Borrowed(x), std::borrow::Cow::Borrowed(y), false)
+        };
+        // The passes inside each evaluation must not overwrite the search's progress.
+        let inner = FitContext { progress: Progress::default(), ..ctx.clone() };
+        let search = super::HyperSearch {
+            theta: spec.theta(),
+            bounds: spec.theta_bounds(),
+            pointers: spec.theta_pointers(),
+            restarts: spec.restarts,
+            seed: spec.seed,
+        };
+        let (theta, mut report) =
+            search.maximise(ctx, |t| bound_and_gradient(&spec.with_theta(t), z, &xs, &ys, &inner))?;
+        if subset {
+            report.optimized_on_rows = Some(OPTIMIZE_SUBSET_ROWS as u64);
+        }
+        Ok((spec.with_theta(&theta), report))
+    }
+
+    pub(super) fn store_into(&self, s: &mut super::StoredFit) {
+        s.x = self.z.as_matrix().as_slice().to_vec();
+        s.alpha = self.weights.clone();
+        s.factor = self.l.l().as_slice().to_vec();
+        s.jitter = self.l.jitter();
+        s.y_mean = self.y_mean;
+        s.y_std = self.y_std;
+        s.arrays.push(("factor_b".into(), self.lb.l().as_slice().to_vec()));
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn restore(
+        spec: GaussianProcess,
+        z: Points,
+        weights: Vec<f64>,
+        l: Cholesky,
+        lb: Cholesky,
+        y_mean: f64,
+        y_std: f64,
+        report: TrainingReport,
+    ) -> SparseGpModel {
+        SparseGpModel { spec, z, l, lb, weights, y_mean, y_std, report }
+    }
+
+    pub fn evidence_lower_bound(&self) -> f64 {
+        self.report.evidence_lower_bound.unwrap_or(f64::NAN)
+    }
+
+    pub fn spec(&self) -> &GaussianProcess {
+        &self.spec
+    }
+}
+
+impl TrainingReport {
+    /// This report with a hyperparameter search's fields.
+    fn merge_search(self, search: TrainingReport) -> TrainingReport {
+        TrainingReport {
+            iterations: search.iterations,
+            evaluations: search.evaluations,
+            stop_reason: search.stop_reason,
+            converged: search.converged,
+            restarts_failed: search.restarts_failed,
+            hyperparameters_at_bounds: search.hyperparameters_at_bounds,
+            optimized_on_rows: search.optimized_on_rows,
+            ..self
+        }
+    }
+}
+
+impl Predictor for SparseGpModel {
+    fn predict(&self, x: &Points, opts: &PredictOptions, par: Parallelism) -> Prediction {
+        let scale2 = self.y_std * self.y_std;
+        let extra = if opts.include_noise { self.spec.noise.value * scale2 } else { 0.0 };
+        let kernel: &Kernel = &self.spec.kernel;
+        let mean_of = |k: &DMatrix<f64>| -> Vec<f64> {
+            super::weighted_columns(k, &self.weights).into_iter().map(|f| f * self.y_std + self.y_mean).collect()
+        };
+        // t1 = L^-1 K_M*, t2 = L_B^-1 t1: the variance is k** - |t1|^2 + |t2|^2.
+        let solves = |k: DMatrix<f64>| -> (DMatrix<f64>, DMatrix<f64>) {
+            let mut t1 = k;
+            self.l.solve_l_in_place(&mut t1, par);
+            let mut t2 = t1.clone();
+            self.lb.solve_l_in_place(&mut t2, par);
+            (t1, t2)
+        };
+        if opts.covariance {
+            let k = kernel.cross(&self.z, x, par);
+            let values = mean_of(&k);
+            let (t1, t2) = solves(k);
+            let mut cov = kernel.gram(x, par);
+            linalg::sub_at_a(&mut cov, &t1, par);
+            let mut plus = DMatrix::zeros(x.n(), x.n());
+            linalg::sub_at_a(&mut plus, &t2, par);
+            cov -= plus;
+            cov *= scale2;
+            for i in 0..cov.nrows() {
+                cov[(i, i)] = cov[(i, i)].max(0.0) + extra;
+            }
+            let variance = opts.variance.then(|| cov.diagonal().iter().copied().collect());
+            return Prediction { values, variance, covariance: Some(cov), ..Default::default() };
+        }
+        let block = super::predict_block_rows(self.z.n());
+        let mut values = Vec::with_capacity(x.n());
+        let mut variance = opts.variance.then(|| Vec::with_capacity(x.n()));
+        for start in (0..x.n()).step_by(block) {
+            let q = x.slice(start, block.min(x.n() - start));
+            let k = kernel.cross(&self.z, &q, par);
+            values.extend(mean_of(&k));
+            if let Some(var) = variance.as_mut() {
+                let (t1, t2) = solves(k);
+                let prior = kernel.diag(&q);
+                var.extend(
+                    t1.column_iter()
+                        .zip(t2.column_iter())
+                        .zip(prior.iter())
+                        .map(|((a, b), kxx)| (kxx - a.norm_squared() + b.norm_squared()).max(0.0) * scale2 + extra),
+                );
+            }
+        }
+        Prediction { values, variance, ..Default::default() }
+    }
+
+    fn kernel(&self) -> &Kernel {
+        &self.spec.kernel
+    }
+
+    fn params_json(&self) -> serde_json::Value {
+        self.spec.params_json()
+    }
+
+    fn report(&self) -> &TrainingReport {
+        &self.report
+    }
+
+    fn report_mut(&mut self) -> &mut TrainingReport {
+        &mut self.report
+    }
+
+    fn n_support(&self) -> usize {
+        self.z.n()
+    }
+
+    fn n_features(&self) -> usize {
+        self.z.d()
+    }
+
+    fn memory_bytes(&self) -> usize {
+        let m = self.z.n();
+        self.z.memory_bytes() + self.weights.len() * 8 + 2 * m * m * 8
+    }
+
+    fn predict_cost(&self, m: usize, opts: &PredictOptions) -> f64 {
+        let big_m = self.z.n() as f64;
+        let m = m as f64;
+        let mut cost = m * big_m * (self.z.d() as f64 + 2.0);
+        if opts.variance || opts.covariance {
+            cost += 2.0 * m * big_m * big_m;
+        }
+        if opts.covariance {
+            cost += 2.0 * m * m * big_m;
+        }
+        cost
+    }
+}
