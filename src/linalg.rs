@@ -110,6 +110,92 @@ pub enum LinalgError {
     /// Not positive definite even after the largest jitter; `index` is the failing pivot.
     #[error("matrix is not positive definite (pivot {index} fails even with jitter {max_jitter:e} on the diagonal)")]
     NotPositiveDefinite { index: usize, max_jitter: f64 },
+    /// The caller asked to stop (the fit was cancelled).
+    #[error("the factorisation was interrupted")]
+    Interrupted,
+}
+
+/// Why one factorisation attempt ended early.
+enum Stopped {
+    Pivot(usize),
+    Interrupted,
+}
+
+/// From this size up, factorisations run by blocks of columns so that they can stop.
+const BLOCKED_MIN_N: usize = 6144;
+/// Columns per block, the trailing update done in slices of twice that: at n = 20,000 a
+/// slice is about half a second here, and the whole factorisation stays within a few
+/// per cent of faer's own (n = 8,000: 3.36 s against 3.33; 14,000: 16.8-17.8 s against
+/// 15.7-16.2).
+const BLOCK: usize = 1024;
+
+/// Right-looking blocked Cholesky of the lower triangle of `a`: for each block of
+/// columns, factor the diagonal block (faer), solve the panel below it, and update the
+/// trailing lower triangle, asking `stop` before each block and each slice of the
+/// update.
+fn blocked_in_place(
+    mut a: MatMut<'_, f64>,
+    par: Parallelism,
+    stop: &dyn Fn() -> bool,
+    mem: &mut MemBuffer,
+) -> Result<(), Stopped> {
+    use faer::linalg::matmul::triangular::BlockStructure;
+    use faer::reborrow::{Reborrow, ReborrowMut};
+    let n = a.nrows();
+    for k in (0..n).step_by(BLOCK) {
+        if stop() {
+            return Err(Stopped::Interrupted);
+        }
+        let kb = BLOCK.min(n - k);
+        let rest = a.rb_mut().submatrix_mut(k, k, n - k, n - k);
+        let (top, bottom) = rest.split_at_row_mut(kb);
+        let mut a11 = top.subcols_mut(0, kb);
+        cholesky_in_place(
+            a11.rb_mut(),
+            LltRegularization::default(),
+            par.faer(),
+            MemStack::new(mem),
+            Default::default(),
+        )
+        .map_err(|e| match e {
+            faer::linalg::cholesky::llt::factor::LltError::NonPositivePivot { index } => Stopped::Pivot(k + index),
+        })?;
+        let (mut a21, mut a22) = bottom.split_at_col_mut(kb);
+        // A21 <- A21 L11^-T, i.e. L11 A21' = A21'.
+        solve_lower_triangular_in_place(a11.rb(), a21.rb_mut().transpose_mut(), par.faer());
+        // A22 <- A22 - A21 A21' (lower triangle), in slices of columns.
+        let m = n - k - kb;
+        for c0 in (0..m).step_by(2 * BLOCK) {
+            if stop() {
+                return Err(Stopped::Interrupted);
+            }
+            let w = (2 * BLOCK).min(m - c0);
+            let dst = a22.rb_mut().submatrix_mut(c0, c0, m - c0, w);
+            let (diag, below) = dst.split_at_row_mut(w);
+            let left = a21.rb().subrows(c0, w);
+            faer::linalg::matmul::triangular::matmul(
+                diag,
+                BlockStructure::TriangularLower,
+                faer::Accum::Add,
+                left,
+                BlockStructure::Rectangular,
+                left.transpose(),
+                BlockStructure::Rectangular,
+                -1.0,
+                par.faer(),
+            );
+            faer::linalg::matmul::matmul(
+                below,
+                faer::Accum::Add,
+                a21.rb().subrows(c0 + w, m - c0 - w),
+                left.transpose(),
+                -1.0,
+                par.faer(),
+            );
+        }
+    }
+    clear_upper_vector_state();
+    Ok(())
 }
 
 /// Jitter exponents of the contract: 1e-10, 1e-9, ..., 1e-4 times the mean diagonal.
@@ -133,9 +219,18 @@ impl Cholesky {
     /// attempt leaves nothing to retry from. Rather than keep an n^2 copy for a rare
     /// event, a retry calls `build` again: rebuilding a Gram matrix costs less than the
     /// factorisation that failed.
-    pub fn factor_with_jitter(
+    pub fn factor_with_jitter(build: impl FnMut() -> DMatrix<f64>, par: Parallelism) -> Result<Cholesky, LinalgError> {
+        Cholesky::factor_with_jitter_until(build, par, &|| false)
+    }
+
+    /// As [`Cholesky::factor_with_jitter`], giving up with `Interrupted` soon after
+    /// `stop` turns true: large matrices are factorised by blocks of columns, `stop`
+    /// asked between them (a 20,000-row factorisation takes half a minute here; a
+    /// deleted fit must not hold its worker that long).
+    pub fn factor_with_jitter_until(
         mut build: impl FnMut() -> DMatrix<f64>,
         par: Parallelism,
+        stop: &dyn Fn() -> bool,
     ) -> Result<Cholesky, LinalgError> {
         let mut a = build();
         assert!(a.is_square(), "Cholesky of a non-square matrix");
@@ -144,8 +239,11 @@ impl Cholesky {
         // A zero (all-zero kernel) or non-finite mean would give useless jitter: use 1.
         let scale = if mean_diag.is_finite() && mean_diag > 0.0 { mean_diag } else { 1.0 };
         let mut stack_mem = MemBuffer::new(cholesky_in_place_scratch::<f64>(n, par.faer(), Default::default()));
-        let mut attempt = |a: &mut DMatrix<f64>| -> Result<(), usize> {
+        let mut attempt = |a: &mut DMatrix<f64>| -> Result<(), Stopped> {
             let view = MatMut::from_column_major_slice_mut(a.as_mut_slice(), n, n);
+            if n >= BLOCKED_MIN_N {
+                return blocked_in_place(view, par, stop, &mut stack_mem);
+            }
             cholesky_in_place(
                 view,
                 LltRegularization::default(),
@@ -155,15 +253,17 @@ impl Cholesky {
             )
             .map(|_| ())
             .map_err(|e| match e {
-                faer::linalg::cholesky::llt::factor::LltError::NonPositivePivot { index } => index,
+                faer::linalg::cholesky::llt::factor::LltError::NonPositivePivot { index } => Stopped::Pivot(index),
             })
         };
 
         let mut result = attempt(&mut a);
         let mut jitter = 0.0;
         for exp in JITTER_EXPONENTS {
-            if result.is_ok() {
-                break;
+            match result {
+                Ok(()) => break,
+                Err(Stopped::Interrupted) => return Err(LinalgError::Interrupted),
+                Err(Stopped::Pivot(_)) => {}
             }
             jitter = scale * 10f64.powi(exp);
             a = build();
@@ -177,7 +277,8 @@ impl Cholesky {
                 zero_upper(&mut a);
                 Ok(Cholesky { l: a, jitter })
             }
-            Err(index) => Err(LinalgError::NotPositiveDefinite { index, max_jitter: jitter }),
+            Err(Stopped::Pivot(index)) => Err(LinalgError::NotPositiveDefinite { index, max_jitter: jitter }),
+            Err(Stopped::Interrupted) => Err(LinalgError::Interrupted),
         }
     }
 
@@ -358,6 +459,37 @@ mod tests {
             let ld = a.clone().cholesky().unwrap().l().diagonal().map(|d| d.ln()).sum() * 2.0;
             assert!((chol.log_det() - ld).abs() < 1e-9 * ld.abs().max(1.0));
         }
+    }
+
+    /// The blocked path (several blocks, a partial last one) reconstructs the matrix,
+    /// reports the failing pivot's global index, and stops when asked.
+    #[test]
+    fn blocked_factorisation_agrees_and_stops() {
+        let n = 2 * BLOCK + 301;
+        let a = spd(n, 11);
+        let mut b = a.clone();
+        let mut mem = MemBuffer::new(cholesky_in_place_scratch::<f64>(n, Par::Seq, Default::default()));
+        let view = MatMut::from_column_major_slice_mut(b.as_mut_slice(), n, n);
+        assert!(blocked_in_place(view, Parallelism::Parallel, &|| false, &mut mem).is_ok());
+        zero_upper(&mut b);
+        let want = Cholesky::factor(a.clone(), Parallelism::Sequential).unwrap();
+        assert!((&b - want.l()).amax() < 1e-10 * want.l().amax(), "blocked and faer's factors agree");
+        // A non-positive pivot in the second block is found at its global index.
+        let mut bad = a.clone();
+        bad[(BLOCK + 5, BLOCK + 5)] = -1.0;
+        let view = MatMut::from_column_major_slice_mut(bad.as_mut_slice(), n, n);
+        assert!(
+            matches!(blocked_in_place(view, Parallelism::Sequential, &|| false, &mut mem), Err(Stopped::Pivot(i)) if i == BLOCK + 5)
+        );
+        let asked = std::cell::Cell::new(0);
+        let stop = || {
+            asked.set(asked.get() + 1);
+            asked.get() > 2
+        };
+        let big = DMatrix::<f64>::identity(BLOCKED_MIN_N, BLOCKED_MIN_N) * 2.0;
+        let r = Cholesky::factor_with_jitter_until(|| big.clone(), Parallelism::Parallel, &stop);
+        assert!(matches!(r, Err(LinalgError::Interrupted)), "{r:?}");
+        assert_eq!(asked.get(), 3, "it stopped at the first question answered yes");
     }
 
     #[test]

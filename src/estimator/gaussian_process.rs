@@ -270,9 +270,10 @@ impl GaussianProcess {
         search: TrainingReport,
         ctx: &FitContext,
     ) -> Result<GaussianProcessModel, FitError> {
-        let chol = Cholesky::factor_with_jitter(
+        let chol = Cholesky::factor_with_jitter_until(
             || regularised_gram(&self.kernel, &data.x, self.noise.value, ctx.par),
             ctx.par,
+            &|| ctx.cancel.is_cancelled(),
         )?;
         ctx.cancel.check()?;
         let alpha = chol.solve_vec(&y);

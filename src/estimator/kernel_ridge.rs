@@ -93,8 +93,11 @@ impl Estimator for KernelRidge {
             return self.fit_nystrom_at(z, data, ctx);
         }
         ctx.progress.phase("factorize");
-        let chol =
-            Cholesky::factor_with_jitter(|| regularised_gram(&self.kernel, &data.x, self.lambda, ctx.par), ctx.par)?;
+        let chol = Cholesky::factor_with_jitter_until(
+            || regularised_gram(&self.kernel, &data.x, self.lambda, ctx.par),
+            ctx.par,
+            &|| ctx.cancel.is_cancelled(),
+        )?;
         let alpha = chol.solve_vec(&DVector::from_column_slice(&data.y));
         let report = TrainingReport { jitter: Some(chol.jitter()), ..Default::default() };
         Ok(KernelRidgeModel { spec: self.clone(), x: data.x.clone(), alpha: alpha.as_slice().to_vec(), report })

@@ -219,14 +219,24 @@ impl FitContext {
 pub enum FitError {
     #[error("the fit was cancelled")]
     Cancelled,
+    /// Never `LinalgError::Interrupted`: that is `Cancelled`.
     #[error("{0}")]
-    Factorisation(#[from] LinalgError),
+    Factorisation(LinalgError),
     /// A parameter that is only found invalid against the data (e.g. an ARD list).
     #[error("{0}")]
     Invalid(FieldError),
     /// No optimiser start could be evaluated.
     #[error("hyperparameter optimisation failed: {0}")]
     Optimisation(String),
+}
+
+impl From<LinalgError> for FitError {
+    fn from(e: LinalgError) -> FitError {
+        match e {
+            LinalgError::Interrupted => FitError::Cancelled,
+            other => FitError::Factorisation(other),
+        }
+    }
 }
 
 /// How a fit went, as reported in the model resource's `training`.

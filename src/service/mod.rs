@@ -667,6 +667,8 @@ fn failure_of(e: FitError) -> Failure {
         },
         FitError::Invalid(field) => Failure { kind: FailureKind::InvalidField { pointer: field.pointer.clone() }, detail: field.message },
         FitError::Optimisation(_) => Failure { kind: FailureKind::Unprocessable, detail: e.to_string() },
-        FitError::Cancelled => Failure { kind: FailureKind::Shutdown, detail: "the fit was cancelled".into() },
+        FitError::Cancelled | FitError::Factorisation(LinalgError::Interrupted) => {
+            Failure { kind: FailureKind::Shutdown, detail: "the fit was cancelled".into() }
+        }
     }
 }
