@@ -217,14 +217,11 @@ impl FittedModel {
             ModelKind::GaussianProcess if nystrom => {
                 let spec = GaussianProcess::from_json(kernel, &params, "/params").map_err(bad)?;
                 let m = x.n();
-                let mut arrays = arrays;
-                let lb = arrays.take("factor_b", Some(m * m))?;
                 if s.factor.len() != m * m {
                     return Err(RestoreError(format!("factor has {} entries, expected {}", s.factor.len(), m * m)));
                 }
-                let l = crate::linalg::Cholesky::from_factor(DMatrix::from_vec(m, m, s.factor), s.jitter);
-                let lb = crate::linalg::Cholesky::from_factor(DMatrix::from_vec(m, m, lb), 0.0);
-                Ok(FittedModel::SparseGp(SparseGpModel::restore(spec, x, s.alpha, l, lb, s.y_mean, s.y_std, report)))
+                let v = crate::linalg::Cholesky::from_factor(DMatrix::from_vec(m, m, s.factor), 0.0);
+                Ok(FittedModel::SparseGp(SparseGpModel::restore(spec, x, s.alpha, v, s.y_mean, s.y_std, report)))
             }
             ModelKind::GaussianProcess => {
                 let spec = GaussianProcess::from_json(kernel, &params, "/params").map_err(bad)?;
