@@ -91,7 +91,7 @@ pub async fn predict(
             include_noise: q.include_noise.unwrap_or(defaults.include_noise),
             probabilities: q.probabilities.unwrap_or(defaults.probabilities),
         };
-        (QueryRows::Csv(bytes.to_vec()), opts)
+        (QueryRows::Csv(bytes), opts)
     } else {
         let JsonBody(body) = JsonBody::<PredictBody>::from_request(request, &service).await?;
         let opts = PredictOptions {

@@ -7,6 +7,7 @@
 //! over; adding a model adds one arm to each.
 
 pub mod approx;
+mod context;
 pub mod dual;
 pub mod gaussian_process;
 pub mod gp_classifier;
@@ -24,14 +25,13 @@ mod stored;
 pub mod svm;
 
 use crate::kernel::{Kernel, Points};
-use crate::linalg::{LinalgError, Parallelism};
+use crate::linalg::Parallelism;
 use crate::spec::FieldError;
 use nalgebra::DMatrix;
 use serde::Serialize;
 use serde_json::Value;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
+pub use context::{CancelToken, FitContext, FitError, Progress, ProgressState};
 pub use gaussian_process::{GaussianProcess, GaussianProcessModel};
 pub use gp_classifier::{GpClassifier, GpClassifierModel};
 pub use kernel_logistic::{KernelLogistic, KernelLogisticModel};
@@ -126,115 +126,6 @@ impl TrainingData {
         match self {
             TrainingData::Regression(d) => &d.x,
             TrainingData::Classification(d) => &d.x,
-        }
-    }
-}
-
-/// Lets a fit be abandoned between its phases (the model was deleted, or the server is
-/// shutting down). Cheap to clone; all clones share one flag.
-#[derive(Debug, Clone, Default)]
-pub struct CancelToken(Arc<AtomicBool>);
-
-impl CancelToken {
-    pub fn cancel(&self) {
-        self.0.store(true, Ordering::Release);
-    }
-
-    pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::Acquire)
-    }
-
-    /// `Err(Cancelled)` once cancelled: estimators call it between phases with `?`.
-    pub fn check(&self) -> Result<(), FitError> {
-        if self.is_cancelled() {
-            Err(FitError::Cancelled)
-        } else {
-            Ok(())
-        }
-    }
-}
-
-/// What a running fit says of itself: its phase, the iteration within it, and where the
-/// fit has one the objective being optimised. Shared between the fit and whoever shows
-/// it (the model resource while training); cheap to clone.
-#[derive(Debug, Clone, Default)]
-pub struct Progress(Arc<Mutex<ProgressState>>);
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct ProgressState {
-    pub phase: &'static str,
-    pub iteration: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub objective: Option<f64>,
-}
-
-impl Progress {
-    fn lock(&self) -> std::sync::MutexGuard<'_, ProgressState> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Enters a phase: its iteration count starts at 0, and no objective yet.
-    pub fn phase(&self, phase: &'static str) {
-        *self.lock() = ProgressState { phase, iteration: 0, objective: None };
-    }
-
-    pub fn iteration(&self, iteration: u64) {
-        self.lock().iteration = iteration;
-    }
-
-    /// One more iteration, with the objective's value there when the phase has one.
-    pub fn step(&self, objective: Option<f64>) {
-        let mut p = self.lock();
-        p.iteration += 1;
-        if objective.is_some_and(f64::is_finite) {
-            p.objective = objective;
-        }
-    }
-
-    pub fn snapshot(&self) -> ProgressState {
-        self.lock().clone()
-    }
-}
-
-/// What a fit may use: how parallel it may be, how it learns it is no longer wanted, and
-/// where it reports how far it has got.
-#[derive(Debug, Clone)]
-pub struct FitContext {
-    pub par: Parallelism,
-    pub cancel: CancelToken,
-    pub progress: Progress,
-}
-
-impl FitContext {
-    pub fn sequential() -> FitContext {
-        FitContext::new(Parallelism::Sequential)
-    }
-
-    pub fn new(par: Parallelism) -> FitContext {
-        FitContext { par, cancel: CancelToken::default(), progress: Progress::default() }
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum FitError {
-    #[error("the fit was cancelled")]
-    Cancelled,
-    /// Never `LinalgError::Interrupted`: that is `Cancelled`.
-    #[error("{0}")]
-    Factorisation(LinalgError),
-    /// A parameter that is only found invalid against the data (e.g. an ARD list).
-    #[error("{0}")]
-    Invalid(FieldError),
-    /// No optimiser start could be evaluated.
-    #[error("hyperparameter optimisation failed: {0}")]
-    Optimisation(String),
-}
-
-impl From<LinalgError> for FitError {
-    fn from(e: LinalgError) -> FitError {
-        match e {
-            LinalgError::Interrupted => FitError::Cancelled,
-            other => FitError::Factorisation(other),
         }
     }
 }

@@ -394,21 +394,7 @@ impl Predictor for SparseGpModel {
         Prediction { values, variance, ..Default::default() }
     }
 
-    fn kernel(&self) -> &Kernel {
-        &self.spec.kernel
-    }
-
-    fn params_json(&self) -> serde_json::Value {
-        self.spec.params_json()
-    }
-
-    fn report(&self) -> &TrainingReport {
-        &self.report
-    }
-
-    fn report_mut(&mut self) -> &mut TrainingReport {
-        &mut self.report
-    }
+    super::spec_and_report_accessors!();
 
     fn n_support(&self) -> usize {
         self.z.n()

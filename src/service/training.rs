@@ -1,0 +1,319 @@
+//! Training: a request checked into a model spec and a training set (rows sent inline
+//! or read from a stored dataset), its fit queued on the pool and run there, the fitted
+//! model stored before it is reported ready.
+
+use super::{Service, ServiceError, TrainInput, TrainOutcome, TrainSource, ValidTraining};
+use crate::estimator::{
+    ClassLabels, ClassificationSet, FitContext, FitError, ModelKind, ModelSpec, Target, Task, TrainingData, TrainingSet,
+};
+use crate::kernel::{default_kernel, Kernel, Points};
+use crate::linalg::{LinalgError, Parallelism};
+use crate::pool::{Job, SubmitError};
+use crate::registry::{Failure, FailureKind, ModelEntry, ModelState, Origin};
+use crate::spec::FieldError;
+use crate::store::StoredModel;
+use serde_json::Value;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+impl Service {
+    /// Checks a training request and turns it into a model spec and a training set.
+    /// Errors name the offending field with a pointer into the request. Reads the named
+    /// dataset when there is one (blocking: call off the async threads for datasets).
+    pub fn validate_training(&self, input: &TrainInput) -> Result<ValidTraining, ServiceError> {
+        let kind = ModelKind::from_name(&input.model).ok_or_else(|| {
+            let names: Vec<_> = ModelKind::ALL.iter().map(|k| k.name()).collect();
+            FieldError::invalid(
+                "/model",
+                format!("unknown model `{}`; expected one of {}", input.model, names.join(", ")),
+            )
+        })?;
+        // The points, each row's target, and where they came from.
+        enum Ys<'a> {
+            Sent(&'a [Target]),
+            Stored(crate::dataset::Targets),
+        }
+        let (x, ys, origin) = match &input.source {
+            TrainSource::Rows { x, y } => {
+                let n = x.len();
+                if n == 0 {
+                    return Err(FieldError::invalid("/x", "must contain at least one row").into());
+                }
+                self.check_train_rows(n)?;
+                check_rows(x, None)?;
+                if y.len() != n {
+                    return Err(FieldError::invalid("/y", format!("has {} entries but x has {n} rows", y.len())).into());
+                }
+                (Points::from_rows(x), Ys::Sent(y), Origin::default())
+            }
+            TrainSource::Dataset(id) => {
+                let (id, stored) = self.read_dataset_for_fit(id)?;
+                self.check_train_rows(stored.x.n())?;
+                let origin = Origin { dataset: Some(id), features: stored.info.features };
+                (stored.x, Ys::Stored(stored.y), origin)
+            }
+        };
+        let (n, d) = (x.n(), x.d());
+        let data = match (kind.task(), ys) {
+            (Task::Regression, Ys::Sent(y)) => {
+                let y = y
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| match t {
+                        Target::Number(v) => Ok(*v),
+                        Target::Text(_) => {
+                            Err(FieldError::shape(format!("/y/{i}"), "expected a number: this is a regression model"))
+                        }
+                    })
+                    .collect::<Result<Vec<f64>, _>>()?;
+                TrainingData::Regression(TrainingSet { x, y })
+            }
+            (Task::Regression, Ys::Stored(crate::dataset::Targets::Numeric(y))) => {
+                TrainingData::Regression(TrainingSet { x, y })
+            }
+            (Task::Regression, Ys::Stored(_)) => {
+                return Err(FieldError::invalid(
+                    "/dataset",
+                    format!("the dataset's target holds class labels; {} needs numbers", kind.name()),
+                )
+                .into())
+            }
+            (Task::Classification, ys) => {
+                let (classes, y) = match ys {
+                    Ys::Sent(y) => ClassLabels::encode(y)?,
+                    Ys::Stored(t) => ClassLabels::encode(&t.to_targets())?,
+                };
+                TrainingData::Classification(ClassificationSet { x, y, classes })
+            }
+        };
+        let kernel = match &input.kernel {
+            None => default_kernel(),
+            Some(v) => Kernel::from_json(v).map_err(|e| e.under("/kernel"))?,
+        };
+        kernel.check_features(d).map_err(|e| e.under("/kernel"))?;
+        let mut spec = ModelSpec::from_json(kind, kernel, input.params.as_ref())?;
+        spec.check_data(n)?;
+        let limit = self.config.effective_max_fit_bytes();
+        spec.resolve_approximation(n, d, self.config.exact_max_rows, limit)?;
+        let need = spec.fit_memory_estimate(n, d) as u64;
+        if need > limit {
+            return Err(ServiceError::TooLarge {
+                detail: format!(
+                    "this fit needs an estimated {need} bytes of working memory (n = {n}), \
+                     over the limit of {limit} bytes (MERCER_MAX_FIT_BYTES)"
+                ),
+            });
+        }
+        Ok(ValidTraining { spec, data, origin })
+    }
+
+    fn check_train_rows(&self, n: usize) -> Result<(), ServiceError> {
+        if n > self.config.max_train_rows {
+            return Err(ServiceError::TooLarge {
+                detail: format!(
+                    "{n} training rows exceed the limit of {} (MERCER_MAX_TRAIN_ROWS)",
+                    self.config.max_train_rows
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Validates, registers and queues a fit; with `wait`, waits for it (up to
+    /// `fit_wait_secs`, then answers `Accepted`).
+    pub async fn train(self: &Arc<Self>, input: TrainInput, wait: bool) -> Result<TrainOutcome, ServiceError> {
+        if self.is_draining() {
+            return Err(ServiceError::Draining);
+        }
+        let (valid, input) = if let TrainSource::Dataset(_) = input.source {
+            // Reading a stored dataset is file I/O and decoding: not on the async threads.
+            let service = self.clone();
+            tokio::task::spawn_blocking(move || (service.validate_training(&input), input))
+                .await
+                .map_err(|_| ServiceError::Storage("reading the dataset was interrupted".into()))?
+        } else {
+            (self.validate_training(&input), input)
+        };
+        let ValidTraining { spec, data, origin } = valid?;
+        // The rows now live in `data`; the request's copy must not outlive this point,
+        // as a synchronous fit can hold this function for minutes.
+        let (name, metadata) = input.into_labels();
+        let mut entry = ModelEntry::new(
+            spec.kind(),
+            name,
+            metadata,
+            data.x().n(),
+            data.x().d(),
+            spec.kernel().to_json(),
+            spec.params_json(),
+        );
+        entry.origin = origin;
+        let entry = Arc::new(entry);
+        let (done_tx, done_rx) = oneshot::channel::<()>();
+        let job = {
+            let service = self.clone();
+            let entry = entry.clone();
+            Job::new(entry.id, move |run| service.run_fit(&entry, &spec, &data, run.others_running)).on_done(
+                move || {
+                    let _ = done_tx.send(());
+                },
+            )
+        };
+        self.registry.insert(entry.clone());
+        if let Err(e) = self.pool.try_submit(job) {
+            self.registry.remove(entry.id);
+            return Err(match e {
+                SubmitError::QueueFull => ServiceError::QueueFull { retry_after: self.pool.retry_after() },
+                SubmitError::Closed => ServiceError::Draining,
+            });
+        }
+        if !wait {
+            return Ok(TrainOutcome::Accepted(entry));
+        }
+        match tokio::time::timeout(Duration::from_secs(self.config.fit_wait_secs), done_rx).await {
+            Err(_) => Ok(TrainOutcome::Accepted(entry)),
+            // The job was dropped unrun: the pool closed for shutdown.
+            Ok(Err(_)) => Err(ServiceError::Draining),
+            Ok(Ok(())) => match entry.state() {
+                ModelState::Ready(_) if !entry.cancel.is_cancelled() => Ok(TrainOutcome::Ready(entry)),
+                ModelState::Failed(f) => {
+                    // The client learns of the failure in this answer and never got the
+                    // id, so a failed synchronous fit leaves nothing behind.
+                    self.registry.remove(entry.id);
+                    Err(ServiceError::FitFailed(f))
+                }
+                _ => Err(ServiceError::NotFound(entry.id)),
+            },
+        }
+    }
+
+    /// Runs on a pool worker: one fit, its state transitions, metrics and logs.
+    fn run_fit(&self, entry: &ModelEntry, spec: &ModelSpec, data: &TrainingData, others_running: usize) {
+        let model = entry.kind.name();
+        if entry.cancel.is_cancelled() {
+            self.metrics.record_fit(model, "cancelled", 0.0);
+            return;
+        }
+        entry.set_state(ModelState::Training);
+        let busy = others_running + self.heavy_predicts.load(Ordering::Relaxed);
+        let ctx = FitContext {
+            par: Parallelism::for_problem(data.x().n(), busy),
+            cancel: entry.cancel.clone(),
+            progress: entry.progress.clone(),
+        };
+        ctx.progress.phase("fit");
+        let started = Instant::now();
+        let result = catch_unwind(AssertUnwindSafe(|| spec.fit(data, &ctx)));
+        let secs = started.elapsed().as_secs_f64();
+        let (n, d) = (data.x().n(), data.x().d());
+        let outcome = match result {
+            Ok(Ok(_)) | Ok(Err(FitError::Cancelled)) if entry.cancel.is_cancelled() => "cancelled",
+            Ok(Ok(mut fitted)) => {
+                fitted.predictor_mut().report_mut().duration_ms = secs * 1e3;
+                // Durable before ready: 201 is sent only once the model is on disk.
+                match self.persist(entry, &fitted) {
+                    Ok(()) => {
+                        entry.set_state(ModelState::Ready(Arc::new(fitted)));
+                        if entry.cancel.is_cancelled() {
+                            // Deleted while being written: the file must not outlive it.
+                            self.unpersist(entry.id);
+                        }
+                        "ready"
+                    }
+                    Err(e) => {
+                        tracing::error!(model_id = %entry.id, error = %e, "cannot store the fitted model");
+                        entry.set_state(ModelState::Failed(Failure {
+                            kind: FailureKind::Storage { out_of_space: e.is_out_of_space() },
+                            detail: format!("the model was fitted but could not be stored: {e}"),
+                        }));
+                        "failed"
+                    }
+                }
+            }
+            Ok(Err(FitError::Cancelled)) => "cancelled",
+            Ok(Err(e)) => {
+                entry.set_state(ModelState::Failed(failure_of(e)));
+                "failed"
+            }
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                tracing::error!(model_id = %entry.id, model, panic = %what, "fit panicked");
+                entry.set_state(ModelState::Failed(Failure {
+                    kind: FailureKind::Internal,
+                    detail: "the fit failed with an internal error".into(),
+                }));
+                "failed"
+            }
+        };
+        self.metrics.record_fit(model, outcome, secs);
+        tracing::info!(model_id = %entry.id, model, n, d, duration_ms = secs * 1e3, outcome, par = ?ctx.par, "fit finished");
+    }
+
+    fn persist(
+        &self,
+        entry: &ModelEntry,
+        fitted: &crate::estimator::FittedModel,
+    ) -> Result<(), crate::store::StoreError> {
+        let Some(store) = &self.store else { return Ok(()) };
+        let created = entry.created_at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        store.save(&StoredModel {
+            id: entry.id,
+            name: entry.name.clone(),
+            metadata: entry.metadata.as_ref().map(Value::to_string),
+            created_at_unix_nanos: created.as_nanos(),
+            n_train: entry.n_train as u64,
+            n_features: entry.n_features as u64,
+            fit: fitted.to_stored(),
+            extra: serde_json::to_string(&entry.origin).expect("an origin serialises"),
+        })
+    }
+
+    fn unpersist(&self, id: Uuid) {
+        if let Some(store) = &self.store {
+            if let Err(e) = store.remove(id) {
+                tracing::error!(model_id = %id, error = %e, "cannot remove a stored model");
+            }
+        }
+    }
+}
+
+/// Checks that rows are rectangular with d >= 1 features (or exactly `expected`), and
+/// returns d. Pointers: `/x/0` for a wrong width of the first row, `/x/i` for the first
+/// row whose length differs from row 0.
+pub(super) fn check_rows(x: &[Vec<f64>], expected: Option<usize>) -> Result<usize, FieldError> {
+    let d = x[0].len();
+    if d == 0 {
+        return Err(FieldError::invalid("/x/0", "rows must have at least one feature"));
+    }
+    if let Some(want) = expected {
+        if d != want {
+            return Err(FieldError::invalid("/x/0", format!("has {d} features but the model was trained on {want}")));
+        }
+    }
+    if let Some(i) = x.iter().position(|r| r.len() != d) {
+        return Err(FieldError::invalid(format!("/x/{i}"), format!("has {} features but row 0 has {d}", x[i].len())));
+    }
+    Ok(d)
+}
+
+fn failure_of(e: FitError) -> Failure {
+    match e {
+        FitError::Factorisation(LinalgError::NotPositiveDefinite { .. }) => Failure {
+            kind: FailureKind::Unprocessable,
+            detail: format!("{e}; the kernel matrix plus noise cannot be factorised: increase the noise (or lambda) or check the kernel"),
+        },
+        FitError::Invalid(field) => Failure { kind: FailureKind::InvalidField { pointer: field.pointer.clone() }, detail: field.message },
+        FitError::Optimisation(_) => Failure { kind: FailureKind::Unprocessable, detail: e.to_string() },
+        FitError::Cancelled | FitError::Factorisation(LinalgError::Interrupted) => {
+            Failure { kind: FailureKind::Shutdown, detail: "the fit was cancelled".into() }
+        }
+    }
+}
