@@ -28,6 +28,9 @@ pub struct Config {
     pub shutdown_grace_secs: u64,
     pub max_covariance_rows: usize,
     pub predict_inline_max_flops: f64,
+    pub store_url: String,
+    pub store_refresh_secs: u64,
+    pub cache_bytes: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -126,6 +129,14 @@ impl Config {
             return self.max_fit_bytes;
         }
         physical_memory_bytes().map_or(u64::MAX, |m| m / 2)
+    }
+
+    /// `cache_bytes`, with 0 meaning a quarter of physical memory (1 GiB if unknown).
+    pub fn effective_cache_bytes(&self) -> usize {
+        if self.cache_bytes > 0 {
+            return self.cache_bytes as usize;
+        }
+        physical_memory_bytes().map_or(1 << 30, |m| (m / 4) as usize)
     }
 
     /// The configured bearer tokens (empty: no authentication).

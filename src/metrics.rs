@@ -39,6 +39,13 @@ pub struct StatusLabels {
     pub status: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StoreLabels {
+    pub op: String,
+    /// "ok" (including a missing object), or "unavailable".
+    pub outcome: String,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn latency_histogram() -> Histogram {
@@ -63,6 +70,8 @@ pub struct Metrics {
     pub fits_running: Gauge,
     pub models: Family<StatusLabels, Gauge>,
     pub registry_bytes: Gauge,
+    pub store_up: Gauge,
+    pub store_duration: HistogramFamily<StoreLabels>,
 }
 
 impl Default for Metrics {
@@ -84,6 +93,9 @@ impl Metrics {
         let fits_running = Gauge::default();
         let models = Family::<StatusLabels, Gauge>::default();
         let registry_bytes = Gauge::default();
+        let store_up = Gauge::default();
+        store_up.set(1);
+        let store_duration: HistogramFamily<StoreLabels> = Family::new_with_constructor(latency_histogram);
         // Counter names get their `_total` suffix from the encoder.
         registry.register("mercer_http_requests", "HTTP requests by method, route and status", http_requests.clone());
         registry.register("mercer_http_request_duration_seconds", "HTTP request latency", http_duration.clone());
@@ -99,6 +111,16 @@ impl Metrics {
         registry.register("mercer_fits_running", "Fits running now", fits_running.clone());
         registry.register("mercer_models", "Models in the registry by status", models.clone());
         registry.register("mercer_registry_bytes", "Bytes held by fitted models", registry_bytes.clone());
+        registry.register(
+            "mercer_store_up",
+            "1 while the store answers, 0 since a call found it unreachable",
+            store_up.clone(),
+        );
+        registry.register(
+            "mercer_store_request_duration_seconds",
+            "Store call latency by operation and outcome",
+            store_duration.clone(),
+        );
         Metrics {
             registry,
             http_requests,
@@ -111,6 +133,19 @@ impl Metrics {
             fits_running,
             models,
             registry_bytes,
+            store_up,
+            store_duration,
+        }
+    }
+
+    /// A function that records store calls, for the store to call (it knows nothing of
+    /// metrics).
+    pub fn store_observer(&self) -> impl Fn(&'static str, f64, bool) + Send + Sync + 'static {
+        let (up, duration) = (self.store_up.clone(), self.store_duration.clone());
+        move |op, seconds, answered| {
+            let outcome = if answered { "ok" } else { "unavailable" };
+            duration.get_or_create(&StoreLabels { op: op.into(), outcome: outcome.into() }).observe(seconds);
+            up.set(answered as i64);
         }
     }
 

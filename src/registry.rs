@@ -1,15 +1,19 @@
 //! Models by ID: their lifecycle (queued -> training -> ready | failed), what was asked
-//! for, the fitted state, and memory accounting.
+//! for, what a ready model shows, and the cache of decoded models with its memory
+//! accounting.
 //!
 //! A model's entry is shared (`Arc`) between the registry, the fit job and the requests
 //! reading it; its state sits behind its own lock so that a fit finishing never blocks
-//! the registry map. Removing an entry cancels its fit.
+//! the registry map. Removing an entry cancels its fit. A ready entry holds only its
+//! summary: the fitted arrays live in [`ModelCache`], bounded and least recently used
+//! first out, and are read back from the store when evicted.
 
 use crate::estimator::{CancelToken, FittedModel, ModelKind, Progress};
+use crate::store::{ModelHead, ModelSummary};
 use serde_json::Value;
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
-use std::time::SystemTime;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Instant, SystemTime};
 use uuid::Uuid;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -43,8 +47,10 @@ pub enum FailureKind {
     InvalidField { pointer: String },
     /// The server shut down before the fit ran.
     Shutdown,
-    /// The fitted model could not be written to the data directory.
+    /// The fitted model could not be written to the store.
     Storage { out_of_space: bool },
+    /// The store could not be reached to write the fitted model.
+    StoreUnavailable,
     /// A bug: the fit panicked.
     Internal,
 }
@@ -59,7 +65,7 @@ pub struct Failure {
 pub enum ModelState {
     Queued,
     Training,
-    Ready(Arc<FittedModel>),
+    Ready(Arc<ModelSummary>),
     Failed(Failure),
 }
 
@@ -102,7 +108,9 @@ pub struct ModelEntry {
     pub cancel: CancelToken,
     /// What the fit reports while it runs, and when it started running.
     pub progress: Progress,
-    started: RwLock<Option<std::time::Instant>>,
+    started: RwLock<Option<Instant>>,
+    /// When the entry became ready here (a store listing older than that may miss it).
+    ready_at: RwLock<Option<Instant>>,
     state: RwLock<ModelState>,
     /// Follows `state`'s status, so that waiters need not poll.
     status_tx: tokio::sync::watch::Sender<Status>,
@@ -133,42 +141,34 @@ impl ModelEntry {
             cancel: CancelToken::default(),
             progress: Progress::default(),
             started: RwLock::new(None),
+            ready_at: RwLock::new(None),
             state: RwLock::new(ModelState::Queued),
             status_tx: tokio::sync::watch::Sender::new(Status::Queued),
         }
     }
 
-    /// A ready model read back from the durable store.
-    #[allow(clippy::too_many_arguments)]
-    pub fn restored(
-        id: Uuid,
-        kind: ModelKind,
-        name: Option<String>,
-        metadata: Option<Value>,
-        created_at: SystemTime,
-        n_train: usize,
-        n_features: usize,
-        fitted: FittedModel,
-    ) -> ModelEntry {
-        let p = fitted.predictor();
-        let (kernel, params) = (p.kernel().to_json(), p.params_json());
-        ModelEntry {
-            id,
-            name,
+    /// A ready model as its stored head describes it.
+    pub fn restored(head: &ModelHead) -> Result<ModelEntry, String> {
+        let kind = ModelKind::from_name(&head.kind).ok_or_else(|| format!("unknown model kind `{}`", head.kind))?;
+        let summary = head.summary()?;
+        Ok(ModelEntry {
+            id: head.id,
+            name: head.name.clone(),
             kind,
-            metadata,
-            created_at,
-            n_train,
-            n_features,
-            requested_kernel: kernel,
-            requested_params: params,
-            origin: Origin::default(),
+            metadata: head.metadata.as_deref().and_then(|t| serde_json::from_str(t).ok()),
+            created_at: head.created_at(),
+            n_train: head.n_train as usize,
+            n_features: head.n_features as usize,
+            requested_kernel: summary.kernel.clone(),
+            requested_params: summary.params.clone(),
+            origin: serde_json::from_str(&head.extra).unwrap_or_default(),
             cancel: CancelToken::default(),
             progress: Progress::default(),
             started: RwLock::new(None),
-            state: RwLock::new(ModelState::Ready(Arc::new(fitted))),
+            ready_at: RwLock::new(Some(Instant::now())),
+            state: RwLock::new(ModelState::Ready(Arc::new(summary))),
             status_tx: tokio::sync::watch::Sender::new(Status::Ready),
-        }
+        })
     }
 
     pub fn state(&self) -> ModelState {
@@ -182,7 +182,10 @@ impl ModelEntry {
     pub fn set_state(&self, s: ModelState) {
         let status = s.status();
         if status == Status::Training {
-            *self.started.write().unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
+            *self.started.write().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        }
+        if status == Status::Ready {
+            *self.ready_at.write().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
         }
         *self.state.write().unwrap_or_else(|p| p.into_inner()) = s;
         self.status_tx.send_replace(status);
@@ -201,32 +204,124 @@ impl ModelEntry {
         settled.map_or(Status::Failed, |s| *s)
     }
 
-    /// The fitted model if ready.
-    pub fn fitted(&self) -> Option<Arc<FittedModel>> {
+    /// What a ready model shows (None until ready).
+    pub fn summary(&self) -> Option<Arc<ModelSummary>> {
         match &*self.state.read().unwrap_or_else(|p| p.into_inner()) {
             ModelState::Ready(m) => Some(m.clone()),
             _ => None,
         }
     }
 
-    /// Bytes held by the fitted state (0 until ready).
-    pub fn memory_bytes(&self) -> usize {
-        self.fitted().map_or(0, |m| m.predictor().memory_bytes())
+    /// When it became ready here.
+    pub fn ready_at(&self) -> Option<Instant> {
+        *self.ready_at.read().unwrap_or_else(|p| p.into_inner())
     }
 }
 
+/// Decoded models by id, at most `limit` bytes of them, least recently used out first.
+pub struct ModelCache {
+    /// None: unbounded (a service without a durable store has nowhere to read them back).
+    limit: Option<usize>,
+    inner: Mutex<CacheInner>,
+}
+
 #[derive(Default)]
+struct CacheInner {
+    /// Model, its bytes, its last use.
+    models: HashMap<Uuid, (Arc<FittedModel>, usize, u64)>,
+    by_use: BTreeMap<u64, Uuid>,
+    clock: u64,
+    bytes: usize,
+}
+
+impl ModelCache {
+    pub fn new(limit: Option<usize>) -> ModelCache {
+        ModelCache { limit, inner: Mutex::default() }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CacheInner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn get(&self, id: Uuid) -> Option<Arc<FittedModel>> {
+        let mut c = self.lock();
+        c.clock += 1;
+        let now = c.clock;
+        let (model, last) = {
+            let (model, _, last) = c.models.get_mut(&id)?;
+            (model.clone(), std::mem::replace(last, now))
+        };
+        c.by_use.remove(&last);
+        c.by_use.insert(now, id);
+        Some(model)
+    }
+
+    /// Keeps `model`, evicting the least recently used to make room. A model larger than
+    /// the whole cache is not kept (false).
+    pub fn insert(&self, id: Uuid, model: Arc<FittedModel>) -> bool {
+        let size = model.predictor().memory_bytes();
+        if self.limit.is_some_and(|l| size > l) {
+            return false;
+        }
+        let mut c = self.lock();
+        if let Some((_, old, last)) = c.models.remove(&id) {
+            c.bytes -= old;
+            c.by_use.remove(&last);
+        }
+        while self.limit.is_some_and(|l| c.bytes + size > l) {
+            let Some((_, victim)) = c.by_use.pop_first() else { break };
+            if let Some((_, b, _)) = c.models.remove(&victim) {
+                c.bytes -= b;
+            }
+        }
+        c.clock += 1;
+        let now = c.clock;
+        c.by_use.insert(now, id);
+        c.models.insert(id, (model, size, now));
+        c.bytes += size;
+        true
+    }
+
+    pub fn remove(&self, id: Uuid) {
+        let mut c = self.lock();
+        if let Some((_, b, last)) = c.models.remove(&id) {
+            c.bytes -= b;
+            c.by_use.remove(&last);
+        }
+    }
+
+    pub fn contains(&self, id: Uuid) -> bool {
+        self.lock().models.contains_key(&id)
+    }
+
+    /// Bytes held by the decoded models.
+    pub fn bytes(&self) -> usize {
+        self.lock().bytes
+    }
+
+    pub fn limit(&self) -> Option<usize> {
+        self.limit
+    }
+}
+
 pub struct Registry {
     models: RwLock<HashMap<Uuid, Arc<ModelEntry>>>,
+    pub cache: ModelCache,
 }
 
 impl Registry {
-    pub fn new() -> Registry {
-        Registry::default()
+    /// `cache_limit`: bytes of decoded models kept (None: all).
+    pub fn new(cache_limit: Option<usize>) -> Registry {
+        Registry { models: RwLock::default(), cache: ModelCache::new(cache_limit) }
     }
 
     pub fn insert(&self, entry: Arc<ModelEntry>) {
         self.models.write().unwrap_or_else(|p| p.into_inner()).insert(entry.id, entry);
+    }
+
+    /// Inserts `entry` unless its id is taken; returns the entry the registry holds.
+    pub fn insert_if_absent(&self, entry: Arc<ModelEntry>) -> Arc<ModelEntry> {
+        self.models.write().unwrap_or_else(|p| p.into_inner()).entry(entry.id).or_insert(entry).clone()
     }
 
     pub fn get(&self, id: Uuid) -> Option<Arc<ModelEntry>> {
@@ -239,6 +334,7 @@ impl Registry {
         if let Some(e) = &entry {
             e.cancel.cancel();
         }
+        self.cache.remove(id);
         entry
     }
 
@@ -262,9 +358,9 @@ impl Registry {
         counts
     }
 
-    /// Bytes held by all fitted models.
+    /// Bytes held by decoded models.
     pub fn memory_bytes(&self) -> usize {
-        self.models.read().unwrap_or_else(|p| p.into_inner()).values().map(|e| e.memory_bytes()).sum()
+        self.cache.bytes()
     }
 }
 
@@ -279,7 +375,7 @@ mod tests {
 
     #[test]
     fn remove_cancels_and_counts_follow_status() {
-        let reg = Registry::new();
+        let reg = Registry::new(None);
         let (a, b) = (entry(), entry());
         reg.insert(a.clone());
         reg.insert(b.clone());

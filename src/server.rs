@@ -44,12 +44,29 @@ impl RunningServer {
 
 /// Binds `config.bind` and serves in a background task.
 pub async fn start(config: Config) -> std::io::Result<RunningServer> {
-    let listener = TcpListener::bind(&config.bind).await?;
+    let service =
+        Service::try_new(config).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
+    serve(service).await
+}
+
+/// As [`start`], over a given store (tests run replicas sharing one).
+pub async fn start_with_store(config: Config, store: crate::store::Store) -> std::io::Result<RunningServer> {
+    serve(Service::with_store(config, store)).await
+}
+
+async fn serve(service: Service) -> std::io::Result<RunningServer> {
+    let listener = TcpListener::bind(&service.config.bind).await?;
     let addr = listener.local_addr()?;
-    let service = Arc::new(Service::new(config));
-    // Stored models load off the async threads while /readyz answers 503.
+    let service = Arc::new(service);
+    // Stored models load off the async threads while /readyz answers 503; then the
+    // store is listed every store_refresh_secs.
     let loader = service.clone();
-    tokio::task::spawn_blocking(move || loader.load_store());
+    tokio::spawn(async move {
+        let refresher = loader.clone();
+        if tokio::task::spawn_blocking(move || loader.load_store()).await.is_ok() {
+            refresher.spawn_refresh();
+        }
+    });
     let app = api::router(service.clone());
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {

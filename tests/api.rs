@@ -164,7 +164,7 @@ async fn wait_false_answers_202_and_the_client_can_follow_the_model() {
     assert!(["queued", "training", "ready"].contains(&m["status"].as_str().unwrap()), "{m}");
     assert_eq!(location, format!("/models/{}", m["id"].as_str().unwrap()));
     let id = uuid::Uuid::parse_str(m["id"].as_str().unwrap()).unwrap();
-    let entry = s.service().get(id).unwrap();
+    let entry = s.service().registry.get(id).unwrap();
     assert_eq!(entry.settled().await, mercer::registry::Status::Ready);
     let got: Value = s.get(&location).await.json().await.unwrap();
     assert_eq!(got["status"], "ready");
@@ -336,7 +336,7 @@ async fn a_matrix_that_cannot_be_factorised_is_422() {
     let r = s.post("/models?wait=false", &body).await;
     assert_eq!(r.status(), 202);
     let id = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
-    let entry = s.service().get(uuid::Uuid::parse_str(&id).unwrap()).unwrap();
+    let entry = s.service().registry.get(uuid::Uuid::parse_str(&id).unwrap()).unwrap();
     assert_eq!(entry.settled().await, mercer::registry::Status::Failed);
     let m: Value = s.get(&format!("/models/{id}")).await.json().await.unwrap();
     assert_eq!(m["status"], "failed");

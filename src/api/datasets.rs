@@ -126,24 +126,21 @@ pub async fn create(
 }
 
 pub async fn list(State(service): State<Arc<Service>>) -> Json<DatasetList> {
-    Json(DatasetList { datasets: service.list_datasets().iter().map(DatasetResource::of).collect() })
+    Json(DatasetList { datasets: service.list_datasets_now().await.iter().map(DatasetResource::of).collect() })
 }
 
 pub async fn get(
     State(service): State<Arc<Service>>,
     id: Result<Path<String>, PathRejection>,
 ) -> Result<Json<DatasetResource>, ApiError> {
-    Ok(Json(DatasetResource::of(&service.get_dataset(dataset_id(id)?)?)))
+    Ok(Json(DatasetResource::of(&service.get_dataset(dataset_id(id)?).await?)))
 }
 
 pub async fn delete(
     State(service): State<Arc<Service>>,
     id: Result<Path<String>, PathRejection>,
 ) -> Result<StatusCode, ApiError> {
-    let id = dataset_id(id)?;
-    tokio::task::spawn_blocking(move || service.delete_dataset(id))
-        .await
-        .unwrap_or_else(|_| Err(ServiceError::Storage("the delete was interrupted".into())))?;
+    service.delete_dataset(dataset_id(id)?).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -4,7 +4,7 @@ use super::extract::JsonBody;
 use super::problem::ApiError;
 use super::types::{ModelList, ModelResource, PredictBody, PredictQuery, PredictResponse, TrainBody, TrainQuery};
 use crate::estimator::PredictOptions;
-use crate::service::{QueryRows, Service, ServiceError, TrainInput, TrainOutcome};
+use crate::service::{QueryRows, Service, TrainInput, TrainOutcome};
 use axum::body::Bytes;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{FromRequest, Path, Query, Request, State};
@@ -33,14 +33,14 @@ pub async fn create(
 }
 
 pub async fn list(State(service): State<Arc<Service>>) -> Json<ModelList> {
-    Json(ModelList { models: service.list().iter().map(|e| ModelResource::of(e)).collect() })
+    Json(ModelList { models: service.list().await.iter().map(|e| ModelResource::of(e)).collect() })
 }
 
 pub async fn get(
     State(service): State<Arc<Service>>,
     id: Result<Path<String>, PathRejection>,
 ) -> Result<Json<ModelResource>, ApiError> {
-    let entry = service.get(model_id(id)?)?;
+    let entry = service.lookup(model_id(id)?).await?;
     Ok(Json(ModelResource::of(&entry)))
 }
 
@@ -48,11 +48,7 @@ pub async fn delete(
     State(service): State<Arc<Service>>,
     id: Result<Path<String>, PathRejection>,
 ) -> Result<StatusCode, ApiError> {
-    let id = model_id(id)?;
-    // Removing the stored file fsyncs the data directory: not on the async threads.
-    tokio::task::spawn_blocking(move || service.delete(id))
-        .await
-        .unwrap_or_else(|_| Err(ServiceError::Storage("the delete was interrupted".into())))?;
+    service.delete(model_id(id)?).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 pub async fn predict(
@@ -102,9 +98,8 @@ pub async fn predict(
         };
         (QueryRows::Json(body.x), opts)
     };
-    let (entry, prediction) = service.predict(id, rows, opts).await?;
-    let fitted = entry.fitted();
-    let answer = PredictResponse::new(prediction, fitted.as_ref().and_then(|f| f.predictor().classes()));
+    let (fitted, prediction) = service.predict(id, rows, opts).await?;
+    let answer = PredictResponse::new(prediction, fitted.predictor().classes());
     if wants_csv {
         let csv = HeaderValue::from_static("text/csv; charset=utf-8");
         return Ok(([(header::CONTENT_TYPE, csv)], answer.to_csv()).into_response());

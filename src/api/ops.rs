@@ -19,7 +19,14 @@ pub async fn healthz() -> Json<serde_json::Value> {
 
 pub async fn readyz(State(service): State<Arc<Service>>) -> Response {
     if service.is_ready() {
-        Json(json!({"status": "ready"})).into_response()
+        // A shared store being down must not take every replica out of its Service
+        // at once: the replica still serves what it holds, and says what is degraded.
+        let degraded = service.degraded();
+        if degraded.is_empty() {
+            Json(json!({"status": "ready"})).into_response()
+        } else {
+            Json(json!({"status": "ready", "degraded": degraded})).into_response()
+        }
     } else {
         let why = if service.is_draining() { "the server is shutting down" } else { "the server is starting" };
         let mut r = Problem::new(StatusCode::SERVICE_UNAVAILABLE, "not-ready", why).into_response();

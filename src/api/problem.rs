@@ -64,6 +64,9 @@ impl Problem {
             FailureKind::Storage { out_of_space: false } => {
                 Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "storage-failed", &f.detail)
             }
+            FailureKind::StoreUnavailable => {
+                Problem::new(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable", &f.detail)
+            }
             FailureKind::Internal => Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", &f.detail),
         }
     }
@@ -131,6 +134,9 @@ impl ApiError {
                 ServiceError::Storage(detail) => {
                     Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "storage-failed", detail)
                 }
+                ServiceError::StoreUnavailable { detail, .. } => {
+                    Problem::new(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable", detail)
+                }
             },
             ApiError::MalformedBody { pointer, message } => {
                 Problem::new(StatusCode::BAD_REQUEST, "malformed-request", message.clone())
@@ -164,6 +170,12 @@ impl IntoResponse for ApiError {
         match &self {
             ApiError::Service(ServiceError::QueueFull { retry_after }) => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after.as_secs().max(1)));
+            }
+            ApiError::Service(ServiceError::StoreUnavailable { retry_after, .. }) => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after.as_secs().max(1)));
+            }
+            ApiError::Service(ServiceError::FitFailed(Failure { kind: FailureKind::StoreUnavailable, .. })) => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(5u64));
             }
             ApiError::Service(ServiceError::Draining) => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(5u64));

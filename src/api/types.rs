@@ -2,7 +2,7 @@
 
 use super::problem::Problem;
 use crate::dataset::DatasetInfo;
-use crate::estimator::{ClassLabels, Decision, Prediction, TrainingReport};
+use crate::estimator::{ClassLabels, Decision, Prediction};
 use crate::registry::{ModelEntry, ModelState};
 use crate::service::{Target, TrainInput, TrainSource};
 use crate::spec::FieldError;
@@ -157,7 +157,7 @@ pub struct ModelResource {
     pub n_features: usize,
     pub n_support: Option<usize>,
     pub classes: Option<Value>,
-    pub training: Option<TrainingReport>,
+    pub training: Option<Value>,
     pub metadata: Option<Value>,
     pub created_at: String,
     pub memory_bytes: usize,
@@ -199,13 +199,12 @@ impl ModelResource {
         };
         match state {
             ModelState::Ready(m) => {
-                let p = m.predictor();
-                r.kernel = p.kernel().to_json();
-                r.params = p.params_json();
-                r.n_support = Some(p.n_support());
-                r.classes = p.classes().map(ClassLabels::to_json);
-                r.training = Some(p.report().clone());
-                r.memory_bytes = p.memory_bytes();
+                r.kernel = m.kernel.clone();
+                r.params = m.params.clone();
+                r.n_support = Some(m.n_support);
+                r.classes = m.classes.clone();
+                r.training = Some(m.training.clone());
+                r.memory_bytes = m.memory_bytes;
             }
             ModelState::Failed(f) => r.error = Some(Problem::of_failure(&f)),
             ModelState::Training => {

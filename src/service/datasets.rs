@@ -3,10 +3,12 @@
 
 use super::{Service, ServiceError};
 use crate::dataset::csv::CsvOptions;
-use crate::dataset::format::{Decoded, FormatError};
+use crate::dataset::format::Decoded;
 use crate::dataset::{DatasetInfo, IngestError};
 use crate::spec::FieldError;
+use std::collections::HashMap;
 use std::io::Read;
+use std::time::Instant;
 use uuid::Uuid;
 
 /// How an upload's body is to be read.
@@ -30,84 +32,120 @@ impl From<IngestError> for ServiceError {
 }
 
 impl Service {
-    /// Streams an upload into the store (blocking: run it off the async threads) and
-    /// lists it. Nothing is kept when it fails.
+    /// Streams an upload into a scratch file, stores it (blocking: run it off the async
+    /// threads) and lists it. Nothing is kept when it fails.
     pub fn upload_dataset(&self, format: UploadFormat, body: impl Read) -> Result<DatasetInfo, ServiceError> {
         if self.is_draining() {
             return Err(ServiceError::Draining);
         }
-        let info = self.datasets.write(|sink| match format {
-            UploadFormat::Csv(opts) => crate::dataset::csv::ingest(body, sink, opts),
-            UploadFormat::Json { name } => crate::dataset::json::ingest(body, sink).map(|(mut info, sink)| {
-                info.name = info.name.or(name);
-                (info, sink)
-            }),
-        })?;
-        self.catalog_write().insert(info.id, info.clone());
+        self.store_admission()?;
+        let scratch = self.store.dataset_scratch().map_err(IngestError::Io)?;
+        let result = (|| {
+            let file = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&scratch)?);
+            let (info, file) = match format {
+                UploadFormat::Csv(opts) => crate::dataset::csv::ingest(body, file, opts)?,
+                UploadFormat::Json { name } => {
+                    let (mut info, file) = crate::dataset::json::ingest(body, file)?;
+                    info.name = info.name.or(name);
+                    (info, file)
+                }
+            };
+            file.into_inner().map_err(|e| e.into_error())?;
+            Ok::<_, IngestError>(info)
+        })();
+        let info = match result {
+            Ok(info) => info,
+            Err(e) => {
+                let _ = std::fs::remove_file(&scratch);
+                return Err(e.into());
+            }
+        };
+        if let Err(e) = self.store.block_on(self.store.save_dataset(info.id, &scratch)) {
+            let _ = std::fs::remove_file(&scratch);
+            return Err(match e {
+                e if e.is_unavailable() => self.store_error(e),
+                e => ServiceError::Storage(format!("cannot store the dataset: {e}")),
+            });
+        }
+        self.catalog_write().insert(info.id, (info.clone(), Instant::now()));
         tracing::info!(dataset_id = %info.id, rows = info.n_rows, bytes = info.bytes, "dataset stored");
         Ok(info)
     }
 
-    fn catalog_write(&self) -> std::sync::RwLockWriteGuard<'_, std::collections::HashMap<Uuid, DatasetInfo>> {
+    pub(super) fn catalog_write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<Uuid, (DatasetInfo, Instant)>> {
         self.dataset_catalog.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn catalog_read(&self) -> std::sync::RwLockReadGuard<'_, std::collections::HashMap<Uuid, DatasetInfo>> {
+    pub(super) fn catalog_read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Uuid, (DatasetInfo, Instant)>> {
         self.dataset_catalog.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Every dataset, oldest first.
+    /// Every dataset (as listed at the last refresh, plus those uploaded here since),
+    /// oldest first.
     pub fn list_datasets(&self) -> Vec<DatasetInfo> {
-        let mut all: Vec<DatasetInfo> = self.catalog_read().values().cloned().collect();
+        let mut all: Vec<DatasetInfo> = self.catalog_read().values().map(|(i, _)| i.clone()).collect();
         all.sort_by_key(|i| (i.created_at_unix_nanos, i.id));
         all
     }
 
-    pub fn get_dataset(&self, id: Uuid) -> Result<DatasetInfo, ServiceError> {
-        self.catalog_read().get(&id).cloned().ok_or_else(|| ServiceError::DatasetNotFound(id.to_string()))
+    /// As [`Service::list_datasets`], listing the store first.
+    pub async fn list_datasets_now(&self) -> Vec<DatasetInfo> {
+        if self.store.is_durable() {
+            self.sync_store_if_stale().await;
+        }
+        self.list_datasets()
     }
 
-    /// Removes a dataset (blocking: fsyncs). Fits already queued keep their own copy.
-    pub fn delete_dataset(&self, id: Uuid) -> Result<(), ServiceError> {
-        if !self.catalog_read().contains_key(&id) {
-            return Err(ServiceError::DatasetNotFound(id.to_string()));
+    /// A dataset known here, or found in the store.
+    pub async fn get_dataset(&self, id: Uuid) -> Result<DatasetInfo, ServiceError> {
+        if let Some((info, _)) = self.catalog_read().get(&id) {
+            return Ok(info.clone());
         }
-        self.datasets
-            .remove(id)
-            .map_err(|e| ServiceError::Storage(format!("cannot delete the stored dataset: {e}")))?;
+        let not_found = || ServiceError::DatasetNotFound(id.to_string());
+        if !self.store.is_durable() || self.is_tombstoned(id) {
+            return Err(not_found());
+        }
+        match self.store.dataset_info(id).await {
+            Ok(Some(info)) => {
+                self.catalog_write().entry(id).or_insert((info.clone(), Instant::now()));
+                Ok(info)
+            }
+            Ok(None) => Err(not_found()),
+            Err(e) => Err(self.store_error(e)),
+        }
+    }
+
+    /// Removes a dataset. Fits already queued keep their own copy.
+    pub async fn delete_dataset(&self, id: Uuid) -> Result<(), ServiceError> {
+        self.get_dataset(id).await?;
+        self.store.delete_dataset(id).await.map_err(|e| match e {
+            e if e.is_unavailable() => self.store_error(e),
+            e => ServiceError::Storage(format!("cannot delete the stored dataset: {e}")),
+        })?;
+        self.tombstone(id);
         self.catalog_write().remove(&id);
         Ok(())
     }
 
     /// The dataset a training request names, read whole (422 at `/dataset` when there is
-    /// none, or when its stored form is damaged).
+    /// none, or when its stored form is damaged). Blocking: run off the async threads.
     pub(super) fn read_dataset_for_fit(&self, raw: &str) -> Result<(Uuid, Decoded), ServiceError> {
         let unknown = || FieldError::invalid("/dataset", format!("no dataset with id `{raw}`"));
         let id = Uuid::parse_str(raw).map_err(|_| unknown())?;
-        if !self.catalog_read().contains_key(&id) {
-            return Err(unknown().into());
+        match self.store.block_on(self.get_dataset(id)) {
+            Ok(_) => {}
+            Err(ServiceError::DatasetNotFound(_)) => return Err(unknown().into()),
+            Err(e) => return Err(e),
         }
-        match self.datasets.read(id) {
-            Ok(d) => Ok((id, d)),
+        match self.store.read_dataset_blocking(id) {
+            Ok(Some(d)) => Ok((id, d)),
             // Deleted between the lookup and the read.
-            Err(FormatError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Err(unknown().into()),
+            Ok(None) => Err(unknown().into()),
+            Err(e) if e.is_unavailable() => Err(self.store_error(e)),
             Err(e) => {
                 tracing::error!(dataset_id = %id, error = %e, "cannot read a stored dataset");
                 Err(FieldError::invalid("/dataset", format!("the stored dataset `{raw}` cannot be read: {e}")).into())
             }
-        }
-    }
-
-    /// Lists the stored datasets at start.
-    pub(super) fn load_datasets(&self) {
-        let infos = self.datasets.load();
-        let count = infos.len();
-        let mut catalog = self.catalog_write();
-        for info in infos {
-            catalog.insert(info.id, info);
-        }
-        if count > 0 {
-            tracing::info!(count, "stored datasets listed");
         }
     }
 }

@@ -5,6 +5,7 @@
 //! a [`ServiceError`] variant, mapped to a status in one place (`api::problem`). Models
 //! are here; uploaded datasets in [`datasets`].
 
+mod catalog;
 pub mod datasets;
 mod training;
 
@@ -16,12 +17,12 @@ use crate::metrics::{Metrics, StatusLabels};
 use crate::pool::FitPool;
 use crate::registry::{Failure, FailureKind, ModelEntry, ModelState, Origin, Registry, Status};
 use crate::spec::FieldError;
-use crate::store::datasets::DatasetStore;
 use crate::store::Store;
 use serde_json::Value;
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use uuid::Uuid;
@@ -91,9 +92,12 @@ pub enum ServiceError {
     Draining,
     #[error("{}", .0.detail)]
     FitFailed(Failure),
-    /// The data directory refused an operation that must be durable.
+    /// The store refused an operation that must be durable.
     #[error("{0}")]
     Storage(String),
+    /// The store cannot be reached: nothing that needs it can be acknowledged.
+    #[error("{detail}")]
+    StoreUnavailable { detail: String, retry_after: Duration },
 }
 
 impl From<FieldError> for ServiceError {
@@ -107,11 +111,17 @@ pub struct Service {
     pub registry: Registry,
     pub pool: FitPool,
     pub metrics: Metrics,
-    /// The durable store; None keeps models in memory only (empty data_dir).
-    store: Option<Store>,
-    datasets: DatasetStore,
-    /// Every stored dataset's description, by id.
-    dataset_catalog: std::sync::RwLock<std::collections::HashMap<Uuid, crate::dataset::DatasetInfo>>,
+    /// Where models and datasets live (in memory when nothing durable is configured).
+    pub store: Store,
+    /// Every stored dataset's description, by id, with when it was seen first.
+    dataset_catalog: RwLock<HashMap<Uuid, (crate::dataset::DatasetInfo, Instant)>>,
+    /// Models and datasets deleted here lately: a listing must not bring them back.
+    tombstones: Mutex<HashMap<Uuid, Instant>>,
+    /// One store read per model at a time.
+    loading: Mutex<HashMap<Uuid, Arc<tokio::sync::Mutex<()>>>>,
+    sync_lock: tokio::sync::Mutex<()>,
+    /// When the last listing of the store began.
+    last_sync: Mutex<Option<Instant>>,
     ready: tokio::sync::watch::Sender<bool>,
     draining: AtomicBool,
     /// Predictions running on blocking threads now (they compete with fits for cores).
@@ -122,28 +132,57 @@ pub struct Service {
 }
 
 impl Service {
+    /// A service as `config` says; panics if its store URL is malformed (see
+    /// [`Service::try_new`]).
     pub fn new(config: Config) -> Service {
+        Service::try_new(config).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    pub fn try_new(config: Config) -> Result<Service, crate::store::object::OpenError> {
+        let store = crate::store::open(&config.store_url, &config.data_dir)?;
+        Ok(Service::with_store(config, store))
+    }
+
+    /// A service over a given store (tests run replicas over one shared store).
+    pub fn with_store(config: Config, store: Store) -> Service {
         let workers = config.effective_fit_workers();
         let pool = FitPool::new(workers, config.fit_queue);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let store = (!config.data_dir.is_empty()).then(|| Store::open(&config.data_dir));
-        let datasets = DatasetStore::open(&config.data_dir);
-        // With a store, not ready until `load_store` has read it back.
-        let ready = tokio::sync::watch::Sender::new(store.is_none());
+        // Without a durable store the cache is the only copy: nothing may be evicted.
+        let cache_limit = store.is_durable().then(|| config.effective_cache_bytes());
+        // A durable store is read back (`load_store`) before the service is ready.
+        let ready = tokio::sync::watch::Sender::new(!store.is_durable());
+        let metrics = Metrics::new();
+        store.observe(Arc::new(metrics.store_observer()));
         Service {
             config,
-            registry: Registry::new(),
+            registry: Registry::new(cache_limit),
             pool,
-            metrics: Metrics::new(),
+            metrics,
             store,
-            datasets,
             dataset_catalog: Default::default(),
+            tombstones: Mutex::default(),
+            loading: Mutex::default(),
+            sync_lock: tokio::sync::Mutex::new(()),
+            last_sync: Mutex::new(None),
             ready,
             draining: AtomicBool::new(false),
             heavy_predicts: AtomicUsize::new(0),
             in_flight: tokio::sync::watch::Sender::new(0),
             heavy_predict_slots: Semaphore::new(cores),
         }
+    }
+
+    /// What is degraded while the service still serves: for /readyz.
+    pub fn degraded(&self) -> Vec<String> {
+        let health = self.store.health();
+        if health.up {
+            return Vec::new();
+        }
+        vec![format!(
+            "store: {} (models in memory keep answering; fits, uploads and deletes answer 503)",
+            health.error.unwrap_or_else(|| "unreachable".into())
+        )]
     }
 
     /// Ready to serve: started and not draining.
@@ -174,44 +213,6 @@ impl Service {
         let _ = self.ready.subscribe().wait_for(|r| *r).await;
     }
 
-    /// Reads the durable store back into the registry (blocking: call off the async
-    /// threads), then marks the service ready. Returns how many models were loaded.
-    pub fn load_store(&self) -> usize {
-        let started = Instant::now();
-        let mut loaded = 0;
-        if let Some(store) = &self.store {
-            let report = store.load();
-            loaded = report.loaded.len();
-            for l in report.loaded {
-                let m = l.model;
-                let metadata = m.metadata.as_deref().and_then(|t| serde_json::from_str(t).ok());
-                let kind = l.fitted.kind();
-                let origin: Origin = serde_json::from_str(&m.extra).unwrap_or_default();
-                let mut entry = ModelEntry::restored(
-                    m.id,
-                    kind,
-                    m.name.clone(),
-                    metadata,
-                    m.created_at(),
-                    m.n_train as usize,
-                    m.n_features as usize,
-                    l.fitted,
-                );
-                entry.origin = origin;
-                self.registry.insert(Arc::new(entry));
-            }
-            tracing::info!(
-                loaded,
-                quarantined = report.quarantined.len(),
-                duration_ms = started.elapsed().as_secs_f64() * 1e3,
-                "stored models loaded"
-            );
-        }
-        self.load_datasets();
-        self.ready.send_replace(true);
-        loaded
-    }
-
     pub fn is_draining(&self) -> bool {
         self.draining.load(Ordering::Acquire)
     }
@@ -226,32 +227,32 @@ impl Service {
         if self.pool.is_full() {
             return Err(ServiceError::QueueFull { retry_after: self.pool.retry_after() });
         }
-        Ok(())
+        self.store_admission()
     }
 
-    pub fn get(&self, id: Uuid) -> Result<Arc<ModelEntry>, ServiceError> {
-        self.registry.get(id).ok_or(ServiceError::NotFound(id))
+    /// Refuses work that must end in the store while the store is down: nothing is
+    /// acknowledged that is not stored, and refusing now beats failing after the fit.
+    pub fn store_admission(&self) -> Result<(), ServiceError> {
+        let health = self.store.health();
+        if health.up {
+            return Ok(());
+        }
+        Err(ServiceError::StoreUnavailable {
+            detail: format!(
+                "the store cannot be reached ({}); retry shortly",
+                health.error.unwrap_or_else(|| "unreachable".into())
+            ),
+            retry_after: self.store_retry_after(),
+        })
     }
 
-    pub fn list(&self) -> Vec<Arc<ModelEntry>> {
+    /// Every model in the store (listed now, or a moment ago), and the fits in flight
+    /// here, oldest first.
+    pub async fn list(&self) -> Vec<Arc<ModelEntry>> {
+        if self.store.is_durable() {
+            self.sync_store_if_stale().await;
+        }
         self.registry.list()
-    }
-
-    /// Removes a model; a queued fit is withdrawn, a running one is abandoned.
-    pub fn delete(&self, id: Uuid) -> Result<(), ServiceError> {
-        if !self.registry.contains(id) {
-            return Err(ServiceError::NotFound(id));
-        }
-        // The file goes first: a model whose file could not be removed would come back
-        // at the next start, so it stays, and the client hears why.
-        if let Some(store) = &self.store {
-            store.remove(id).map_err(|e| ServiceError::Storage(format!("cannot delete the stored model: {e}")))?;
-        }
-        let entry = self.registry.remove(id).ok_or(ServiceError::NotFound(id))?;
-        if self.pool.withdraw(entry.id) {
-            self.metrics.record_fit(entry.kind.name(), "cancelled", 0.0);
-        }
-        Ok(())
     }
 
     /// Predicts `x` with a ready model. Small predictions run inline; large ones on a
@@ -261,9 +262,9 @@ impl Service {
         id: Uuid,
         rows: QueryRows,
         opts: PredictOptions,
-    ) -> Result<(Arc<ModelEntry>, Prediction), ServiceError> {
-        let entry = self.get(id)?;
-        let fitted = entry.fitted().ok_or(ServiceError::NotReady { id, status: entry.status() })?;
+    ) -> Result<(Arc<FittedModel>, Prediction), ServiceError> {
+        let entry = self.lookup(id).await?;
+        let fitted = self.fitted(&entry).await?;
         let points = match rows {
             QueryRows::Json(x) => self.check_query(&fitted, &x, &opts)?,
             QueryRows::Csv(text) => {
@@ -289,6 +290,7 @@ impl Service {
             let _permit = self.heavy_predict_slots.acquire().await.map_err(|_| ServiceError::Draining)?;
             let service = self.clone();
             let n = fitted.predictor().n_support();
+            let fitted = fitted.clone();
             let task = tokio::task::spawn_blocking(move || {
                 let busy = service.pool.running() + service.heavy_predicts.fetch_add(1, Ordering::AcqRel);
                 let par = Parallelism::for_problem(n.max(m), busy);
@@ -316,7 +318,7 @@ impl Service {
             .into());
         }
         self.metrics.record_predict(entry.kind.name(), m, started.elapsed().as_secs_f64());
-        Ok((entry, prediction))
+        Ok((fitted, prediction))
     }
 
     /// Checks a predict request's rows and options against a fitted model and returns the

@@ -11,7 +11,7 @@ use crate::linalg::{LinalgError, Parallelism};
 use crate::pool::{Job, SubmitError};
 use crate::registry::{Failure, FailureKind, ModelEntry, ModelState, Origin};
 use crate::spec::FieldError;
-use crate::store::StoredModel;
+use crate::store::{ModelHead, ModelSummary, StoreError, StoredModel};
 use serde_json::Value;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
@@ -129,6 +129,7 @@ impl Service {
         if self.is_draining() {
             return Err(ServiceError::Draining);
         }
+        self.store_admission()?;
         let (valid, input) = if let TrainSource::Dataset(_) = input.source {
             // Reading a stored dataset is file I/O and decoding: not on the async threads.
             let service = self.clone();
@@ -214,10 +215,12 @@ impl Service {
             Ok(Ok(_)) | Ok(Err(FitError::Cancelled)) if entry.cancel.is_cancelled() => "cancelled",
             Ok(Ok(mut fitted)) => {
                 fitted.predictor_mut().report_mut().duration_ms = secs * 1e3;
-                // Durable before ready: 201 is sent only once the model is on disk.
+                // Durable before ready: 201 is sent only once the model is stored.
+                let summary = Arc::new(ModelSummary::of(&fitted));
                 match self.persist(entry, &fitted) {
                     Ok(()) => {
-                        entry.set_state(ModelState::Ready(Arc::new(fitted)));
+                        self.registry.cache.insert(entry.id, Arc::new(fitted));
+                        entry.set_state(ModelState::Ready(summary));
                         if entry.cancel.is_cancelled() {
                             // Deleted while being written: the file must not outlive it.
                             self.unpersist(entry.id);
@@ -226,8 +229,13 @@ impl Service {
                     }
                     Err(e) => {
                         tracing::error!(model_id = %entry.id, error = %e, "cannot store the fitted model");
+                        let kind = if e.is_unavailable() {
+                            FailureKind::StoreUnavailable
+                        } else {
+                            FailureKind::Storage { out_of_space: e.is_out_of_space() }
+                        };
                         entry.set_state(ModelState::Failed(Failure {
-                            kind: FailureKind::Storage { out_of_space: e.is_out_of_space() },
+                            kind,
                             detail: format!("the model was fitted but could not be stored: {e}"),
                         }));
                         "failed"
@@ -257,14 +265,14 @@ impl Service {
         tracing::info!(model_id = %entry.id, model, n, d, duration_ms = secs * 1e3, outcome, par = ?ctx.par, "fit finished");
     }
 
-    fn persist(
-        &self,
-        entry: &ModelEntry,
-        fitted: &crate::estimator::FittedModel,
-    ) -> Result<(), crate::store::StoreError> {
-        let Some(store) = &self.store else { return Ok(()) };
+    /// Writes a fitted model to the store (blocking: a fit worker waits for the PUT).
+    fn persist(&self, entry: &ModelEntry, fitted: &crate::estimator::FittedModel) -> Result<(), StoreError> {
+        if !self.store.is_durable() {
+            // The registry's cache, which never evicts then, is the only copy.
+            return Ok(());
+        }
         let created = entry.created_at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        store.save(&StoredModel {
+        let model = StoredModel {
             id: entry.id,
             name: entry.name.clone(),
             metadata: entry.metadata.as_ref().map(Value::to_string),
@@ -273,14 +281,14 @@ impl Service {
             n_features: entry.n_features as u64,
             fit: fitted.to_stored(),
             extra: serde_json::to_string(&entry.origin).expect("an origin serialises"),
-        })
+        };
+        let head = ModelHead::of(&model, fitted);
+        self.store.block_on(self.store.save_model(&model, &head))
     }
 
     fn unpersist(&self, id: Uuid) {
-        if let Some(store) = &self.store {
-            if let Err(e) = store.remove(id) {
-                tracing::error!(model_id = %id, error = %e, "cannot remove a stored model");
-            }
+        if let Err(e) = self.store.block_on(self.store.delete_model(id)) {
+            tracing::error!(model_id = %id, error = %e, "cannot remove a stored model");
         }
     }
 }

@@ -1,204 +1,144 @@
-//! Where uploaded datasets live: `DATA_DIR/datasets/ID.dataset` (written to a temporary
-//! file, fsynced, renamed, directory fsynced, before the 201), or in memory when the
-//! service keeps no data directory. The bytes are the stored form of
-//! `dataset::format`; this module only moves them.
+//! Uploaded datasets in the store: `datasets/ID.dataset`, the stored form of
+//! `dataset::format`. An upload streams into a scratch file beside the store (so that on
+//! a directory the final write is a rename), which is then stored whole before the 201.
+//! This module only moves the bytes; the format reads and checks them.
 
-use crate::dataset::format::{self, Decoded, FormatError};
-use crate::dataset::{DatasetInfo, IngestError};
-use std::collections::HashMap;
-use std::fs::{self, File};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use super::blobs::BlobError;
+use super::{Store, StoreError, SMALL_CALL};
+use crate::dataset::format::{self, Decoded};
+use crate::dataset::DatasetInfo;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use uuid::Uuid;
 
-const EXTENSION: &str = "dataset";
-
-/// The destination an upload is written to while it streams in.
-pub enum Sink {
-    File(File),
-    Memory(Vec<u8>),
+pub fn dataset_key(id: Uuid) -> String {
+    format!("datasets/{id}.dataset")
 }
 
-impl Write for Sink {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Sink::File(f) => f.write(buf),
-            Sink::Memory(v) => v.write(buf),
-        }
+impl Store {
+    /// A new scratch file's path for an upload in progress (its directory created).
+    pub fn dataset_scratch(&self) -> std::io::Result<PathBuf> {
+        let dir = self.blobs.scratch_dir();
+        std::fs::create_dir_all(&dir)?;
+        Ok(dir.join(format!(".{}.tmp", Uuid::new_v4())))
     }
 
-    fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Sink::File(f) => f.flush(),
-            Sink::Memory(_) => Ok(()),
-        }
-    }
-}
-
-pub enum DatasetStore {
-    Dir(PathBuf),
-    Memory(Mutex<HashMap<Uuid, Arc<Vec<u8>>>>),
-}
-
-impl DatasetStore {
-    /// Datasets under `data_dir/datasets`, or in memory when `data_dir` is empty.
-    pub fn open(data_dir: &str) -> DatasetStore {
-        if data_dir.is_empty() {
-            return DatasetStore::Memory(Mutex::default());
-        }
-        let dir = Path::new(data_dir).join("datasets");
-        if let Err(e) = fs::create_dir_all(&dir) {
-            tracing::error!(dir = %dir.display(), error = %e, "cannot create the datasets directory; uploads will fail");
-        }
-        DatasetStore::Dir(dir)
+    /// Stores the dataset written to `file` under `id` (the file is consumed).
+    pub async fn save_dataset(&self, id: Uuid, file: &Path) -> Result<(), StoreError> {
+        let key = dataset_key(id);
+        let size = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
+        Ok(self.call("put", &key, super::bulk(size), self.blobs.put_file(&key, file)).await?)
     }
 
-    fn path_of(dir: &Path, id: Uuid) -> PathBuf {
-        dir.join(format!("{id}.{EXTENSION}"))
+    pub async fn delete_dataset(&self, id: Uuid) -> Result<(), StoreError> {
+        let key = dataset_key(id);
+        Ok(self.call("delete", &key, SMALL_CALL, self.blobs.delete(&key)).await?)
     }
 
-    /// Runs `parse`, which streams an upload into the sink it is given, and keeps the
-    /// result durably under the id `parse` assigns. Nothing is kept if it fails.
-    pub fn write(
-        &self,
-        parse: impl FnOnce(Sink) -> Result<(DatasetInfo, Sink), IngestError>,
-    ) -> Result<DatasetInfo, IngestError> {
-        match self {
-            DatasetStore::Memory(map) => {
-                let (info, sink) = parse(Sink::Memory(Vec::new()))?;
-                let Sink::Memory(bytes) = sink else { unreachable!("the sink given is returned") };
-                map.lock().unwrap_or_else(|p| p.into_inner()).insert(info.id, Arc::new(bytes));
-                Ok(info)
-            }
-            DatasetStore::Dir(dir) => {
-                let tmp = dir.join(format!(".{}.tmp", Uuid::new_v4()));
-                let result = (|| {
-                    let file = File::create(&tmp)?;
-                    let (info, sink) = parse(Sink::File(file))?;
-                    let Sink::File(file) = sink else { unreachable!("the sink given is returned") };
-                    file.sync_all()?;
-                    fs::rename(&tmp, Self::path_of(dir, info.id))?;
-                    super::sync_dir(dir)?;
-                    Ok(info)
-                })();
-                if result.is_err() {
-                    let _ = fs::remove_file(&tmp);
+    /// The ids of every stored dataset.
+    pub async fn list_datasets(&self) -> Result<Vec<Uuid>, StoreError> {
+        let listed = self.call("list", "datasets", SMALL_CALL, self.blobs.list("datasets")).await?;
+        Ok(listed
+            .iter()
+            .filter_map(|o| {
+                let name = o.key.rsplit('/').next()?;
+                name.strip_suffix(".dataset").and_then(|s| Uuid::parse_str(s).ok())
+            })
+            .collect())
+    }
+
+    /// A dataset's description, read from its trailer (None: no such dataset). A damaged
+    /// one is moved to quarantine.
+    pub async fn dataset_info(&self, id: Uuid) -> Result<Option<DatasetInfo>, StoreError> {
+        let key = dataset_key(id);
+        let size = match self.call("head", &key, SMALL_CALL, self.blobs.size(&key)).await {
+            Ok(s) => s,
+            Err(BlobError::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let mut want = 4096u64.min(size);
+        loop {
+            let tail = match self.call("get", &key, SMALL_CALL, self.blobs.get_range(&key, size - want..size)).await {
+                Ok(t) => t,
+                Err(BlobError::NotFound { .. }) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            };
+            let reason = match format::read_info(&tail, size) {
+                Ok(Ok(info)) if info.id == id => return Ok(Some(info)),
+                Ok(Ok(info)) => format!("the object of {id} holds dataset {}", info.id),
+                Ok(Err(need)) if need > want && need <= size => {
+                    want = need;
+                    continue;
                 }
-                result
-            }
+                Ok(Err(_)) => "inconsistent trailer length".into(),
+                Err(e) => e.to_string(),
+            };
+            let moved = self.call("rename", &key, SMALL_CALL, self.blobs.quarantine(&key)).await.is_ok();
+            tracing::warn!(key, reason, moved, "quarantined a stored dataset");
+            return Ok(None);
         }
     }
 
-    /// Reads a dataset whole, verifying its checksum.
-    pub fn read(&self, id: Uuid) -> Result<Decoded, FormatError> {
-        match self {
-            DatasetStore::Memory(map) => {
-                let bytes = map.lock().unwrap_or_else(|p| p.into_inner()).get(&id).cloned();
-                let bytes = bytes.ok_or_else(|| FormatError::Io(io::ErrorKind::NotFound.into()))?;
-                format::read_dataset(&bytes[..], bytes.len() as u64)
-            }
-            DatasetStore::Dir(dir) => {
-                let file = File::open(Self::path_of(dir, id))?;
-                let size = file.metadata()?.len();
-                format::read_dataset(io::BufReader::with_capacity(1 << 20, file), size)
-            }
+    /// Reads a dataset whole, verifying its checksum (None: no such dataset). Blocking:
+    /// call from a blocking thread.
+    pub fn read_dataset_blocking(&self, id: Uuid) -> Result<Option<Decoded>, StoreError> {
+        let key = dataset_key(id);
+        let corrupt = |e: format::FormatError| StoreError::Corrupt { key: key.clone(), reason: e.to_string() };
+        if let Some(path) = self.blobs.local_path(&key) {
+            // Read in place, as it streams: no copy of the file in memory.
+            let file = match std::fs::File::open(&path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(BlobError::Io { key, message: e.to_string() }.into()),
+            };
+            let size = file.metadata().map_err(|e| BlobError::Io { key: key.clone(), message: e.to_string() })?.len();
+            return format::read_dataset(std::io::BufReader::with_capacity(1 << 20, file), size)
+                .map(Some)
+                .map_err(corrupt);
         }
+        let bytes = match self.block_on(self.call("get", &key, super::bulk(1 << 32), self.blobs.get(&key))) {
+            Ok(b) => b,
+            Err(BlobError::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        format::read_dataset(&bytes[..], bytes.len() as u64).map(Some).map_err(corrupt)
     }
-
-    /// Removes a dataset (absent is fine). An open reader keeps its copy.
-    pub fn remove(&self, id: Uuid) -> io::Result<()> {
-        match self {
-            DatasetStore::Memory(map) => {
-                map.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
-                Ok(())
-            }
-            DatasetStore::Dir(dir) => match fs::remove_file(Self::path_of(dir, id)) {
-                Ok(()) => super::sync_dir(dir),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-                Err(e) => Err(e),
-            },
-        }
-    }
-
-    /// The descriptions of every stored dataset, read from each file's trailer (the data
-    /// itself is checked when a fit reads it). Files that are not datasets are moved to
-    /// `quarantine/`; leftovers of interrupted uploads are removed.
-    pub fn load(&self) -> Vec<DatasetInfo> {
-        let DatasetStore::Dir(dir) = self else { return Vec::new() };
-        let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
-        let mut out = Vec::new();
-        for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            if name.starts_with('.') && name.ends_with(".tmp") {
-                let _ = fs::remove_file(&path);
-                continue;
-            }
-            if path.extension().and_then(|e| e.to_str()) != Some(EXTENSION) || !path.is_file() {
-                continue;
-            }
-            let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_string();
-            match read_info(&path) {
-                Ok(info) if info.id.to_string() == stem => out.push(info),
-                Ok(_) => quarantine(dir, &path, "file name does not match the stored id"),
-                Err(e) => quarantine(dir, &path, &e.to_string()),
-            }
-        }
-        out.sort_by_key(|i| (i.created_at_unix_nanos, i.id));
-        out
-    }
-}
-
-fn read_info(path: &Path) -> Result<DatasetInfo, FormatError> {
-    let mut f = File::open(path)?;
-    let size = f.metadata()?.len();
-    let mut want = 4096u64.min(size);
-    loop {
-        f.seek(SeekFrom::Start(size - want))?;
-        let mut tail = vec![0; want as usize];
-        f.read_exact(&mut tail)?;
-        match format::read_info(&tail, size)? {
-            Ok(info) => return Ok(info),
-            Err(need) if need > want && need <= size => want = need,
-            Err(_) => return Err(FormatError::Corrupt("inconsistent trailer length".into())),
-        }
-    }
-}
-
-fn quarantine(dir: &Path, path: &Path, reason: &str) {
-    let target = dir.join("quarantine");
-    let _ = fs::create_dir_all(&target);
-    let target = target.join(path.file_name().unwrap_or_default());
-    let moved = fs::rename(path, &target).is_ok();
-    tracing::warn!(file = %path.display(), moved, reason, "quarantined a stored dataset");
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::dataset::csv::{ingest, CsvOptions};
+    use crate::store::dir::DirBlobs;
+    use std::sync::Arc;
 
-    #[test]
-    fn datasets_survive_a_reopen_and_damage_is_quarantined() {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn datasets_survive_a_reopen_and_damage_is_quarantined() {
         let root = std::env::temp_dir().join(format!("mercer-ds-{}", Uuid::new_v4()));
-        let store = DatasetStore::open(root.to_str().unwrap());
-        let csv = b"a,b,y\n1,2,3\n4,5,6\n";
-        let info = store.write(|sink| ingest(&csv[..], sink, CsvOptions::default())).unwrap();
-        let failed = store.write(|sink| ingest(&b"a,y\n1,x\nq,1\n"[..], sink, CsvOptions::default()));
-        assert!(failed.is_err());
-        let reopened = DatasetStore::open(root.to_str().unwrap());
-        assert_eq!(reopened.load(), vec![info.clone()], "one dataset, no leftovers of the failed upload");
-        let back = reopened.read(info.id).unwrap();
-        assert_eq!(back.x.as_matrix().as_slice(), &[1.0, 2.0, 4.0, 5.0]);
-        let path = DatasetStore::path_of(&root.join("datasets"), info.id);
-        let mut bytes = fs::read(&path).unwrap();
+        let store = Store::new(Arc::new(DirBlobs::open(&root)));
+        let scratch = store.dataset_scratch().unwrap();
+        let file = std::fs::File::create(&scratch).unwrap();
+        let (info, _) = ingest(&b"a,b,y\n1,2,3\n4,5,6\n"[..], file, CsvOptions::default()).unwrap();
+        store.save_dataset(info.id, &scratch).await.unwrap();
+        assert!(!scratch.exists(), "the scratch file became the dataset");
+        let leftover = store.dataset_scratch().unwrap();
+        std::fs::write(&leftover, b"half an upload").unwrap();
+
+        let reopened = Arc::new(Store::new(Arc::new(DirBlobs::open(&root))));
+        assert!(!leftover.exists(), "an upload that never finished is removed at start");
+        assert_eq!(reopened.list_datasets().await.unwrap(), vec![info.id]);
+        assert_eq!(reopened.dataset_info(info.id).await.unwrap(), Some(info.clone()));
+        let r = reopened.clone();
+        let back = tokio::task::spawn_blocking(move || r.read_dataset_blocking(info.id)).await.unwrap().unwrap();
+        assert_eq!(back.unwrap().x.as_matrix().as_slice(), &[1.0, 2.0, 4.0, 5.0]);
+
+        let path = root.join(dataset_key(info.id));
+        let mut bytes = std::fs::read(&path).unwrap();
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
-        fs::write(&path, &bytes).unwrap();
-        assert!(reopened.load().is_empty());
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(reopened.dataset_info(info.id).await.unwrap(), None);
         assert!(root.join("datasets/quarantine").join(path.file_name().unwrap()).exists());
-        reopened.remove(info.id).unwrap();
-        assert_eq!(fs::read_dir(root.join("datasets")).unwrap().count(), 1, "only quarantine/ is left");
-        fs::remove_dir_all(root).unwrap();
+        assert!(reopened.list_datasets().await.unwrap().is_empty());
+        std::fs::remove_dir_all(root).unwrap();
     }
 }

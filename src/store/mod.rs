@@ -1,31 +1,36 @@
-//! The durable store: one file per ready model in the data directory, and the uploaded
-//! datasets beside them ([`datasets`]).
+//! The durable store: where ready models and uploaded datasets live, one object each,
+//! on a local directory or S3-compatible object storage ([`blobs::Blobs`], chosen by
+//! `MERCER_STORE_URL`). This module owns the keys, the per-call timeouts and retry
+//! budget, and whether the store is up; [`format`] owns the model file, [`datasets`]
+//! the dataset objects.
 //!
-//! A file is `MAGIC | version (u32 LE) | payload length (u64 LE) | CRC-32 of the payload
-//! (u32 LE) | payload`, the payload a postcard encoding of [`StoredModel`] (f64 bit-exact).
-//! Writes are atomic: a temporary file is written and fsynced, renamed over the final
-//! name, and the directory is fsynced, so a model acknowledged with 201 survives a crash
-//! that follows at once. At start every file is read back; one that is corrupt,
-//! truncated or of an unknown version is moved to `quarantine/` and skipped, never a
-//! crash.
+//! A model is `ID.model` under the root, a dataset `datasets/ID.dataset`. Every call has
+//! a deadline, so a store that has gone away costs seconds, not minutes: its failures
+//! mark the store down (a gauge, /readyz, fits refused with 503) until a call succeeds.
 
+pub mod blobs;
 pub mod datasets;
+pub mod dir;
+pub mod format;
+pub mod object;
 
 use crate::estimator::{FittedModel, StoredFit};
-use rayon::prelude::*;
+use blobs::{BlobError, BlobFuture, Blobs};
+pub use format::ModelHead;
 use serde::{Deserialize, Serialize};
-use std::fs::{self, File};
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use serde_json::Value;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use uuid::Uuid;
 
-const MAGIC: &[u8; 8] = b"MERCERM\0";
-/// 2 added classes and named arrays to [`StoredFit`]; 3 added [`StoredModel::extra`].
-/// Files of versions 1 and 2 still load.
-const VERSION: u32 = 3;
-const HEADER: usize = 8 + 4 + 8 + 4;
-const EXTENSION: &str = "model";
+/// Deadline of a call that moves little data (a head, a listing, a delete).
+const SMALL_CALL: Duration = Duration::from_secs(5);
+/// Deadline of a call that moves an object whole: this plus its size at 20 MB/s.
+const BULK_CALL: Duration = Duration::from_secs(15);
+/// A head is read from this many first bytes, or from as many as it says it needs.
+const HEAD_PREFIX: u64 = 8 << 10;
 
 /// Everything needed to bring a ready model back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,381 +54,302 @@ impl StoredModel {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
+/// What GET /models/{id} shows of a ready model, kept in its file's head so that a
+/// replica can list a model without reading its arrays.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelSummary {
+    pub kernel: Value,
+    pub params: Value,
+    pub n_support: usize,
+    pub classes: Option<Value>,
+    pub training: Value,
+    /// Bytes the fitted state holds once decoded.
+    pub memory_bytes: usize,
+}
+
+impl ModelSummary {
+    pub fn of(fitted: &FittedModel) -> ModelSummary {
+        let p = fitted.predictor();
+        ModelSummary {
+            kernel: p.kernel().to_json(),
+            params: p.params_json(),
+            n_support: p.n_support(),
+            classes: p.classes().map(|c| c.to_json()),
+            training: serde_json::to_value(p.report()).expect("a report serialises"),
+            memory_bytes: p.memory_bytes(),
+        }
+    }
+}
+
+impl ModelHead {
+    /// The head of `model`, whose fitted state is `fitted`.
+    pub fn of(model: &StoredModel, fitted: &FittedModel) -> ModelHead {
+        ModelHead {
+            id: model.id,
+            name: model.name.clone(),
+            metadata: model.metadata.clone(),
+            created_at_unix_nanos: model.created_at_unix_nanos,
+            n_train: model.n_train,
+            n_features: model.n_features,
+            kind: fitted.kind().name().into(),
+            summary: serde_json::to_string(&ModelSummary::of(fitted)).expect("a summary serialises"),
+            extra: model.extra.clone(),
+        }
+    }
+
+    pub fn created_at(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_nanos(self.created_at_unix_nanos.min(u64::MAX as u128) as u64)
+    }
+
+    pub fn summary(&self) -> Result<ModelSummary, String> {
+        serde_json::from_str(&self.summary).map_err(|e| format!("bad summary in the head: {e}"))
+    }
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
-    #[error("cannot write {path}: {source}")]
-    Write { path: String, source: std::io::Error },
-    #[error("{path}: {reason}")]
-    Corrupt { path: String, reason: String },
+    #[error(transparent)]
+    Blob(#[from] BlobError),
+    #[error("{key}: {reason}")]
+    Corrupt { key: String, reason: String },
 }
 
 impl StoreError {
-    /// Whether the disk is full (the request gets 507 rather than a generic 5xx).
+    /// Whether the disk or bucket is full (the request gets 507 rather than a generic 5xx).
     pub fn is_out_of_space(&self) -> bool {
-        matches!(self, StoreError::Write { source, .. } if source.raw_os_error() == Some(libc::ENOSPC))
+        matches!(self, StoreError::Blob(BlobError::OutOfSpace { .. }))
+    }
+
+    /// Whether the store could not be reached (503 with Retry-After: it may come back).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Blob(e) if e.is_unavailable())
     }
 }
 
-/// A model read back at start.
-pub struct Loaded {
-    pub model: StoredModel,
-    pub fitted: FittedModel,
-}
+/// Called after every store call: operation, seconds, and whether the store answered.
+pub type Observer = Arc<dyn Fn(&'static str, f64, bool) + Send + Sync>;
 
-/// What a start-up load found.
-#[derive(Default)]
-pub struct LoadReport {
-    pub loaded: Vec<Loaded>,
-    /// Files moved to quarantine, with why.
-    pub quarantined: Vec<(PathBuf, String)>,
+/// Whether the store answers, as the last call found.
+#[derive(Debug, Clone)]
+pub struct Health {
+    pub up: bool,
+    /// Why it is down.
+    pub error: Option<String>,
 }
 
 pub struct Store {
-    dir: PathBuf,
+    blobs: Arc<dyn Blobs>,
+    observer: OnceLock<Observer>,
+    health: Mutex<Health>,
+    io: tokio::runtime::Handle,
+}
+
+/// A model read whole.
+pub struct LoadedModel {
+    pub head: ModelHead,
+    pub fitted: FittedModel,
+}
+
+pub fn model_key(id: Uuid) -> String {
+    format!("{id}.model")
 }
 
 impl Store {
-    /// A store in `dir` (created if missing; a failure here shows up at the first write).
-    pub fn open(dir: impl Into<PathBuf>) -> Store {
-        let dir = dir.into();
-        if let Err(e) = fs::create_dir_all(&dir) {
-            tracing::error!(dir = %dir.display(), error = %e, "cannot create the data directory; fits will fail to store");
+    pub fn new(blobs: Arc<dyn Blobs>) -> Store {
+        Store {
+            blobs,
+            observer: OnceLock::new(),
+            health: Mutex::new(Health { up: true, error: None }),
+            io: io_handle(),
         }
-        Store { dir }
     }
 
-    fn path_of(&self, id: Uuid) -> PathBuf {
-        self.dir.join(format!("{id}.{EXTENSION}"))
+    /// Sets the function told of every call (once; later calls are ignored).
+    pub fn observe(&self, observer: Observer) {
+        let _ = self.observer.set(observer);
     }
 
-    /// Writes `model` durably (temporary file, fsync, rename, fsync of the directory).
-    pub fn save(&self, model: &StoredModel) -> Result<(), StoreError> {
-        let path = self.path_of(model.id);
-        let tmp = self.dir.join(format!(".{}.tmp", model.id));
-        let err = |p: &Path, source| StoreError::Write { path: p.display().to_string(), source };
-        let bytes = encode(model);
-        let result = (|| {
-            let mut f = File::create(&tmp).map_err(|e| err(&tmp, e))?;
-            f.write_all(&bytes).map_err(|e| err(&tmp, e))?;
-            f.sync_all().map_err(|e| err(&tmp, e))?;
-            fs::rename(&tmp, &path).map_err(|e| err(&path, e))?;
-            sync_dir(&self.dir).map_err(|e| err(&self.dir, e))
-        })();
-        if result.is_err() {
-            let _ = fs::remove_file(&tmp);
+    pub fn describe(&self) -> String {
+        self.blobs.describe()
+    }
+
+    /// Whether objects outlive the process (false: in memory only).
+    pub fn is_durable(&self) -> bool {
+        self.blobs.is_durable()
+    }
+
+    pub fn health(&self) -> Health {
+        self.health.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Runs a store future to completion from a blocking thread (a fit worker, an
+    /// upload): never from the async threads.
+    pub fn block_on<F: Future>(&self, f: F) -> F::Output {
+        self.io.block_on(f)
+    }
+
+    async fn call<T>(
+        &self,
+        op: &'static str,
+        key: &str,
+        budget: Duration,
+        fut: BlobFuture<'_, T>,
+    ) -> Result<T, BlobError> {
+        let started = Instant::now();
+        let result = match tokio::time::timeout(budget, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(BlobError::Unavailable {
+                op,
+                key: key.into(),
+                message: format!("no answer within {:.1} s", budget.as_secs_f64()),
+            }),
+        };
+        let answered = !matches!(&result, Err(e) if e.is_unavailable());
+        if let Some(observe) = self.observer.get() {
+            observe(op, started.elapsed().as_secs_f64(), answered);
+        }
+        let mut health = self.health.lock().unwrap_or_else(|p| p.into_inner());
+        match &result {
+            Err(e) if e.is_unavailable() => {
+                if health.up {
+                    tracing::warn!(store = %self.blobs.describe(), error = %e, "the store is unreachable");
+                }
+                *health = Health { up: false, error: Some(e.to_string()) };
+            }
+            Ok(_) | Err(BlobError::NotFound { .. }) if !health.up => {
+                tracing::info!(store = %self.blobs.describe(), "the store answers again");
+                *health = Health { up: true, error: None };
+            }
+            _ => {}
         }
         result
     }
 
-    /// Removes a model's file (absent is fine).
-    pub fn remove(&self, id: Uuid) -> Result<(), StoreError> {
-        let path = self.path_of(id);
-        match fs::remove_file(&path) {
-            Ok(()) => {
-                sync_dir(&self.dir).map_err(|e| StoreError::Write { path: self.dir.display().to_string(), source: e })
+    /// Writes a model; when this returns Ok, every replica can read it.
+    pub async fn save_model(&self, model: &StoredModel, head: &ModelHead) -> Result<(), StoreError> {
+        let bytes = bytes::Bytes::from(format::encode(model, head));
+        let key = model_key(model.id);
+        let budget = bulk(bytes.len() as u64);
+        Ok(self.call("put", &key, budget, self.blobs.put(&key, bytes)).await?)
+    }
+
+    pub async fn delete_model(&self, id: Uuid) -> Result<(), StoreError> {
+        let key = model_key(id);
+        Ok(self.call("delete", &key, SMALL_CALL, self.blobs.delete(&key)).await?)
+    }
+
+    /// Moves a damaged model aside (logged; a failure to move it is logged too).
+    pub async fn quarantine_model(&self, id: Uuid, reason: &str) {
+        let key = model_key(id);
+        let moved = self.call("rename", &key, SMALL_CALL, self.blobs.quarantine(&key)).await;
+        tracing::warn!(key, reason, moved = moved.is_ok(), "quarantined a stored model");
+    }
+
+    /// The ids of every stored model.
+    pub async fn list_models(&self) -> Result<Vec<Uuid>, StoreError> {
+        let listed = self.call("list", "", SMALL_CALL, self.blobs.list("")).await?;
+        Ok(listed.iter().filter_map(|o| o.key.strip_suffix(".model").and_then(|s| Uuid::parse_str(s).ok())).collect())
+    }
+
+    /// A model's head, read from its first bytes (None: no such model). Files of the
+    /// versions before heads are read whole.
+    pub async fn model_head(&self, id: Uuid) -> Result<Option<ModelHead>, StoreError> {
+        let key = model_key(id);
+        let mut want = HEAD_PREFIX;
+        loop {
+            let prefix = match self.call("get", &key, SMALL_CALL, self.blobs.get_range(&key, 0..want)).await {
+                Ok(b) => b,
+                Err(BlobError::NotFound { .. }) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            };
+            let corrupt = |reason| StoreError::Corrupt { key: key.clone(), reason };
+            match format::decode_prefix(&prefix, None).map_err(corrupt)? {
+                format::Prefix::Head(head) if head.id == id => return Ok(Some(head)),
+                format::Prefix::Head(head) => {
+                    return Err(corrupt(format!("the file of {id} holds model {}", head.id)));
+                }
+                format::Prefix::Need(n) if (n as u64) > want && (prefix.len() as u64) == want => want = n as u64,
+                format::Prefix::Need(_) => return Err(corrupt("truncated head".into())),
+                format::Prefix::Legacy => return Ok(self.load_model(id).await?.map(|m| m.head)),
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(StoreError::Write { path: path.display().to_string(), source: e }),
         }
     }
 
-    /// Reads every stored model; unreadable files go to `quarantine/`.
-    pub fn load(&self) -> LoadReport {
-        let mut report = LoadReport::default();
-        let entries = match fs::read_dir(&self.dir) {
-            Ok(e) => e,
-            Err(e) => {
-                tracing::error!(dir = %self.dir.display(), error = %e, "cannot read the data directory");
-                return report;
+    /// A model read whole, checked and decoded (None: no such model).
+    pub async fn load_model(&self, id: Uuid) -> Result<Option<LoadedModel>, StoreError> {
+        let key = model_key(id);
+        let bytes = if let Some(path) = self.blobs.local_path(&key) {
+            let started = Instant::now();
+            let read = tokio::task::spawn_blocking(move || std::fs::read(path)).await;
+            if let Some(observe) = self.observer.get() {
+                observe("get", started.elapsed().as_secs_f64(), true);
+            }
+            match read {
+                Ok(Ok(b)) => bytes::Bytes::from(b),
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Ok(Err(e)) => return Err(BlobError::Io { key, message: e.to_string() }.into()),
+                Err(e) => return Err(BlobError::Io { key, message: e.to_string() }.into()),
+            }
+        } else {
+            match self.call("get", &key, bulk(1 << 30), self.blobs.get(&key)).await {
+                Ok(b) => b,
+                Err(BlobError::NotFound { .. }) => return Ok(None),
+                Err(e) => return Err(e.into()),
             }
         };
-        let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-        paths.sort();
-        let mut models = Vec::new();
-        for path in paths {
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
-            if name.starts_with('.') && name.ends_with(".tmp") {
-                // A write that never reached its rename: it was never acknowledged.
-                let _ = fs::remove_file(&path);
-            } else if path.extension().and_then(|e| e.to_str()) == Some(EXTENSION) && path.is_file() {
-                models.push(path);
-            }
-        }
-        // Reading, checking and decoding run on every core; quarantining stays in order.
-        let results: Vec<_> = models.into_par_iter().map(|p| (read_model(&p), p)).collect();
-        for (result, path) in results {
-            match result {
-                Ok(loaded) => report.loaded.push(loaded),
-                Err(reason) => {
-                    let target = self.quarantine(&path);
-                    tracing::warn!(file = %path.display(), moved_to = %target.display(), reason = %reason, "quarantined a stored model");
-                    report.quarantined.push((path, reason));
-                }
-            }
-        }
-        report
-    }
-
-    fn quarantine(&self, path: &Path) -> PathBuf {
-        let dir = self.dir.join("quarantine");
-        let _ = fs::create_dir_all(&dir);
-        let target = dir.join(path.file_name().unwrap_or_default());
-        if fs::rename(path, &target).is_err() {
-            tracing::error!(file = %path.display(), "cannot move a corrupt model to quarantine; leaving it in place");
-        }
-        target
+        let k = key.clone();
+        let decoded = tokio::task::spawn_blocking(move || decode_model(&bytes, id))
+            .await
+            .unwrap_or_else(|e| Err(format!("decoding failed: {e}")));
+        decoded.map(Some).map_err(|reason| StoreError::Corrupt { key: k, reason })
     }
 }
 
-fn read_model(path: &Path) -> Result<Loaded, String> {
-    let bytes = fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
-    let model = decode(&bytes)?;
-    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
-    if stem != model.id.to_string() {
-        return Err(format!("file name does not match the stored id {}", model.id));
+/// Checks, decodes and restores a model file.
+pub fn decode_model(bytes: &[u8], id: Uuid) -> Result<LoadedModel, String> {
+    let (head, mut model) = format::decode(bytes)?;
+    if model.id != id {
+        return Err(format!("the file of {id} holds model {}", model.id));
     }
-    let mut model = model;
-    // The arrays move into the fitted model; the stored copy keeps only the metadata.
-    let fit = std::mem::take(&mut model.fit);
+    // The arrays move into the fitted model.
+    let fit: StoredFit = std::mem::take(&mut model.fit);
     let fitted = FittedModel::from_stored(fit).map_err(|e| e.to_string())?;
-    Ok(Loaded { model, fitted })
+    let head = head.unwrap_or_else(|| ModelHead::of(&model, &fitted));
+    Ok(LoadedModel { head, fitted })
 }
 
-pub fn encode(model: &StoredModel) -> Vec<u8> {
-    let payload = postcard::to_allocvec(model).expect("a stored model serialises");
-    let mut out = Vec::with_capacity(HEADER + payload.len());
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
-    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
-    out.extend_from_slice(&payload);
-    out
+fn bulk(bytes: u64) -> Duration {
+    BULK_CALL + Duration::from_secs_f64(bytes as f64 / 20e6)
 }
 
-pub fn decode(bytes: &[u8]) -> Result<StoredModel, String> {
-    if bytes.len() < HEADER || &bytes[..8] != MAGIC {
-        return Err("not a mercer model file (bad magic or too short)".into());
-    }
-    let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
-    if !(1..=VERSION).contains(&version) {
-        return Err(format!("unknown format version {version} (this build reads 1 to {VERSION})"));
-    }
-    let len = u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes"));
-    let crc = u32::from_le_bytes(bytes[20..24].try_into().expect("4 bytes"));
-    let payload = &bytes[HEADER..];
-    if payload.len() as u64 != len {
-        return Err(format!("truncated or padded: payload has {} bytes, header says {len}", payload.len()));
-    }
-    if crc32fast::hash(payload) != crc {
-        return Err("checksum mismatch".into());
-    }
-    let decoded = match version {
-        1 => postcard::from_bytes::<v1::StoredModel>(payload).map(v1::StoredModel::upgrade),
-        2 => postcard::from_bytes::<v2::StoredModel>(payload).map(v2::StoredModel::upgrade),
-        _ => postcard::from_bytes(payload),
+/// The runtime store calls run on: the caller's, or (outside one, e.g. in benchmarks) a
+/// small one of the store's own that lives as long as the process.
+fn io_handle() -> tokio::runtime::Handle {
+    static OWN: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    tokio::runtime::Handle::try_current().unwrap_or_else(|_| {
+        OWN.get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("mercer-store")
+                .enable_all()
+                .build()
+                .expect("a runtime for store calls")
+        })
+        .handle()
+        .clone()
+    })
+}
+
+/// Opens the store a configuration names: `s3://bucket/prefix`, else the data
+/// directory, else memory.
+pub fn open(store_url: &str, data_dir: &str) -> Result<Store, object::OpenError> {
+    let blobs: Arc<dyn Blobs> = if !store_url.is_empty() {
+        let scratch = if data_dir.is_empty() { std::env::temp_dir() } else { PathBuf::from(data_dir) };
+        Arc::new(object::ObjectBlobs::s3(store_url, scratch)?)
+    } else if !data_dir.is_empty() {
+        Arc::new(dir::DirBlobs::open(data_dir))
+    } else {
+        Arc::new(object::ObjectBlobs::memory(std::env::temp_dir()))
     };
-    decoded.map_err(|e| format!("cannot decode: {e}"))
-}
-
-/// The version 1 layout (regression models only), read and upgraded.
-mod v1 {
-    use serde::Deserialize;
-    use uuid::Uuid;
-
-    #[derive(Deserialize)]
-    pub struct StoredModel {
-        id: Uuid,
-        name: Option<String>,
-        metadata: Option<String>,
-        created_at_unix_nanos: u128,
-        n_train: u64,
-        n_features: u64,
-        fit: StoredFit,
-    }
-
-    #[derive(Deserialize)]
-    struct StoredFit {
-        kind: String,
-        kernel: String,
-        params: String,
-        report: String,
-        d: u64,
-        x: Vec<f64>,
-        alpha: Vec<f64>,
-        factor: Vec<f64>,
-        jitter: f64,
-        y_mean: f64,
-        y_std: f64,
-    }
-
-    impl StoredModel {
-        pub fn upgrade(self) -> super::StoredModel {
-            let f = self.fit;
-            super::StoredModel {
-                id: self.id,
-                name: self.name,
-                metadata: self.metadata,
-                created_at_unix_nanos: self.created_at_unix_nanos,
-                n_train: self.n_train,
-                n_features: self.n_features,
-                fit: super::StoredFit {
-                    kind: f.kind,
-                    kernel: f.kernel,
-                    params: f.params,
-                    report: f.report,
-                    d: f.d,
-                    x: f.x,
-                    alpha: f.alpha,
-                    factor: f.factor,
-                    jitter: f.jitter,
-                    y_mean: f.y_mean,
-                    y_std: f.y_std,
-                    classes: "null".into(),
-                    arrays: Vec::new(),
-                },
-                extra: "{}".into(),
-            }
-        }
-    }
-}
-
-/// The version 2 layout: version 3 less `extra`.
-mod v2 {
-    use serde::Deserialize;
-    use uuid::Uuid;
-
-    #[derive(Deserialize)]
-    pub struct StoredModel {
-        id: Uuid,
-        name: Option<String>,
-        metadata: Option<String>,
-        created_at_unix_nanos: u128,
-        n_train: u64,
-        n_features: u64,
-        fit: crate::estimator::StoredFit,
-    }
-
-    impl StoredModel {
-        pub fn upgrade(self) -> super::StoredModel {
-            super::StoredModel {
-                id: self.id,
-                name: self.name,
-                metadata: self.metadata,
-                created_at_unix_nanos: self.created_at_unix_nanos,
-                n_train: self.n_train,
-                n_features: self.n_features,
-                fit: self.fit,
-                extra: "{}".into(),
-            }
-        }
-    }
-}
-
-pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn sample() -> StoredModel {
-        StoredModel {
-            id: Uuid::new_v4(),
-            name: Some("n".into()),
-            metadata: Some(r#"{"a":1}"#.into()),
-            created_at_unix_nanos: 1_700_000_000_123_456_789,
-            n_train: 2,
-            n_features: 1,
-            fit: StoredFit {
-                kind: "kernel_ridge".into(),
-                kernel: r#"{"type":"rbf","length_scale":1.0}"#.into(),
-                params: r#"{"lambda":0.1}"#.into(),
-                report: r#"{"duration_ms":1.5,"jitter":0.0}"#.into(),
-                d: 1,
-                x: vec![0.1, f64::MIN_POSITIVE],
-                alpha: vec![1.0 / 3.0, -2.5e-300],
-                factor: vec![],
-                jitter: 0.0,
-                y_mean: 0.0,
-                y_std: 1.0,
-                classes: "null".into(),
-                arrays: vec![("extra".into(), vec![2.0])],
-            },
-            extra: r#"{"dataset":null}"#.into(),
-        }
-    }
-
-    #[test]
-    fn encoding_round_trips_bit_exactly() {
-        let m = sample();
-        let back = decode(&encode(&m)).unwrap();
-        assert_eq!(back, m);
-        assert_eq!(back.fit.alpha[1].to_bits(), m.fit.alpha[1].to_bits());
-    }
-
-    /// Files written by the first release (format 1, no classes or arrays) still load.
-    #[test]
-    fn version_1_files_are_upgraded() {
-        #[derive(serde::Serialize)]
-        struct FitV1<'a>(&'a str, &'a str, &'a str, &'a str, u64, Vec<f64>, Vec<f64>, Vec<f64>, f64, f64, f64);
-        #[derive(serde::Serialize)]
-        struct ModelV1<'a>(Uuid, Option<String>, Option<String>, u128, u64, u64, FitV1<'a>);
-        let m = sample();
-        let f = &m.fit;
-        let old = ModelV1(
-            m.id,
-            m.name.clone(),
-            m.metadata.clone(),
-            m.created_at_unix_nanos,
-            m.n_train,
-            m.n_features,
-            FitV1(&f.kind, &f.kernel, &f.params, &f.report, f.d, f.x.clone(), f.alpha.clone(), vec![], 0.0, 0.0, 1.0),
-        );
-        let payload = postcard::to_allocvec(&old).unwrap();
-        let mut bytes = MAGIC.to_vec();
-        bytes.extend_from_slice(&1u32.to_le_bytes());
-        bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-        bytes.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
-        bytes.extend_from_slice(&payload);
-        let back = decode(&bytes).unwrap();
-        assert_eq!(
-            back,
-            StoredModel {
-                fit: StoredFit { classes: "null".into(), arrays: vec![], ..m.fit.clone() },
-                extra: "{}".into(),
-                ..m
-            }
-        );
-    }
-
-    /// Version 2 files (no `extra`) still load.
-    #[test]
-    fn version_2_files_are_upgraded() {
-        #[derive(serde::Serialize)]
-        struct ModelV2<'a>(Uuid, &'a Option<String>, &'a Option<String>, u128, u64, u64, &'a StoredFit);
-        let m = sample();
-        let old = ModelV2(m.id, &m.name, &m.metadata, m.created_at_unix_nanos, m.n_train, m.n_features, &m.fit);
-        let payload = postcard::to_allocvec(&old).unwrap();
-        let mut bytes = MAGIC.to_vec();
-        bytes.extend_from_slice(&2u32.to_le_bytes());
-        bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-        bytes.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
-        bytes.extend_from_slice(&payload);
-        assert_eq!(decode(&bytes).unwrap(), StoredModel { extra: "{}".into(), ..m });
-    }
-
-    #[test]
-    fn damage_is_detected() {
-        let bytes = encode(&sample());
-        let mut flipped = bytes.clone();
-        let last = flipped.len() - 1;
-        flipped[last] ^= 0x40;
-        assert!(decode(&flipped).unwrap_err().contains("checksum"));
-        assert!(decode(&bytes[..bytes.len() - 3]).unwrap_err().contains("truncated"));
-        let mut future = bytes.clone();
-        future[8] = 9;
-        assert!(decode(&future).unwrap_err().contains("version"));
-        assert!(decode(b"hello").is_err());
-    }
+    Ok(Store::new(blobs))
 }

@@ -1,0 +1,292 @@
+//! What this replica knows of the store: models and datasets by id, found on first use,
+//! listed from the store, forgotten when another replica deletes them; and the decoded
+//! models, read back from the store when the cache has let them go.
+//!
+//! The store is the truth; the registry and the dataset catalog are views of it that a
+//! listing refreshes every `store_refresh_secs` (and GET /models at once). A model
+//! deleted here is remembered as deleted for a while, so that a listing that started
+//! before the delete cannot bring it back.
+
+use super::{Service, ServiceError};
+use crate::estimator::FittedModel;
+use crate::registry::{Failure, FailureKind, ModelEntry, Status};
+use crate::store::StoreError;
+use futures_util::stream::{self, StreamExt};
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+/// Store reads in flight at once when a listing finds many new objects.
+const CONCURRENT_READS: usize = 8;
+
+impl Service {
+    /// Reads the store's models and datasets at start (blocking: call off the async
+    /// threads), decodes the newest models while the cache has room, then marks the
+    /// service ready. Returns how many models were found.
+    pub fn load_store(&self) -> usize {
+        let started = Instant::now();
+        let found = self.store.block_on(async {
+            self.sync_store().await;
+            self.warm_cache().await
+        });
+        tracing::info!(
+            models = found.0,
+            decoded = found.1,
+            datasets = self.list_datasets().len(),
+            store = %self.store.describe(),
+            duration_ms = started.elapsed().as_secs_f64() * 1e3,
+            "stored models loaded"
+        );
+        self.ready.send_replace(true);
+        found.0
+    }
+
+    /// Decodes stored models, newest first, while they fit in the cache: a restarted
+    /// replica answers from memory at once, and damaged files are found now.
+    async fn warm_cache(&self) -> (usize, usize) {
+        let mut ready: Vec<_> = self.registry.list().into_iter().filter(|e| e.status() == Status::Ready).collect();
+        ready.reverse();
+        let mut decoded = 0;
+        let limit = self.registry.cache.limit().unwrap_or(usize::MAX);
+        for entry in &ready {
+            let size = entry.summary().map_or(0, |s| s.memory_bytes);
+            if self.registry.cache.bytes().saturating_add(size) > limit {
+                continue;
+            }
+            if self.fitted(entry).await.is_ok() {
+                decoded += 1;
+            }
+        }
+        (ready.len(), decoded)
+    }
+
+    /// Brings the registry and the dataset catalog up to date with the store: objects
+    /// that appeared are added (their heads read), objects that went away are dropped.
+    /// A store that cannot be reached leaves both as they are.
+    pub async fn sync_store(&self) {
+        if !self.store.is_durable() {
+            // Nothing is written to a memory store: the registry is the only record.
+            return;
+        }
+        let _one_at_a_time = self.sync_lock.lock().await;
+        let started = Instant::now();
+        *self.last_sync.lock().unwrap_or_else(|p| p.into_inner()) = Some(started);
+        self.prune_tombstones();
+        match self.store.list_models().await {
+            Ok(ids) => self.sync_models(ids, started).await,
+            Err(e) => tracing::debug!(error = %e, "cannot list the stored models"),
+        }
+        match self.store.list_datasets().await {
+            Ok(ids) => self.sync_datasets(ids, started).await,
+            Err(e) => tracing::debug!(error = %e, "cannot list the stored datasets"),
+        }
+    }
+
+    /// As [`Service::sync_store`], unless a listing that began after this call did
+    /// finish meanwhile: many concurrent GET /models share one listing, and none sees
+    /// the store as it was before it asked.
+    pub async fn sync_store_if_stale(&self) {
+        let asked = Instant::now();
+        let _wait_for_the_running_one = self.sync_lock.lock().await;
+        let last = *self.last_sync.lock().unwrap_or_else(|p| p.into_inner());
+        drop(_wait_for_the_running_one);
+        if last.is_none_or(|t| t < asked) {
+            self.sync_store().await;
+        }
+    }
+
+    async fn sync_models(&self, ids: Vec<Uuid>, listed_at: Instant) {
+        let listed: HashSet<Uuid> = ids.iter().copied().collect();
+        for entry in self.registry.list() {
+            // Ready before the listing began yet not in it: deleted by another replica.
+            let gone = entry.status() == Status::Ready
+                && !listed.contains(&entry.id)
+                && entry.ready_at().is_some_and(|t| t < listed_at);
+            if gone {
+                tracing::info!(model_id = %entry.id, "model deleted from the store by another replica");
+                self.registry.remove(entry.id);
+            }
+        }
+        let unknown: Vec<Uuid> =
+            ids.into_iter().filter(|id| !self.registry.contains(*id) && !self.is_tombstoned(*id)).collect();
+        let heads: Vec<_> = stream::iter(unknown)
+            .map(|id| async move { (id, self.store.model_head(id).await) })
+            .buffer_unordered(CONCURRENT_READS)
+            .collect()
+            .await;
+        for (id, head) in heads {
+            match head {
+                Ok(Some(head)) => {
+                    let _ = self.adopt(&head);
+                }
+                Ok(None) => {}
+                Err(StoreError::Corrupt { reason, .. }) => self.store.quarantine_model(id, &reason).await,
+                Err(e) => tracing::warn!(model_id = %id, error = %e, "cannot read a stored model's head"),
+            }
+        }
+    }
+
+    /// Registers a model another replica (or an earlier run) stored.
+    fn adopt(&self, head: &crate::store::ModelHead) -> Option<Arc<ModelEntry>> {
+        if self.is_tombstoned(head.id) {
+            return None;
+        }
+        match ModelEntry::restored(head) {
+            Ok(entry) => Some(self.registry.insert_if_absent(Arc::new(entry))),
+            Err(reason) => {
+                tracing::warn!(model_id = %head.id, reason, "skipping a stored model this build cannot serve");
+                None
+            }
+        }
+    }
+
+    async fn sync_datasets(&self, ids: Vec<Uuid>, listed_at: Instant) {
+        let listed: HashSet<Uuid> = ids.iter().copied().collect();
+        self.catalog_write().retain(|id, (_, seen)| listed.contains(id) || *seen >= listed_at);
+        let unknown: Vec<Uuid> = {
+            let catalog = self.catalog_read();
+            ids.into_iter().filter(|id| !catalog.contains_key(id) && !self.is_tombstoned(*id)).collect()
+        };
+        let infos: Vec<_> = stream::iter(unknown)
+            .map(|id| async move { (id, self.store.dataset_info(id).await) })
+            .buffer_unordered(CONCURRENT_READS)
+            .collect()
+            .await;
+        for (id, info) in infos {
+            match info {
+                Ok(Some(info)) if !self.is_tombstoned(id) => {
+                    self.catalog_write().entry(id).or_insert((info, Instant::now()));
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(dataset_id = %id, error = %e, "cannot read a stored dataset's description"),
+            }
+        }
+    }
+
+    /// The model with this id: known here, or read from the store's head of it.
+    pub async fn lookup(&self, id: Uuid) -> Result<Arc<ModelEntry>, ServiceError> {
+        if let Some(entry) = self.registry.get(id) {
+            return Ok(entry);
+        }
+        if !self.store.is_durable() || self.is_tombstoned(id) {
+            return Err(ServiceError::NotFound(id));
+        }
+        match self.store.model_head(id).await {
+            Ok(Some(head)) => self.adopt(&head).ok_or(ServiceError::NotFound(id)),
+            Ok(None) => Err(ServiceError::NotFound(id)),
+            Err(StoreError::Corrupt { reason, .. }) => {
+                self.store.quarantine_model(id, &reason).await;
+                Err(ServiceError::NotFound(id))
+            }
+            Err(e) => Err(self.store_error(e)),
+        }
+    }
+
+    /// A ready model's decoded state: from the cache, or read from the store (one read
+    /// per model however many requests wait for it).
+    pub async fn fitted(&self, entry: &ModelEntry) -> Result<Arc<FittedModel>, ServiceError> {
+        let id = entry.id;
+        if entry.summary().is_none() {
+            return Err(ServiceError::NotReady { id, status: entry.status() });
+        }
+        if let Some(m) = self.registry.cache.get(id) {
+            return Ok(m);
+        }
+        let gate = self.loading.lock().unwrap_or_else(|p| p.into_inner()).entry(id).or_default().clone();
+        let _only_reader = gate.lock().await;
+        if let Some(m) = self.registry.cache.get(id) {
+            return Ok(m);
+        }
+        let started = Instant::now();
+        let loaded = self.store.load_model(id).await;
+        self.loading.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        match loaded {
+            Ok(Some(l)) => {
+                let model = Arc::new(l.fitted);
+                // A model deleted meanwhile is served to this request but not kept.
+                let kept = self.registry.contains(id) && self.registry.cache.insert(id, model.clone());
+                tracing::debug!(model_id = %id, kept, duration_ms = started.elapsed().as_secs_f64() * 1e3, "model read from the store");
+                Ok(model)
+            }
+            Ok(None) => {
+                self.registry.remove(id);
+                Err(ServiceError::NotFound(id))
+            }
+            Err(StoreError::Corrupt { reason, .. }) => {
+                tracing::error!(model_id = %id, reason, "a stored model is damaged");
+                self.store.quarantine_model(id, &reason).await;
+                self.registry.remove(id);
+                Err(ServiceError::FitFailed(Failure {
+                    kind: FailureKind::Internal,
+                    detail: format!("the stored model {id} is damaged and was moved to quarantine: {reason}"),
+                }))
+            }
+            Err(e) => Err(self.store_error(e)),
+        }
+    }
+
+    /// Removes a model everywhere: from the store first (a model whose object could not
+    /// be removed would come back), then here; a queued fit is withdrawn, a running one
+    /// abandoned.
+    pub async fn delete(&self, id: Uuid) -> Result<(), ServiceError> {
+        let entry = self.lookup(id).await?;
+        if self.store.is_durable() {
+            self.store.delete_model(id).await.map_err(|e| match e {
+                e if e.is_unavailable() => self.store_error(e),
+                e => ServiceError::Storage(format!("cannot delete the stored model: {e}")),
+            })?;
+        }
+        self.tombstone(id);
+        self.registry.remove(id);
+        if self.pool.withdraw(entry.id) {
+            self.metrics.record_fit(entry.kind.name(), "cancelled", 0.0);
+        }
+        Ok(())
+    }
+
+    /// The error a request gets when the store let it down.
+    pub(super) fn store_error(&self, e: StoreError) -> ServiceError {
+        if e.is_unavailable() {
+            ServiceError::StoreUnavailable { detail: e.to_string(), retry_after: self.store_retry_after() }
+        } else {
+            ServiceError::Storage(e.to_string())
+        }
+    }
+
+    /// When to try again while the store is down: the next refresh will have probed it.
+    pub fn store_retry_after(&self) -> Duration {
+        Duration::from_secs(self.config.store_refresh_secs.max(1))
+    }
+
+    pub(super) fn tombstone(&self, id: Uuid) {
+        self.tombstones.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Instant::now());
+    }
+
+    pub(super) fn is_tombstoned(&self, id: Uuid) -> bool {
+        self.tombstones.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&id)
+    }
+
+    /// Deletes are remembered for a few listings: long enough that none that began
+    /// before the delete is still running.
+    fn prune_tombstones(&self) {
+        let keep = Duration::from_secs(self.config.store_refresh_secs.max(1) * 4 + 60);
+        self.tombstones.lock().unwrap_or_else(|p| p.into_inner()).retain(|_, at| at.elapsed() < keep);
+    }
+
+    /// Refreshes from the store every `store_refresh_secs` until the service is dropped.
+    pub fn spawn_refresh(self: &Arc<Self>) {
+        let weak = Arc::downgrade(self);
+        let period = Duration::from_secs(self.config.store_refresh_secs.max(1));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let Some(service) = weak.upgrade() else { break };
+                service.sync_store().await;
+            }
+        });
+    }
+}

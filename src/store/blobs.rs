@@ -1,0 +1,91 @@
+//! The one storage trait: named byte objects under flat keys. Everything mercer keeps
+//! durably (models, datasets) goes through it, so a deployment chooses where by URL
+//! alone: a local directory ([`super::dir::DirBlobs`]) or any S3-compatible object store
+//! ([`super::object::ObjectBlobs`]), which also gives the in-memory store.
+//!
+//! Keys are relative paths (`ID.model`, `datasets/ID.dataset`); a backend maps them
+//! under its root or prefix. Calls are async because the remote backend is; the
+//! directory backend runs its file I/O on blocking threads.
+
+use bytes::Bytes;
+use std::future::Future;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+
+pub type BlobFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, BlobError>> + Send + 'a>>;
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum BlobError {
+    #[error("{key}: no such object")]
+    NotFound { key: String },
+    /// The disk or bucket refused a write for lack of space (507 for the client).
+    #[error("{key}: out of space: {message}")]
+    OutOfSpace { key: String, message: String },
+    /// Network failure, timeout, throttling, a 5xx: the store may come back.
+    #[error("the store cannot be reached ({op} {key}): {message}")]
+    Unavailable { op: &'static str, key: String, message: String },
+    /// A local file operation failed for another reason.
+    #[error("{key}: {message}")]
+    Io { key: String, message: String },
+}
+
+impl BlobError {
+    /// Whether the failure says the store itself is down, rather than something about
+    /// one object.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, BlobError::Unavailable { .. })
+    }
+}
+
+/// An object as a listing shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectInfo {
+    /// The key relative to the store's root.
+    pub key: String,
+    pub size: u64,
+}
+
+pub trait Blobs: Send + Sync + 'static {
+    /// Stores `bytes` under `key`, replacing any object there. When this returns Ok the
+    /// object is durable and readable by every process sharing the store.
+    fn put<'a>(&'a self, key: &'a str, bytes: Bytes) -> BlobFuture<'a, ()>;
+
+    /// Stores the content of a local file (large objects: uploaded datasets) under `key`
+    /// and removes the file. Same guarantee as [`Blobs::put`].
+    fn put_file<'a>(&'a self, key: &'a str, file: &'a Path) -> BlobFuture<'a, ()>;
+
+    fn get<'a>(&'a self, key: &'a str) -> BlobFuture<'a, Bytes>;
+
+    /// Bytes `range` of an object (clamped to its end).
+    fn get_range<'a>(&'a self, key: &'a str, range: Range<u64>) -> BlobFuture<'a, Bytes>;
+
+    /// An object's size in bytes.
+    fn size<'a>(&'a self, key: &'a str) -> BlobFuture<'a, u64>;
+
+    /// Removes an object; absent is fine.
+    fn delete<'a>(&'a self, key: &'a str) -> BlobFuture<'a, ()>;
+
+    /// The objects directly under `dir` ("" for the root), not recursing.
+    fn list<'a>(&'a self, dir: &'a str) -> BlobFuture<'a, Vec<ObjectInfo>>;
+
+    /// Moves a damaged object aside to `quarantine/` so that it is neither served nor
+    /// listed again, and kept for a human to look at.
+    fn quarantine<'a>(&'a self, key: &'a str) -> BlobFuture<'a, ()>;
+
+    /// Where a scratch file for an upload in progress should go: on the same file system
+    /// as the store when there is one (so that `put_file` is a rename).
+    fn scratch_dir(&self) -> PathBuf;
+
+    /// Whether objects outlive the process.
+    fn is_durable(&self) -> bool;
+
+    /// The local file behind a key, when the backend is a directory: large objects are
+    /// then read in place rather than copied into memory.
+    fn local_path(&self, _key: &str) -> Option<PathBuf> {
+        None
+    }
+
+    /// For logs and /readyz: where the objects are.
+    fn describe(&self) -> String;
+}

@@ -1,0 +1,244 @@
+//! The object-store backend: S3 and everything that speaks its API (MinIO, Ceph RGW, R2,
+//! GCS interop), through the `object_store` crate, and its in-memory store for a
+//! service that keeps nothing on disk (and for tests of replicas sharing one store).
+//!
+//! object_store's defaults retry for up to three minutes; a fit must hear within 30 s that
+//! the store is gone, so requests here have short timeouts and a small retry budget.
+
+use super::blobs::{BlobError, BlobFuture, Blobs, ObjectInfo};
+use bytes::Bytes;
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::memory::InMemory;
+use object_store::path::Path as ObjectPath;
+use object_store::{BackoffConfig, ClientConfigKey, ObjectStore, ObjectStoreExt, RetryConfig, WriteMultipart};
+use std::io::Read;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Uploads above this go in parts, a few at a time, read from the file as they go.
+const PART_BYTES: usize = 16 << 20;
+
+pub struct ObjectBlobs {
+    store: Arc<dyn ObjectStore>,
+    /// Key prefix inside the bucket ("" or ending in '/').
+    prefix: String,
+    url: String,
+    durable: bool,
+    scratch: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("MERCER_STORE_URL must look like s3://bucket/prefix; got `{0}`")]
+    Url(String),
+    #[error("cannot configure the S3 client: {0}")]
+    Client(String),
+}
+
+impl ObjectBlobs {
+    /// The store at `url` (`s3://bucket/prefix`), with credentials, region and endpoint
+    /// from the standard AWS_* variables. Nothing is contacted here.
+    pub fn s3(url: &str, scratch: PathBuf) -> Result<ObjectBlobs, OpenError> {
+        let rest = url.strip_prefix("s3://").ok_or_else(|| OpenError::Url(url.into()))?;
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Err(OpenError::Url(url.into()));
+        }
+        let retry = RetryConfig {
+            backoff: BackoffConfig {
+                init_backoff: Duration::from_millis(100),
+                max_backoff: Duration::from_secs(1),
+                base: 2.0,
+            },
+            max_retries: 2,
+            retry_timeout: Duration::from_secs(8),
+        };
+        let store = AmazonS3Builder::from_env()
+            .with_bucket_name(bucket)
+            .with_retry(retry)
+            .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout), "2s")
+            // Between two reads of a body: a stalled store is noticed in seconds while a
+            // large model still has minutes to stream.
+            .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::ReadTimeout), "10s")
+            .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::Timeout), "300s")
+            .build()
+            .map_err(|e| OpenError::Client(e.to_string()))?;
+        Ok(ObjectBlobs {
+            store: Arc::new(store),
+            prefix: normalise_prefix(prefix),
+            url: url.into(),
+            durable: true,
+            scratch,
+        })
+    }
+
+    /// A store in this process's memory: gone when it exits.
+    pub fn memory(scratch: PathBuf) -> ObjectBlobs {
+        ObjectBlobs { durable: false, ..ObjectBlobs::shared(Arc::new(InMemory::new()), "", scratch) }
+    }
+
+    /// Over any object store (tests share one between two services as two replicas).
+    pub fn shared(store: Arc<dyn ObjectStore>, prefix: &str, scratch: PathBuf) -> ObjectBlobs {
+        ObjectBlobs { url: format!("{store}"), store, prefix: normalise_prefix(prefix), durable: true, scratch }
+    }
+
+    fn path(&self, key: &str) -> ObjectPath {
+        ObjectPath::from(format!("{}{key}", self.prefix))
+    }
+}
+
+fn normalise_prefix(p: &str) -> String {
+    let p = p.trim_matches('/');
+    if p.is_empty() {
+        String::new()
+    } else {
+        format!("{p}/")
+    }
+}
+
+fn classify(op: &'static str, key: &str, e: object_store::Error) -> BlobError {
+    let key = key.to_string();
+    match e {
+        object_store::Error::NotFound { .. } => BlobError::NotFound { key },
+        other => BlobError::Unavailable { op, key, message: other.to_string() },
+    }
+}
+
+impl Blobs for ObjectBlobs {
+    fn put<'a>(&'a self, key: &'a str, bytes: Bytes) -> BlobFuture<'a, ()> {
+        Box::pin(async move {
+            self.store.put(&self.path(key), bytes.into()).await.map_err(|e| classify("put", key, e))?;
+            Ok(())
+        })
+    }
+
+    fn put_file<'a>(&'a self, key: &'a str, file: &'a Path) -> BlobFuture<'a, ()> {
+        Box::pin(async move {
+            let io = |e: std::io::Error| BlobError::Io { key: key.into(), message: e.to_string() };
+            let size = std::fs::metadata(file).map_err(io)?.len();
+            if size as usize <= PART_BYTES {
+                let bytes = std::fs::read(file).map_err(io)?;
+                self.put(key, Bytes::from(bytes)).await?;
+            } else {
+                let upload = self.store.put_multipart(&self.path(key)).await.map_err(|e| classify("put", key, e))?;
+                let mut writer = WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
+                let mut f = std::fs::File::open(file).map_err(io)?;
+                let mut buf = vec![0; PART_BYTES];
+                let result = async {
+                    loop {
+                        writer.wait_for_capacity(4).await.map_err(|e| classify("put", key, e))?;
+                        // A 16 MiB read from the local disk: short enough to do here.
+                        let n = read_full(&mut f, &mut buf).map_err(io)?;
+                        if n == 0 {
+                            break;
+                        }
+                        writer.write(&buf[..n]);
+                    }
+                    Ok(())
+                }
+                .await;
+                match result {
+                    Ok(()) => {
+                        writer.finish().await.map_err(|e| classify("put", key, e))?;
+                    }
+                    Err(e) => {
+                        let _ = writer.abort().await;
+                        return Err(e);
+                    }
+                }
+            }
+            let _ = std::fs::remove_file(file);
+            Ok(())
+        })
+    }
+
+    fn get<'a>(&'a self, key: &'a str) -> BlobFuture<'a, Bytes> {
+        Box::pin(async move {
+            let got = self.store.get(&self.path(key)).await.map_err(|e| classify("get", key, e))?;
+            got.bytes().await.map_err(|e| classify("get", key, e))
+        })
+    }
+
+    fn get_range<'a>(&'a self, key: &'a str, range: Range<u64>) -> BlobFuture<'a, Bytes> {
+        Box::pin(async move {
+            let path = self.path(key);
+            match self.store.get_range(&path, range.clone()).await {
+                Ok(b) => Ok(b),
+                // A range past the end is an error for S3; clamp it as a file read does.
+                Err(object_store::Error::NotFound { .. }) => Err(BlobError::NotFound { key: key.into() }),
+                Err(_) => {
+                    let size = self.store.head(&path).await.map_err(|e| classify("head", key, e))?.size;
+                    let (start, end) = (range.start.min(size), range.end.min(size));
+                    if start == end {
+                        return Ok(Bytes::new());
+                    }
+                    self.store.get_range(&path, start..end).await.map_err(|e| classify("get", key, e))
+                }
+            }
+        })
+    }
+
+    fn size<'a>(&'a self, key: &'a str) -> BlobFuture<'a, u64> {
+        Box::pin(async move { Ok(self.store.head(&self.path(key)).await.map_err(|e| classify("head", key, e))?.size) })
+    }
+
+    fn delete<'a>(&'a self, key: &'a str) -> BlobFuture<'a, ()> {
+        Box::pin(async move {
+            match self.store.delete(&self.path(key)).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                Err(e) => Err(classify("delete", key, e)),
+            }
+        })
+    }
+
+    fn list<'a>(&'a self, dir: &'a str) -> BlobFuture<'a, Vec<ObjectInfo>> {
+        Box::pin(async move {
+            let full = format!("{}{}", self.prefix, dir.trim_matches('/'));
+            let under = (!full.trim_matches('/').is_empty()).then(|| ObjectPath::from(full.trim_matches('/')));
+            let listed = self.store.list_with_delimiter(under.as_ref()).await.map_err(|e| classify("list", dir, e))?;
+            let mut out: Vec<ObjectInfo> = listed
+                .objects
+                .into_iter()
+                .filter_map(|m| {
+                    let key = m.location.as_ref().strip_prefix(&self.prefix)?.to_string();
+                    Some(ObjectInfo { key, size: m.size })
+                })
+                .collect();
+            out.sort_by(|a, b| a.key.cmp(&b.key));
+            Ok(out)
+        })
+    }
+
+    fn quarantine<'a>(&'a self, key: &'a str) -> BlobFuture<'a, ()> {
+        Box::pin(async move {
+            let (dir, name) = key.rsplit_once('/').map_or(("", key), |(d, n)| (d, n));
+            let target = if dir.is_empty() { format!("quarantine/{name}") } else { format!("{dir}/quarantine/{name}") };
+            self.store.rename(&self.path(key), &self.path(&target)).await.map_err(|e| classify("rename", key, e))
+        })
+    }
+
+    fn scratch_dir(&self) -> PathBuf {
+        self.scratch.clone()
+    }
+
+    fn is_durable(&self) -> bool {
+        self.durable
+    }
+
+    fn describe(&self) -> String {
+        self.url.clone()
+    }
+}
+
+fn read_full(f: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}

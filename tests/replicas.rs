@@ -1,0 +1,280 @@
+//! Replicas sharing one store, in process: two servers over one object store (the
+//! object_store crate's in-memory store, through the same backend code as S3), and a
+//! store that can be switched off. scripts/cluster.sh runs the same scenario with real
+//! processes, a real S3 server and a load balancer.
+
+mod common;
+
+use bytes::Bytes;
+use common::TestServer;
+use mercer::config::Config;
+use mercer::server;
+use mercer::store::blobs::{BlobError, BlobFuture, Blobs, ObjectInfo};
+use mercer::store::object::ObjectBlobs;
+use mercer::store::Store;
+use serde_json::{json, Value};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A shared store that can be taken down: every call fails as an unreachable store's.
+struct Switchable {
+    inner: ObjectBlobs,
+    down: AtomicBool,
+}
+
+impl Switchable {
+    fn check(&self, op: &'static str, key: &str) -> Result<(), BlobError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(BlobError::Unavailable { op, key: key.into(), message: "connection refused (test)".into() });
+        }
+        Ok(())
+    }
+}
+
+macro_rules! guarded {
+    ($self:ident, $op:literal, $key:expr, $call:expr) => {
+        Box::pin(async move {
+            $self.check($op, $key)?;
+            $call.await
+        })
+    };
+}
+
+impl Blobs for Switchable {
+    fn put<'a>(&'a self, key: &'a str, bytes: Bytes) -> BlobFuture<'a, ()> {
+        guarded!(self, "put", key, self.inner.put(key, bytes))
+    }
+    fn put_file<'a>(&'a self, key: &'a str, file: &'a Path) -> BlobFuture<'a, ()> {
+        guarded!(self, "put", key, self.inner.put_file(key, file))
+    }
+    fn get<'a>(&'a self, key: &'a str) -> BlobFuture<'a, Bytes> {
+        guarded!(self, "get", key, self.inner.get(key))
+    }
+    fn get_range<'a>(&'a self, key: &'a str, range: Range<u64>) -> BlobFuture<'a, Bytes> {
+        guarded!(self, "get", key, self.inner.get_range(key, range))
+    }
+    fn size<'a>(&'a self, key: &'a str) -> BlobFuture<'a, u64> {
+        guarded!(self, "head", key, self.inner.size(key))
+    }
+    fn delete<'a>(&'a self, key: &'a str) -> BlobFuture<'a, ()> {
+        guarded!(self, "delete", key, self.inner.delete(key))
+    }
+    fn list<'a>(&'a self, dir: &'a str) -> BlobFuture<'a, Vec<ObjectInfo>> {
+        guarded!(self, "list", dir, self.inner.list(dir))
+    }
+    fn quarantine<'a>(&'a self, key: &'a str) -> BlobFuture<'a, ()> {
+        guarded!(self, "rename", key, self.inner.quarantine(key))
+    }
+    fn scratch_dir(&self) -> PathBuf {
+        self.inner.scratch_dir()
+    }
+    fn is_durable(&self) -> bool {
+        true
+    }
+    fn describe(&self) -> String {
+        "switchable test store".into()
+    }
+}
+
+fn shared_store() -> Arc<Switchable> {
+    let memory: Arc<dyn object_store::ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    Arc::new(Switchable {
+        inner: ObjectBlobs::shared(memory, "cluster/a", std::env::temp_dir()),
+        down: AtomicBool::new(false),
+    })
+}
+
+fn config() -> Config {
+    Config { store_refresh_secs: 1, fit_workers: 1, ..Config::for_tests() }
+}
+
+async fn replica(store: &Arc<Switchable>, config: Config) -> TestServer {
+    let blobs: Arc<dyn Blobs> = store.clone();
+    let server = server::start_with_store(config, Store::new(blobs)).await.expect("replica starts");
+    let s = TestServer { url: format!("http://{}", server.addr), http: reqwest::Client::new(), server: Some(server) };
+    s.service().wait_ready().await;
+    s
+}
+
+fn gp_body(shift: f64) -> Value {
+    let x: Vec<Vec<f64>> = (0..40).map(|i| vec![i as f64 / 8.0, (i % 7) as f64 / 3.0]).collect();
+    let y: Vec<f64> = x.iter().map(|r| (r[0] + shift).sin() + 0.3 * r[1]).collect();
+    json!({"model": "gaussian_process", "kernel": {"type": "rbf", "length_scale": 1.2},
+           "params": {"noise": 0.01}, "x": x, "y": y, "name": "shared", "metadata": {"team": "a"}})
+}
+
+fn query() -> Value {
+    json!({"x": [[0.3, 0.1], [2.2, 1.5], [4.9, 0.4]], "variance": true})
+}
+
+async fn json_of(r: reqwest::Response) -> (u16, Value) {
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+/// Polls `probe` until it returns true or `within` passes.
+async fn eventually(within: Duration, mut probe: impl AsyncFnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if probe().await {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_model_fitted_on_one_replica_is_served_by_the_other_bit_for_bit() {
+    let store = shared_store();
+    let (a, b) = (replica(&store, config()).await, replica(&store, config()).await);
+    let fitted = a.train(&gp_body(0.0)).await;
+    let id = fitted["id"].as_str().unwrap();
+    assert!(!b.service().registry.contains(id.parse().unwrap()), "B has not listed it yet");
+
+    // First use on B reads it from the store: same resource, same predictions.
+    let (status, on_b) = json_of(b.get(&format!("/models/{id}")).await).await;
+    assert_eq!(status, 200, "{on_b}");
+    for field in ["name", "model", "kernel", "params", "n_train", "n_support", "training", "metadata", "created_at"] {
+        assert_eq!(on_b[field], fitted[field], "{field}");
+    }
+    let pa = a.post(&format!("/models/{id}/predict"), &query()).await.text().await.unwrap();
+    let pb = b.post(&format!("/models/{id}/predict"), &query()).await.text().await.unwrap();
+    assert_eq!(pa, pb, "identical answers from both replicas");
+    assert!(pa.contains("variance"), "{pa}");
+
+    // A model fitted on B after B started is in A's list at once.
+    let second = b.train(&gp_body(1.0)).await;
+    let (_, listed) = json_of(a.get("/models").await).await;
+    let ids: Vec<&str> = listed["models"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, vec![id, second["id"].as_str().unwrap()], "GET /models lists the store, oldest first");
+}
+
+#[tokio::test]
+async fn a_delete_on_one_replica_is_seen_by_the_other_within_the_refresh() {
+    let store = shared_store();
+    let (a, b) = (replica(&store, config()).await, replica(&store, config()).await);
+    let id = a.train(&gp_body(0.0)).await["id"].as_str().unwrap().to_string();
+    // B holds it decoded in its cache...
+    assert_eq!(b.post(&format!("/models/{id}/predict"), &query()).await.status(), 200);
+    assert!(b.service().registry.cache.contains(id.parse().unwrap()));
+    // ...and still drops it once A deletes it.
+    let deleted_at = Instant::now();
+    assert_eq!(a.delete(&format!("/models/{id}")).await.status(), 204);
+    assert_eq!(a.get(&format!("/models/{id}")).await.status(), 404);
+    let gone = eventually(Duration::from_secs(5), async || b.get(&format!("/models/{id}")).await.status() == 404).await;
+    assert!(gone, "B still serves a model deleted on A");
+    let took = deleted_at.elapsed();
+    assert!(took < Duration::from_secs(3), "seen after {took:?}, refresh is 1 s");
+    assert!(!b.service().registry.cache.contains(id.parse().unwrap()), "evicted from B's cache");
+    assert_eq!(b.post(&format!("/models/{id}/predict"), &query()).await.status(), 404);
+    // A listing that began before the delete cannot bring it back.
+    a.service().sync_store().await;
+    assert_eq!(a.get(&format!("/models/{id}")).await.status(), 404);
+}
+
+#[tokio::test]
+async fn a_dataset_uploaded_to_one_replica_is_fitted_on_the_other() {
+    let store = shared_store();
+    let (a, b) = (replica(&store, config()).await, replica(&store, config()).await);
+    let csv: String = std::iter::once("u,v,target\n".to_string())
+        .chain((0..30).map(|i| format!("{},{},{}\n", i as f64 / 5.0, (i % 4) as f64, (i as f64 / 5.0).cos())))
+        .collect();
+    let r = a.post_raw("/datasets", csv, "text/csv").await;
+    assert_eq!(r.status(), 201);
+    let dataset = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
+    let (status, info) = json_of(b.get(&format!("/datasets/{dataset}")).await).await;
+    assert_eq!((status, info["n_rows"].clone()), (200, json!(30)), "{info}");
+    let model = b
+        .train(&json!({"model": "kernel_ridge", "kernel": {"type": "rbf", "length_scale": 1.0},
+                        "params": {"lambda": 0.1}, "dataset": dataset}))
+        .await;
+    assert_eq!(model["features"], json!(["u", "v"]));
+    let id = model["id"].as_str().unwrap();
+    let r = a.post_raw(&format!("/models/{id}/predict"), "v,u\n1,0.4\n", "text/csv").await;
+    assert_eq!(r.status(), 200, "CSV predict on A by the column names B's fit recorded");
+    assert_eq!(a.delete(&format!("/datasets/{dataset}")).await.status(), 204);
+    let gone =
+        eventually(Duration::from_secs(5), async || b.get(&format!("/datasets/{dataset}")).await.status() == 404).await;
+    assert!(gone, "B still lists a dataset deleted on A");
+}
+
+#[tokio::test]
+async fn when_the_store_is_down_fits_answer_503_and_cached_models_keep_answering() {
+    let store = shared_store();
+    let a = replica(&store, config()).await;
+    let id = a.train(&gp_body(0.0)).await["id"].as_str().unwrap().to_string();
+    let before = a.post(&format!("/models/{id}/predict"), &query()).await.text().await.unwrap();
+
+    store.down.store(true, Ordering::SeqCst);
+    // The first fit finds out when its PUT fails; nothing is acknowledged.
+    let r = a.post("/models", &gp_body(2.0)).await;
+    assert_eq!(r.status(), 503);
+    let retry: u64 = r.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!(retry >= 1);
+    let (_, p) = json_of(r).await;
+    assert_eq!(p["type"], "/problems/store-unavailable", "{p}");
+    // Later fits are refused before they run.
+    let started = Instant::now();
+    let r = a.post("/models", &gp_body(3.0)).await;
+    assert_eq!(r.status(), 503);
+    assert!(r.headers().contains_key("retry-after"));
+    assert!(started.elapsed() < Duration::from_secs(2), "refused without fitting");
+    let upload = a.post_raw("/datasets", "a,y\n1,2\n", "text/csv").await;
+    assert_eq!(upload.status(), 503, "uploads are not acknowledged either");
+    assert_eq!(a.delete(&format!("/models/{id}")).await.status(), 503, "a delete cannot reach the store");
+
+    // What is in memory still answers, identically.
+    let during = a.post(&format!("/models/{id}/predict"), &query()).await.text().await.unwrap();
+    assert_eq!(during, before);
+    assert_eq!(a.get("/healthz").await.status(), 200);
+    let (status, ready) = json_of(a.get("/readyz").await).await;
+    assert_eq!(status, 200, "a shared dependency must not take every replica out");
+    assert!(ready["degraded"][0].as_str().unwrap().starts_with("store"), "{ready}");
+    let metrics = a.get("/metrics").await.text().await.unwrap();
+    assert!(metrics.lines().any(|l| l == "mercer_store_up 0"), "{metrics}");
+    assert!(metrics.contains("outcome=\"unavailable\""), "store calls that failed are in the histogram");
+    let (_, listed) = json_of(a.get("/models").await).await;
+    assert_eq!(listed["models"].as_array().unwrap().len(), 1, "a failed listing forgets nothing");
+
+    store.down.store(false, Ordering::SeqCst);
+    let back = eventually(Duration::from_secs(5), async || {
+        a.get("/readyz").await.json::<Value>().await.unwrap()["degraded"].is_null()
+    })
+    .await;
+    assert!(back, "the refresh finds the store again");
+    assert_eq!(a.post("/models", &gp_body(2.0)).await.status(), 201);
+    let (_, listed) = json_of(a.get("/models").await).await;
+    assert_eq!(listed["models"].as_array().unwrap().len(), 2, "nothing lost, nothing half-stored");
+}
+
+#[tokio::test]
+async fn the_cache_is_bounded_and_models_beyond_it_are_read_on_each_use() {
+    let store = shared_store();
+    let a = replica(&store, config()).await;
+    let first = a.train(&gp_body(0.0)).await;
+    let size = first["memory_bytes"].as_u64().unwrap() as usize;
+    // Room for one model of this size, not two.
+    let b = replica(&store, Config { cache_bytes: (size * 3 / 2) as u64, ..config() }).await;
+    let second = a.train(&gp_body(1.0)).await;
+    let ids: Vec<uuid::Uuid> = [&first, &second].iter().map(|m| m["id"].as_str().unwrap().parse().unwrap()).collect();
+    for (i, id) in ids.iter().enumerate() {
+        let answer = b.post(&format!("/models/{id}/predict"), &query()).await;
+        assert_eq!(answer.status(), 200, "model {i}");
+    }
+    let cache = &b.service().registry.cache;
+    assert!(!cache.contains(ids[0]) && cache.contains(ids[1]), "the least recently used went first");
+    assert_eq!(cache.bytes(), size);
+    // A replica whose cache is smaller than any model still serves them all.
+    let c = replica(&store, Config { cache_bytes: 1, ..config() }).await;
+    for id in &ids {
+        let want = a.post(&format!("/models/{id}/predict"), &query()).await.text().await.unwrap();
+        assert_eq!(c.post(&format!("/models/{id}/predict"), &query()).await.text().await.unwrap(), want);
+    }
+    assert_eq!(c.service().registry.cache.bytes(), 0);
+}
