@@ -1,0 +1,533 @@
+#!/usr/bin/env bash
+# Two mercer replicas sharing one S3-compatible store (s3s-fs), behind haproxy, all on
+# loopback with free ports and a temp dir; every process started here is stopped on exit.
+#
+#   scripts/cluster.sh PATH_TO_MERCER        run the end-to-end scenario below; exits 0 after
+#                                            "cluster: all checks passed", else non-zero at the
+#                                            first failed check (with the tails of the logs)
+#   scripts/cluster.sh --up PATH_TO_MERCER   start the stack, print its URLs, run until Ctrl-C
+#
+# Scenario: (1) a fit through the balancer, 1000 predictions through it (all 200, identical,
+# both replicas answered) and directly on each replica; (2) a DELETE seen by both replicas
+# within MERCER_STORE_REFRESH_SECS + 2 s; (3) a CSV dataset uploaded to replica 1, fitted on by
+# replica 2, predicted by replica 1; (4) wrk POSTing predictions while replica 2 is killed -9:
+# at most the in-flight requests fail, haproxy marks it down, then it comes back; (5) the store
+# stopped: fits 503 with Retry-After within 30 s, cached models still predict, /healthz within
+# 2 s, /readyz 200 naming the store; the store restarted: fits 201 again and every acknowledged
+# model and the dataset are found by both replicas and listed.
+#
+# Needs s3s-fs, haproxy, wrk, curl and jq (scripts/install_cluster_tools.sh installs them).
+# CLUSTER_KEEP=1 keeps the temp dir (logs, store files) after the run.
+set -euo pipefail
+
+usage() { echo "usage: $0 [--up] PATH_TO_MERCER_BINARY" >&2; exit 2; }
+MODE=scenario
+if [ "${1:-}" = --up ]; then MODE=up; shift; fi
+[ $# -eq 1 ] || usage
+BIN=$1
+[ -x "$BIN" ] && [ -f "$BIN" ] || { echo "cluster: FAIL: $BIN is not an executable file" >&2; exit 2; }
+BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+
+missing=()
+for tool in s3s-fs haproxy wrk curl jq; do
+  command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "cluster: FAIL: missing tools: ${missing[*]} (scripts/install_cluster_tools.sh installs them)" >&2
+  exit 2
+fi
+curl_version=$(curl --version | awk 'NR == 1 { print $2 }')
+if [ "$(printf '%s\n7.84.0\n' "$curl_version" | sort -V | head -n 1)" != 7.84.0 ]; then
+  echo "cluster: FAIL: curl $curl_version is too old: 7.84 or later is needed (-w %header{})" >&2
+  exit 2
+fi
+
+# ---------------------------------------------------------------- settings
+ACCESS_KEY=mercer-cluster
+SECRET_KEY=mercer-cluster-secret
+BUCKET=mercer
+PREFIX=cluster
+REFRESH_SECS=1
+WRK_THREADS=2
+WRK_CONNECTIONS=8
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/mercer-cluster.XXXXXX")
+declare -A PROCS=()   # name -> pid of every process started here
+
+# ---------------------------------------------------------------- helpers
+log() { printf '[cluster %s] %s\n' "$(date +%T)" "$*"; }
+step() { printf '\n[cluster %s] == %s\n' "$(date +%T)" "$*"; }
+ok() { printf '[cluster %s]    ok: %s\n' "$(date +%T)" "$*"; }
+now_ms() { date +%s%3N; }
+
+dump_logs() {
+  local f
+  for f in "$T"/*.log; do
+    [ -s "$f" ] || continue
+    echo "----- last 15 lines of $f -----" >&2
+    tail -n 15 "$f" | cut -c1-400 >&2 || true
+  done
+}
+fail() {
+  echo >&2
+  echo "cluster: FAIL: $*" >&2
+  dump_logs
+  [ "${CLUSTER_KEEP:-0}" = 1 ] || echo "(CLUSTER_KEEP=1 keeps the temp dir with the whole logs)" >&2
+  exit 1
+}
+
+# Services are disowned (no job notices from bash when one is killed); bash still reaps them.
+stop_proc() { # stop_proc NAME [SIGNAL]: signal one process started here and wait until it is gone
+  local name=$1 sig=${2:-TERM} pid deadline
+  pid=${PROCS[$name]:-}
+  [ -n "$pid" ] || return 0
+  unset "PROCS[$name]"
+  kill "-$sig" "$pid" 2>/dev/null || true
+  deadline=$(( $(now_ms) + 10000 ))
+  while kill -0 "$pid" 2>/dev/null && [ "$(now_ms)" -lt "$deadline" ]; do sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+  local rc=$? name
+  trap - EXIT INT TERM
+  for name in "${!PROCS[@]}"; do kill -TERM "${PROCS[$name]}" 2>/dev/null || true; done
+  for name in "${!PROCS[@]}"; do stop_proc "$name" TERM; done
+  if [ "${CLUSTER_KEEP:-0}" = 1 ]; then
+    echo "cluster: kept $T" >&2
+  else
+    rm -rf "$T"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+USED_PORTS=" "
+alloc_port() { # alloc_port VAR: a loopback port nothing listens on, distinct from the others
+  local p _
+  for _ in $(seq 500); do
+    p=$(( 20000 + RANDOM % 40000 ))
+    [[ $USED_PORTS == *" $p "* ]] && continue
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      USED_PORTS+="$p "
+      printf -v "$1" '%s' "$p"
+      return 0
+    fi
+  done
+  fail "no free port found"
+}
+
+# wait_until SECONDS COMMAND...: run COMMAND every 0.2 s until it succeeds (0) or SECONDS
+# pass (1); WAITED_MS is the time taken either way.
+wait_until() {
+  local limit=$1 t0
+  shift
+  t0=$(now_ms)
+  while :; do
+    if "$@"; then WAITED_MS=$(( $(now_ms) - t0 )); return 0; fi
+    if [ $(( $(now_ms) - t0 )) -ge $(( limit * 1000 )) ]; then
+      WAITED_MS=$(( $(now_ms) - t0 )); return 1
+    fi
+    sleep 0.2
+  done
+}
+
+# http METHOD URL [curl args...]: one request; sets CODE (000 when curl failed), BODY,
+# ELAPSED_MS, and leaves the response headers in $T/last.hdr.
+http() {
+  local method=$1 url=$2 t0
+  shift 2
+  rm -f "$T/last.hdr" "$T/last.body"
+  t0=$(now_ms)
+  CODE=$(curl -sS -X "$method" -D "$T/last.hdr" -o "$T/last.body" -w '%{http_code}' \
+    --max-time "${HTTP_MAX_TIME:-40}" "$@" "$url" 2>"$T/last.err") || CODE=000
+  ELAPSED_MS=$(( $(now_ms) - t0 ))
+  BODY=$(cat "$T/last.body" 2>/dev/null || true)
+  if [ "$CODE" = 000 ]; then BODY="(curl: $(cat "$T/last.err"))"; fi
+}
+header() { # header NAME: its value in the last response, or empty
+  grep -i "^$1:" "$T/last.hdr" 2>/dev/null | tail -n 1 | cut -d: -f2- | tr -d ' \r' || true
+}
+post_json() { # post_json URL BODY [curl args...]
+  local url=$1 body=$2
+  shift 2
+  http POST "$url" -H 'Content-Type: application/json' --data-binary "$body" "$@"
+}
+expect_code() { # expect_code WANT WHAT
+  [ "$CODE" = "$1" ] || fail "$2: expected $1, got $CODE: ${BODY:0:400}"
+}
+json_field() { # json_field JSON JQ_ARGS...: jq -r over JSON, empty when it is not JSON
+  jq -r "${@:2}" <<<"$1" 2>/dev/null || true
+}
+
+# ---------------------------------------------------------------- the stack
+alloc_port S3_PORT
+alloc_port R1_PORT
+alloc_port R2_PORT
+alloc_port LB_PORT
+alloc_port STATS_PORT
+S3_URL=http://127.0.0.1:$S3_PORT
+R1=http://127.0.0.1:$R1_PORT
+R2=http://127.0.0.1:$R2_PORT
+LB=http://127.0.0.1:$LB_PORT
+STATS=http://127.0.0.1:$STATS_PORT/stats
+replica_url() { if [ "$1" = 1 ]; then echo "$R1"; else echo "$R2"; fi; }
+replica_port() { if [ "$1" = 1 ]; then echo "$R1_PORT"; else echo "$R2_PORT"; fi; }
+
+s3_answers() { (exec 3<>"/dev/tcp/127.0.0.1/$S3_PORT") 2>/dev/null; }   # the store's port accepts
+start_store() {
+  mkdir -p "$T/s3/$BUCKET"   # s3s-fs: a bucket is a directory under its root (no CreateBucket needed)
+  s3s-fs --host 127.0.0.1 --port "$S3_PORT" --access-key "$ACCESS_KEY" --secret-key "$SECRET_KEY" \
+    "$T/s3" >>"$T/s3s-fs.log" 2>&1 &
+  PROCS[s3s-fs]=$!
+  disown "$!"
+  wait_until 20 s3_answers || fail "s3s-fs did not answer on $S3_URL within 20 s"
+  # A signed HeadBucket proves the credentials and the bucket.
+  local c
+  # (s3s needs x-amz-content-sha256, which curl does not send: the hash of an empty body.)
+  c=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -I --aws-sigv4 "aws:amz:us-east-1:s3" \
+    -H 'x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855' \
+    --user "$ACCESS_KEY:$SECRET_KEY" "$S3_URL/$BUCKET") || true
+  [ "$c" = 200 ] || fail "signed HEAD $S3_URL/$BUCKET answered ${c:-nothing}, expected 200"
+  log "s3s-fs up on $S3_URL (bucket $BUCKET, root $T/s3, pid ${PROCS[s3s-fs]})"
+}
+
+ready_code() { curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$1/readyz" 2>/dev/null || true; }
+replica_ready() { # replica_ready N: 200 from /readyz; fails the run if the process died
+  local n=$1
+  kill -0 "${PROCS[r$n]}" 2>/dev/null || fail "replica $n exited while starting (see r$n.log)"
+  [ "$(ready_code "$(replica_url "$n")")" = 200 ]
+}
+start_replica() { # start_replica N
+  local n=$1 port
+  port=$(replica_port "$n")
+  mkdir -p "$T/r$n-data"
+  (
+    cd "$T"
+    exec env -u MERCER_API_KEYS -u AWS_PROFILE -u AWS_SESSION_TOKEN -u AWS_DEFAULT_REGION \
+      MERCER_BIND="127.0.0.1:$port" \
+      MERCER_STORE_URL="s3://$BUCKET/$PREFIX" \
+      MERCER_STORE_REFRESH_SECS="$REFRESH_SECS" \
+      MERCER_DATA_DIR="$T/r$n-data" \
+      MERCER_FIT_WORKERS=1 \
+      AWS_ACCESS_KEY_ID="$ACCESS_KEY" \
+      AWS_SECRET_ACCESS_KEY="$SECRET_KEY" \
+      AWS_REGION=us-east-1 \
+      AWS_ENDPOINT_URL="$S3_URL" \
+      AWS_ALLOW_HTTP=true \
+      AWS_EC2_METADATA_DISABLED=true \
+      "$BIN"
+  ) >>"$T/r$n.log" 2>&1 &
+  PROCS[r$n]=$!
+  disown "$!"
+  wait_until 60 replica_ready "$n" || fail "replica $n not ready (GET /readyz 200) within 60 s"
+  log "replica $n ready on $(replica_url "$n") after ${WAITED_MS} ms (pid ${PROCS[r$n]}, log $T/r$n.log)"
+}
+
+haproxy_status() { # haproxy_status SERVER: its status in the stats CSV (UP, DOWN, "UP 1/2", ...)
+  curl -s --max-time 2 "$STATS;csv" 2>/dev/null | awk -F, -v s="$1" '$1 == "mercer" && $2 == s { print $18 }' || true
+}
+haproxy_is() { [ "$(haproxy_status "$1")" = "$2" ]; }
+start_haproxy() {
+  cat >"$T/haproxy.cfg" <<EOF
+global
+    maxconn 1024
+
+defaults
+    mode http
+    timeout connect 1s
+    timeout client 35s
+    timeout server 35s
+    timeout http-request 10s
+    timeout queue 5s
+    retries 2
+    retry-on conn-failure empty-response
+    option redispatch
+    # the whole (small) request is buffered before it is sent, so it can be re-sent on a retry
+    option http-buffer-request
+
+frontend mercer_in
+    bind 127.0.0.1:$LB_PORT
+    default_backend mercer
+
+backend mercer
+    balance roundrobin
+    option httpchk GET /readyz
+    http-check expect status 200
+    default-server check inter 500ms fall 2 rise 2
+    # which replica answered: r1 or r2
+    http-response set-header X-Backend %s
+    server r1 127.0.0.1:$R1_PORT
+    server r2 127.0.0.1:$R2_PORT
+
+listen stats
+    bind 127.0.0.1:$STATS_PORT
+    stats enable
+    stats uri /stats
+EOF
+  haproxy -c -q -f "$T/haproxy.cfg" >"$T/haproxy-check.log" 2>&1 ||
+    fail "haproxy rejects $T/haproxy.cfg: $(cat "$T/haproxy-check.log")"
+  haproxy -db -f "$T/haproxy.cfg" >>"$T/haproxy.log" 2>&1 &
+  PROCS[haproxy]=$!
+  disown "$!"
+  wait_until 20 both_up || fail "haproxy does not show r1 and r2 UP within 20 s (r1: $(haproxy_status r1), r2: $(haproxy_status r2))"
+  log "haproxy up: balancer $LB, stats $STATS (pid ${PROCS[haproxy]})"
+}
+both_up() { haproxy_is r1 UP && haproxy_is r2 UP; }
+
+start_stack() {
+  log "temp dir $T; binary $BIN"
+  start_store
+  start_replica 1
+  start_replica 2
+  start_haproxy
+}
+
+# ---------------------------------------------------------------- --up
+if [ "$MODE" = up ]; then
+  start_stack
+  cat <<EOF
+
+mercer two-replica stack is up:
+  balancer      $LB          (X-Backend header names the replica)
+  replica 1     $R1          log $T/r1.log
+  replica 2     $R2          log $T/r2.log
+  store (S3)    $S3_URL          bucket $BUCKET, prefix $PREFIX, files under $T/s3
+                access key $ACCESS_KEY, secret key $SECRET_KEY
+  haproxy stats $STATS
+Try: curl -s -d '{"model":"gaussian_process","x":[[0],[1],[2]],"y":[0,1,0]}' $LB/models
+Ctrl-C stops everything.
+EOF
+  while sleep 1; do :; done
+fi
+
+# ---------------------------------------------------------------- the scenario
+# Training data: y = sin(x) on 21 points of [0, 5].
+XS=$(awk 'BEGIN { for (i = 0; i <= 20; i++) printf "%s[%.2f]", (i ? "," : ""), i * 0.25 }')
+YS=$(awk 'BEGIN { for (i = 0; i <= 20; i++) printf "%s%.6f", (i ? "," : ""), sin(i * 0.25) }')
+fit_body() { # fit_body NAME
+  printf '{"model":"gaussian_process","kernel":{"type":"rbf","length_scale":1.0},"params":{"noise":0.01},"x":[%s],"y":[%s],"name":"%s"}' "$XS" "$YS" "$1"
+}
+PREDICT_BODY='{"x":[[0.3],[1.1],[2.7],[4.4]]}'
+printf '%s' "$PREDICT_BODY" >"$T/predict.json"
+ACKED_MODELS=()   # every model answered 201 and not deleted since
+
+fit_on() { # fit_on URL NAME [WHAT]: a fit that must answer 201; sets FIT_ID
+  post_json "$1/models" "$(fit_body "$2")"
+  expect_code 201 "${3:-POST $1/models}"
+  FIT_ID=$(json_field "$BODY" .id)
+  [ -n "$FIT_ID" ] && [ "$FIT_ID" != null ] || fail "201 without an id: ${BODY:0:400}"
+  ACKED_MODELS+=("$FIT_ID")
+}
+check_prediction_body() { # check_prediction_body BODY WHAT: 4 predictions and 4 variances
+  jq -e '(.predictions | length) == 4 and (.variance | length) == 4' >/dev/null 2>&1 <<<"$1" ||
+    fail "$2: expected 4 predictions and 4 variances: ${1:0:400}"
+}
+
+# burst N PARALLEL URL DIR: N POSTs of $T/predict.json to URL, PARALLEL at a time; each answer
+# body in DIR/I.json, "CODE BACKEND" lines in DIR/results.txt.
+burst() {
+  local n=$1 par=$2 url=$3 dir=$4
+  mkdir -p "$dir"
+  export BURST_URL=$url BURST_DIR=$dir BURST_BODY=$T/predict.json
+  # shellcheck disable=SC2016 # expanded by the inner shell
+  seq "$n" | xargs -P "$par" -I{} sh -c \
+    'curl -s -o "$BURST_DIR/$1.json" -w "%{http_code} %header{x-backend}\n" --max-time 30 \
+       -H "Content-Type: application/json" --data-binary "@$BURST_BODY" "$BURST_URL" || true' \
+    _ {} >"$dir/results.txt"
+  BURST_OK=$(awk '$1 == 200' "$dir/results.txt" | wc -l)
+  BURST_BAD=$(awk '$1 != 200 { print $1 }' "$dir/results.txt" | sort | uniq -c | tr -s ' \n' ' ')
+  BURST_BACKENDS=$(awk '$1 == 200 { print ($2 == "" ? "?" : $2) }' "$dir/results.txt" | sort | uniq -c | awk '{ printf "%s%s=%s", (NR > 1 ? " " : ""), $2, $1 }')
+  BURST_DISTINCT=$(find "$dir" -name '*.json' -exec md5sum {} + | awk '{ print $1 }' | sort -u | wc -l)
+}
+backend_seen() { [[ " $BURST_BACKENDS" == *" $1="* ]]; }
+
+# 1 -------------------------------------------------------------------------
+start_stack
+
+step "1. fit through the balancer, 1000 predictions through it and on each replica"
+fit_on "$LB" cluster-1 "fit through the balancer"
+M1=$FIT_ID
+ok "fit $M1 answered 201 by $(header X-Backend)"
+burst 1000 8 "$LB/models/$M1/predict" "$T/step1"
+[ "$BURST_OK" = 1000 ] || fail "1000 predictions through the balancer: only $BURST_OK answered 200 (others: $BURST_BAD)"
+{ backend_seen r1 && backend_seen r2; } || fail "1000 predictions: not both replicas answered ($BURST_BACKENDS)"
+[ "$BURST_DISTINCT" = 1 ] || fail "1000 predictions: $BURST_DISTINCT distinct answer bodies, expected 1"
+REF_BODY=$(cat "$T/step1/1.json")
+check_prediction_body "$REF_BODY" "prediction through the balancer"
+ok "1000/1000 answered 200, one distinct body, served by $BURST_BACKENDS"
+for n in 1 2; do
+  post_json "$(replica_url "$n")/models/$M1/predict" "$PREDICT_BODY"
+  expect_code 200 "predict $M1 on replica $n"
+  [ "$BODY" = "$REF_BODY" ] || fail "replica $n predicts differently: $BODY vs $REF_BODY"
+done
+ok "replica 1 and replica 2 directly: identical predictions $(json_field "$REF_BODY" -c .predictions)"
+
+# 2 -------------------------------------------------------------------------
+step "2. DELETE through the balancer is seen by both replicas within $((REFRESH_SECS + 2)) s"
+http DELETE "$LB/models/$M1"
+expect_code 204 "DELETE $M1 through the balancer"
+ACKED_MODELS=()   # M1, the only one so far, is deleted
+log "DELETE answered 204 by $(header X-Backend)"
+gone_everywhere() {
+  local n
+  for n in 1 2; do
+    http GET "$(replica_url "$n")/models/$M1" --max-time 2
+    [ "$CODE" = 404 ] || return 1
+  done
+}
+wait_until $((REFRESH_SECS + 2)) gone_everywhere ||
+  fail "after $WAITED_MS ms GET /models/$M1 on a replica still answers $CODE (expected 404 on both)"
+[[ $(header Content-Type) == application/problem+json* ]] ||
+  fail "404 without application/problem+json (Content-Type: $(header Content-Type))"
+ok "404 (problem+json) on both replicas after $WAITED_MS ms"
+
+# 3 -------------------------------------------------------------------------
+step "3. dataset uploaded to replica 1, fitted on by replica 2, predicted by replica 1"
+awk 'BEGIN { print "a,b,target"; for (i = 0; i < 30; i++) { a = i * 0.2; b = (i % 7) * 0.3; printf "%.2f,%.2f,%.6f\n", a, b, sin(a) + 0.5 * b } }' >"$T/train.csv"
+http POST "$R1/datasets?name=cluster-csv" -H 'Content-Type: text/csv' --data-binary "@$T/train.csv"
+expect_code 201 "POST /datasets (CSV) on replica 1"
+DS=$(json_field "$BODY" .id)
+[ "$(json_field "$BODY" .n_rows)" = 30 ] && [ "$(json_field "$BODY" .target)" = target ] ||
+  fail "dataset resource: expected n_rows 30 and target \"target\": ${BODY:0:400}"
+ok "dataset $DS stored by replica 1 (30 rows, target column \"target\")"
+post_json "$R2/models" "{\"model\":\"gaussian_process\",\"kernel\":{\"type\":\"rbf\",\"length_scale\":1.0},\"params\":{\"noise\":0.01},\"dataset\":\"$DS\",\"name\":\"cluster-ds\"}"
+expect_code 201 "fit on dataset $DS on replica 2"
+M3=$(json_field "$BODY" .id)
+ACKED_MODELS+=("$M3")
+ok "model $M3 fitted by replica 2 on the dataset (n_train $(json_field "$BODY" .n_train))"
+DS_PREDICT='{"x":[[0.5,0.3],[2.0,1.2]]}'
+post_json "$R1/models/$M3/predict" "$DS_PREDICT"
+expect_code 200 "predict $M3 on replica 1"
+P3_R1=$BODY
+post_json "$R2/models/$M3/predict" "$DS_PREDICT"
+expect_code 200 "predict $M3 on replica 2"
+[ "$BODY" = "$P3_R1" ] || fail "replicas predict $M3 differently: $P3_R1 vs $BODY"
+ok "replica 1 found $M3 through the store and predicts as replica 2: $(json_field "$P3_R1" -c .predictions)"
+
+# 4 -------------------------------------------------------------------------
+step "4. wrk through the balancer for 6 s, replica 2 killed -9 at 2 s"
+fit_on "$LB" cluster-4 "fit through the balancer"
+M4=$FIT_ID
+ok "fit $M4 answered 201"
+cat >"$T/predict.lua" <<EOF
+wrk.method = "POST"
+wrk.body = '$PREDICT_BODY'
+wrk.headers["Content-Type"] = "application/json"
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("WRKRESULT requests=%d connect=%d read=%d write=%d status=%d timeout=%d\n",
+    summary.requests, e.connect, e.read, e.write, e.status, e.timeout))
+end
+EOF
+wrk -t"$WRK_THREADS" -c"$WRK_CONNECTIONS" -d6s --timeout 10s -s "$T/predict.lua" \
+  "$LB/models/$M4/predict" >"$T/wrk.out" 2>&1 &
+PROCS[wrk]=$!
+sleep 2   # timing of the fault, not a synchronisation
+log "killing replica 2 (pid ${PROCS[r2]}) with SIGKILL"
+stop_proc r2 KILL
+wrk_rc=0
+wait "${PROCS[wrk]}" || wrk_rc=$?
+unset "PROCS[wrk]"
+sed 's/^/    wrk: /' "$T/wrk.out"
+[ "$wrk_rc" = 0 ] || fail "wrk exited $wrk_rc"
+line=$(grep '^WRKRESULT' "$T/wrk.out") || fail "no WRKRESULT line from wrk"
+wrk_val() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<<"$line"; }
+requests=$(wrk_val requests)
+errors=$(( $(wrk_val connect) + $(wrk_val read) + $(wrk_val write) + $(wrk_val status) + $(wrk_val timeout) ))
+[ "$requests" -ge 100 ] || fail "wrk completed only $requests requests"
+[ "$errors" -le "$WRK_CONNECTIONS" ] ||
+  fail "$errors of $requests requests failed (status >= 400 or socket errors); at most $WRK_CONNECTIONS (in flight) may"
+ok "$requests requests, $errors failed (allowed: $WRK_CONNECTIONS in flight)"
+wait_until 10 haproxy_is r2 DOWN || fail "haproxy still shows r2 as '$(haproxy_status r2)' 10 s after the kill"
+ok "haproxy marks r2 DOWN"
+burst 100 1 "$LB/models/$M4/predict" "$T/step4-down"
+[ "$BURST_OK" = 100 ] || fail "with r2 down: only $BURST_OK of 100 requests through the balancer answered 200 ($BURST_BAD)"
+ok "100/100 sequential requests through the balancer answered 200 ($BURST_BACKENDS)"
+start_replica 2
+wait_until 15 haproxy_is r2 UP || fail "haproxy shows r2 as '$(haproxy_status r2)' 15 s after its restart"
+burst 100 1 "$LB/models/$M4/predict" "$T/step4-up"
+[ "$BURST_OK" = 100 ] || fail "after the restart: only $BURST_OK of 100 requests answered 200 ($BURST_BAD)"
+{ backend_seen r1 && backend_seen r2; } || fail "after the restart not both replicas answered ($BURST_BACKENDS)"
+ok "r2 UP again; 100/100 answered 200 ($BURST_BACKENDS)"
+
+# 5 -------------------------------------------------------------------------
+readyz_names_store() { # readyz_names_store URL: /readyz is 200 (else the run fails) and names the store
+  http GET "$1/readyz" --max-time 5
+  [ "$CODE" = 200 ] || fail "GET $1/readyz answered $CODE with the store down: ${BODY:0:300}"
+  [[ $BODY == *store* ]]
+}
+step "5. store down: fits 503 + Retry-After, cached models serve, health answers; store back"
+for n in 1 2; do   # both replicas hold $M4 in memory before the store goes
+  post_json "$(replica_url "$n")/models/$M4/predict" "$PREDICT_BODY"
+  expect_code 200 "predict $M4 on replica $n (warming)"
+done
+P4=$BODY
+stop_proc s3s-fs KILL
+! s3_answers || fail "the store still answers after it was killed"
+log "s3s-fs killed"
+for n in 1 2; do
+  post_json "$(replica_url "$n")/models" "$(fit_body cluster-storeless)" --max-time 35
+  expect_code 503 "fit on replica $n with the store down"
+  ra=$(header Retry-After)
+  [[ $ra =~ ^[0-9]+$ ]] && [ "$ra" -ge 1 ] || fail "503 on replica $n without a Retry-After >= 1 (got '$ra')"
+  [ "$ELAPSED_MS" -le 30000 ] || fail "replica $n answered 503 only after $ELAPSED_MS ms (limit 30000)"
+  ok "replica $n: fit answered 503, Retry-After $ra, after $ELAPSED_MS ms"
+done
+for n in 1 2; do
+  u=$(replica_url "$n")
+  post_json "$u/models/$M4/predict" "$PREDICT_BODY"
+  expect_code 200 "predict cached $M4 on replica $n with the store down"
+  [ "$BODY" = "$P4" ] || fail "replica $n predicts $M4 differently with the store down"
+  http GET "$u/healthz" --max-time 2
+  expect_code 200 "GET /healthz on replica $n within 2 s with the store down"
+  hz=$ELAPSED_MS
+  wait_until 10 readyz_names_store "$u" || fail "replica $n /readyz body does not mention the store: ${BODY:0:300}"
+  ok "replica $n: cached $M4 predicts (200), /healthz 200 in $hz ms, /readyz 200: $(tr -d '\n' <<<"$BODY" | cut -c1-160)"
+done
+start_store
+fit_through_lb() {
+  local remaining=$(( 30 - (($(now_ms) - STORE_BACK_MS) / 1000) ))
+  [ "$remaining" -ge 1 ] || remaining=1
+  post_json "$LB/models" "$(fit_body cluster-5)" --max-time "$remaining"
+  case $CODE in
+    201) return 0 ;;
+    503 | 000) sleep 0.8; return 1 ;;
+    *) fail "fit through the balancer after the store came back answered $CODE: ${BODY:0:300}" ;;
+  esac
+}
+STORE_BACK_MS=$(now_ms)
+wait_until 30 fit_through_lb || fail "no 201 for a fit through the balancer within 30 s of the store's return (last: $CODE ${BODY:0:300})"
+M5=$(json_field "$BODY" .id)
+ACKED_MODELS+=("$M5")
+ok "fit $M5 answered 201, $WAITED_MS ms after the store came back"
+for id in "${ACKED_MODELS[@]}"; do
+  for n in 1 2; do
+    http GET "$(replica_url "$n")/models/$id"
+    expect_code 200 "GET /models/$id on replica $n"
+  done
+done
+for n in 1 2; do
+  http GET "$(replica_url "$n")/datasets/$DS"
+  expect_code 200 "GET /datasets/$DS on replica $n"
+done
+ok "models ${ACKED_MODELS[*]} and dataset $DS found on both replicas"
+http GET "$LB/models"
+expect_code 200 "GET /models through the balancer"
+listed=$(jq -r '.models[].id' <<<"$BODY" 2>/dev/null) || fail "GET /models body is not {\"models\":[...]}: ${BODY:0:300}"
+for id in "${ACKED_MODELS[@]}"; do
+  grep -qx "$id" <<<"$listed" || fail "GET /models through the balancer does not list $id"
+done
+! grep -qx "$M1" <<<"$listed" || fail "GET /models still lists the deleted $M1"
+http GET "$LB/datasets"
+expect_code 200 "GET /datasets through the balancer"
+jq -e --arg id "$DS" 'any(.datasets[]; .id == $id)' >/dev/null <<<"$BODY" ||
+  fail "GET /datasets through the balancer does not list $DS"
+ok "GET /models lists every acknowledged model (not the deleted one); GET /datasets lists $DS"
+
+# 6 -------------------------------------------------------------------------
+echo
+echo "cluster: all checks passed"
