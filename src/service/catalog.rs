@@ -232,10 +232,7 @@ impl Service {
     pub async fn delete(&self, id: Uuid) -> Result<(), ServiceError> {
         let entry = self.lookup(id).await?;
         if self.store.is_durable() {
-            self.store.delete_model(id).await.map_err(|e| match e {
-                e if e.is_unavailable() => self.store_error(e),
-                e => ServiceError::Storage(format!("cannot delete the stored model: {e}")),
-            })?;
+            self.store.delete_model(id).await.map_err(|e| self.store_failure("cannot delete the stored model", e))?;
         }
         self.tombstone(id);
         self.registry.remove(id);
@@ -247,10 +244,18 @@ impl Service {
 
     /// The error a request gets when the store let it down.
     pub(super) fn store_error(&self, e: StoreError) -> ServiceError {
+        self.store_failure("", e)
+    }
+
+    /// As [`Service::store_error`], saying what could not be done (`what`) when the
+    /// store answered but refused.
+    pub(super) fn store_failure(&self, what: &str, e: StoreError) -> ServiceError {
         if e.is_unavailable() {
             ServiceError::StoreUnavailable { detail: e.to_string(), retry_after: self.store_retry_after() }
-        } else {
+        } else if what.is_empty() {
             ServiceError::Storage(e.to_string())
+        } else {
+            ServiceError::Storage(format!("{what}: {e}"))
         }
     }
 

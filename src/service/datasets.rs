@@ -62,10 +62,7 @@ impl Service {
         };
         if let Err(e) = self.store.block_on(self.store.save_dataset(info.id, &scratch)) {
             let _ = std::fs::remove_file(&scratch);
-            return Err(match e {
-                e if e.is_unavailable() => self.store_error(e),
-                e => ServiceError::Storage(format!("cannot store the dataset: {e}")),
-            });
+            return Err(self.store_failure("cannot store the dataset", e));
         }
         self.catalog_write().insert(info.id, (info.clone(), Instant::now()));
         tracing::info!(dataset_id = %info.id, rows = info.n_rows, bytes = info.bytes, "dataset stored");
@@ -118,10 +115,7 @@ impl Service {
     /// Removes a dataset. Fits already queued keep their own copy.
     pub async fn delete_dataset(&self, id: Uuid) -> Result<(), ServiceError> {
         self.get_dataset(id).await?;
-        self.store.delete_dataset(id).await.map_err(|e| match e {
-            e if e.is_unavailable() => self.store_error(e),
-            e => ServiceError::Storage(format!("cannot delete the stored dataset: {e}")),
-        })?;
+        self.store.delete_dataset(id).await.map_err(|e| self.store_failure("cannot delete the stored dataset", e))?;
         self.tombstone(id);
         self.catalog_write().remove(&id);
         Ok(())

@@ -217,7 +217,7 @@ impl Service {
                 fitted.predictor_mut().report_mut().duration_ms = secs * 1e3;
                 // Durable before ready: 201 is sent only once the model is stored.
                 let summary = Arc::new(ModelSummary::of(&fitted));
-                match self.persist(entry, &fitted) {
+                match self.persist(entry, &fitted, &summary) {
                     Ok(()) => {
                         self.registry.cache.insert(entry.id, Arc::new(fitted));
                         entry.set_state(ModelState::Ready(summary));
@@ -266,7 +266,12 @@ impl Service {
     }
 
     /// Writes a fitted model to the store (blocking: a fit worker waits for the PUT).
-    fn persist(&self, entry: &ModelEntry, fitted: &crate::estimator::FittedModel) -> Result<(), StoreError> {
+    fn persist(
+        &self,
+        entry: &ModelEntry,
+        fitted: &crate::estimator::FittedModel,
+        summary: &ModelSummary,
+    ) -> Result<(), StoreError> {
         if !self.store.is_durable() {
             // The registry's cache, which never evicts then, is the only copy.
             return Ok(());
@@ -282,7 +287,7 @@ impl Service {
             fit: fitted.to_stored(),
             extra: serde_json::to_string(&entry.origin).expect("an origin serialises"),
         };
-        let head = ModelHead::of(&model, fitted);
+        let head = ModelHead::of(&model, entry.kind, summary);
         self.store.block_on(self.store.save_model(&model, &head))
     }
 

@@ -14,7 +14,7 @@ pub mod dir;
 pub mod format;
 pub mod object;
 
-use crate::estimator::{FittedModel, StoredFit};
+use crate::estimator::{FittedModel, ModelKind, StoredFit};
 use blobs::{BlobError, BlobFuture, Blobs};
 pub use format::ModelHead;
 use serde::{Deserialize, Serialize};
@@ -82,8 +82,8 @@ impl ModelSummary {
 }
 
 impl ModelHead {
-    /// The head of `model`, whose fitted state is `fitted`.
-    pub fn of(model: &StoredModel, fitted: &FittedModel) -> ModelHead {
+    /// The head of `model`, a `kind` whose fitted state `summary` describes.
+    pub fn of(model: &StoredModel, kind: ModelKind, summary: &ModelSummary) -> ModelHead {
         ModelHead {
             id: model.id,
             name: model.name.clone(),
@@ -91,8 +91,8 @@ impl ModelHead {
             created_at_unix_nanos: model.created_at_unix_nanos,
             n_train: model.n_train,
             n_features: model.n_features,
-            kind: fitted.kind().name().into(),
-            summary: serde_json::to_string(&ModelSummary::of(fitted)).expect("a summary serialises"),
+            kind: kind.name().into(),
+            summary: serde_json::to_string(summary).expect("a summary serialises"),
             extra: model.extra.clone(),
         }
     }
@@ -314,7 +314,7 @@ pub fn decode_model(bytes: &[u8], id: Uuid) -> Result<LoadedModel, String> {
     // The arrays move into the fitted model.
     let fit: StoredFit = std::mem::take(&mut model.fit);
     let fitted = FittedModel::from_stored(fit).map_err(|e| e.to_string())?;
-    let head = head.unwrap_or_else(|| ModelHead::of(&model, &fitted));
+    let head = head.unwrap_or_else(|| ModelHead::of(&model, fitted.kind(), &ModelSummary::of(&fitted)));
     Ok(LoadedModel { head, fitted })
 }
 
