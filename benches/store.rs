@@ -5,6 +5,7 @@ mod common;
 
 use common::points;
 use mercer::config::Config;
+use mercer::dataset::rows::Row;
 use mercer::service::{Service, Target, TrainInput, TrainSource};
 use serde_json::json;
 use std::sync::Arc;
@@ -19,7 +20,7 @@ fn main() {
     let service = Arc::new(Service::new(config.clone()));
     service.load_store();
     let x = points(8, n, 3);
-    let rows: Vec<Vec<f64>> = (0..n).map(|i| x.point(i).to_vec()).collect();
+    let rows: Vec<Row> = (0..n).map(|i| Row::Numbers(x.point(i).to_vec())).collect();
     let y: Vec<Target> = (0..n).map(|i| Target::Number((i as f64 * 0.01).sin())).collect();
     let started = Instant::now();
     for _ in 0..models {

@@ -100,6 +100,7 @@ pub struct ModelEntry {
     pub metadata: Option<Value>,
     pub created_at: SystemTime,
     pub n_train: usize,
+    /// 0 for strings and token lists (numeric rows have at least one feature).
     pub n_features: usize,
     /// The kernel and params as requested (with defaults), shown until the fit is ready.
     pub requested_kernel: Value,

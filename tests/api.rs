@@ -259,7 +259,9 @@ async fn malformed_bodies_are_400_with_pointers() {
     let s = TestServer::default().await;
     let cases: Vec<(&str, &str)> = vec![
         ("not json", ""),
-        (r#"{"model": "gaussian_process", "x": [[0], ["a"]], "y": [1, 2]}"#, "/x/1/0"),
+        (r#"{"model": "gaussian_process", "x": [[0], [1, "a"]], "y": [1, 2]}"#, "/x/1/1"),
+        (r#"{"model": "gaussian_process", "x": [[0], [true]], "y": [1, 2]}"#, "/x/1/0"),
+        (r#"{"model": "gaussian_process", "x": [[0], 5], "y": [1, 2]}"#, "/x/1"),
         (r#"{"model": "gaussian_process", "x": [[0], [1e400]], "y": [1, 2]}"#, "/x/1/0"),
         (r#"{"model": "gaussian_process", "x": [[0], [1]], "y": [1, 2], "colour": "red"}"#, "/colour"),
         (r#"{"model": "gaussian_process", "y": [1, 2]}"#, "/x"),
@@ -290,7 +292,12 @@ async fn invalid_requests_are_422_with_pointers() {
     let cases = vec![
         (json!({"model": "gaussian_process", "x": [[0], [1, 2]], "y": [1, 2]}), "/x/1"),
         (json!({"model": "gaussian_process", "x": [], "y": []}), "/x"),
-        (json!({"model": "gaussian_process", "x": [[]], "y": [1]}), "/x/0"),
+        // All rows empty: as token lists too, with nothing to tell the kind by.
+        (json!({"model": "gaussian_process", "x": [[]], "y": [1]}), "/x"),
+        (json!({"model": "gaussian_process", "x": [[], [1]], "y": [1, 2]}), "/x/0"),
+        // Rows of two kinds: the first that differs from row 0.
+        (json!({"model": "gaussian_process", "x": [[0], ["a"]], "y": [1, 2]}), "/x/1"),
+        (json!({"model": "gaussian_process", "x": ["a", "b", [0]], "y": [1, 2, 3]}), "/x/2"),
         (json!({"model": "gaussian_process", "x": [[0], [1]], "y": [1]}), "/y"),
         (json!({"model": "deep_net", "x": [[0]], "y": [1]}), "/model"),
         (json!({"model": "gaussian_process", "x": [[0]], "y": [1], "kernel": {"type": "spline"}}), "/kernel/type"),
@@ -365,7 +372,9 @@ async fn predict_errors() {
         (json!({"x": []}), 422, "/x"),
         (json!({"x": [[1.0, 2.0]]}), 422, "/x/0"),
         (json!({"x": [[1.0], [1.0, 2.0]]}), 422, "/x/1"),
-        (json!({"x": [["a"]]}), 400, "/x/0/0"),
+        (json!({"x": [[1, "a"]]}), 400, "/x/0/1"),
+        (json!({"x": [["a"]]}), 422, "/x"),
+        (json!({"x": ["abc"]}), 422, "/x"),
         (json!({"x": [[1.0]], "variance": "yes"}), 400, "/variance"),
         (json!({"x": [[1.0]], "colour": 1}), 400, "/colour"),
         (json!({"variance": true}), 400, "/x"),

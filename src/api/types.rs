@@ -1,6 +1,7 @@
 //! Request and response bodies of the contract (../shared/API.md).
 
 use super::problem::Problem;
+use crate::dataset::rows::Row;
 use crate::dataset::DatasetInfo;
 use crate::estimator::{ClassLabels, Decision, Prediction};
 use crate::registry::{ModelEntry, ModelState};
@@ -20,7 +21,7 @@ pub struct TrainBody {
     #[serde(default)]
     pub params: Option<Value>,
     #[serde(default)]
-    pub x: Option<Vec<Vec<f64>>>,
+    pub x: Option<Vec<Row>>,
     #[serde(default)]
     pub y: Option<Vec<Target>>,
     /// An uploaded dataset's id, instead of x and y.
@@ -73,7 +74,7 @@ fn yes() -> bool {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PredictBody {
-    pub x: Vec<Vec<f64>>,
+    pub x: Vec<Row>,
     #[serde(default)]
     pub variance: Option<bool>,
     #[serde(default)]
@@ -154,7 +155,8 @@ pub struct ModelResource {
     pub kernel: Value,
     pub params: Value,
     pub n_train: usize,
-    pub n_features: usize,
+    /// None for models over strings or token lists.
+    pub n_features: Option<usize>,
     pub n_support: Option<usize>,
     pub classes: Option<Value>,
     pub training: Option<Value>,
@@ -185,7 +187,7 @@ impl ModelResource {
             kernel: e.requested_kernel.clone(),
             params: e.requested_params.clone(),
             n_train: e.n_train,
-            n_features: e.n_features,
+            n_features: (e.n_features > 0).then_some(e.n_features),
             n_support: None,
             classes: None,
             training: None,

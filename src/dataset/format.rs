@@ -7,12 +7,18 @@
 //! trailer: postcard of [`Trailer`] | trailer length (u64 LE) | CRC-32 (u32 LE) | END (4)
 //! ```
 //!
+//! Version 2 holds strings or token lists instead of numbers: x is one record per row
+//! (a string: its UTF-8 length (u32 LE) and bytes; a token list: its token count (u32
+//! LE), then each token as a string), and the trailer's bytes end with the row kind (1
+//! strings, 2 token lists) and x's length in bytes (u64 LE), counted in the trailer
+//! length. Numeric datasets are still written as version 1.
+//!
 //! Rows go to the file as they are parsed, so n is only known at the end: the metadata
 //! sits in a trailer found from the file's last 16 bytes. The CRC covers every byte before
 //! it. Reading the trailer alone lists a dataset; a fit reads the whole file and checks it.
 
 use super::{DatasetInfo, Targets};
-use crate::kernel::Points;
+use crate::kernel::{Points, RowKind};
 use nalgebra::DMatrix;
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
@@ -20,6 +26,11 @@ use std::io::{self, Read, Write};
 const MAGIC: &[u8; 8] = b"MERCERD\0";
 const END: &[u8; 4] = b"MDS\x01";
 const VERSION: u32 = 1;
+const ROWS_VERSION: u32 = 2;
+const KIND_TEXT: u8 = 1;
+const KIND_TOKENS: u8 = 2;
+/// Kind byte and x length after a version 2 trailer.
+const ROWS_SUFFIX: usize = 9;
 const HEAD: u64 = 12;
 const TAIL: u64 = 16;
 
@@ -63,7 +74,9 @@ impl<W: Write> Write for Checksummed<W> {
 /// Writes a dataset as its rows arrive: `begin`, `push_row` for each row, `finish`.
 pub struct DatasetWriter<W: Write> {
     out: Checksummed<io::BufWriter<W>>,
+    /// Features per row; 0 for strings and token lists.
     d: usize,
+    kind: RowKind,
     rows: u64,
 }
 
@@ -76,7 +89,45 @@ impl<W: Write> DatasetWriter<W> {
         };
         out.write_all(MAGIC)?;
         out.write_all(&VERSION.to_le_bytes())?;
-        Ok(DatasetWriter { out, d, rows: 0 })
+        Ok(DatasetWriter { out, d, kind: RowKind::Numeric, rows: 0 })
+    }
+
+    /// Begins a dataset of strings or token lists (version 2).
+    pub fn begin_rows(inner: W, kind: RowKind) -> io::Result<DatasetWriter<W>> {
+        assert_ne!(kind, RowKind::Numeric, "numeric rows use `begin`");
+        let mut out = Checksummed {
+            inner: io::BufWriter::with_capacity(1 << 20, inner),
+            crc: crc32fast::Hasher::new(),
+            written: 0,
+        };
+        out.write_all(MAGIC)?;
+        out.write_all(&ROWS_VERSION.to_le_bytes())?;
+        Ok(DatasetWriter { out, d: 0, kind, rows: 0 })
+    }
+
+    fn push_str(&mut self, s: &str) -> io::Result<()> {
+        let len = u32::try_from(s.len()).map_err(|_| io::Error::other("a string over 4 GiB"))?;
+        self.out.write_all(&len.to_le_bytes())?;
+        self.out.write_all(s.as_bytes())
+    }
+
+    /// Appends one string row.
+    pub fn push_text(&mut self, s: &str) -> io::Result<()> {
+        debug_assert_eq!(self.kind, RowKind::Text);
+        self.push_str(s)?;
+        self.rows += 1;
+        Ok(())
+    }
+
+    /// Appends one token-list row.
+    pub fn push_tokens(&mut self, tokens: &[String]) -> io::Result<()> {
+        debug_assert_eq!(self.kind, RowKind::Tokens);
+        self.out.write_all(&(tokens.len() as u32).to_le_bytes())?;
+        for t in tokens {
+            self.push_str(t)?;
+        }
+        self.rows += 1;
+        Ok(())
     }
 
     /// Appends one row of exactly d values.
@@ -121,19 +172,31 @@ impl<W: Write> DatasetWriter<W> {
             }
         }
         info.n_rows = self.rows;
-        info.n_features = Some(self.d as u64);
+        info.n_features = (self.kind == RowKind::Numeric).then_some(self.d as u64);
+        // Version 2: x's length, known now that y follows it.
+        let suffix = match self.kind {
+            RowKind::Numeric => Vec::new(),
+            kind => {
+                let y_bytes = self.rows * if labels.is_empty() { 8 } else { 4 };
+                let x_bytes = self.out.written - HEAD - y_bytes;
+                let mut s = vec![if kind == RowKind::Text { KIND_TEXT } else { KIND_TOKENS }];
+                s.extend_from_slice(&x_bytes.to_le_bytes());
+                s
+            }
+        };
         let trailer_len_at = self.out.written;
         // The size is part of the trailer: it is the trailer's own length plus the rest.
         let mut trailer = Trailer { info, labels };
         let size = loop {
             let bytes = postcard::to_allocvec(&trailer).expect("a trailer serialises");
-            let size = trailer_len_at + bytes.len() as u64 + TAIL;
+            let size = trailer_len_at + (bytes.len() + suffix.len()) as u64 + TAIL;
             if trailer.info.bytes == size {
                 break size;
             }
             trailer.info.bytes = size;
         };
-        let bytes = postcard::to_allocvec(&trailer).expect("a trailer serialises");
+        let mut bytes = postcard::to_allocvec(&trailer).expect("a trailer serialises");
+        bytes.extend_from_slice(&suffix);
         self.out.write_all(&bytes)?;
         self.out.write_all(&(bytes.len() as u64).to_le_bytes())?;
         let crc = self.out.crc.clone().finalize();
@@ -166,17 +229,41 @@ pub fn read_info(tail: &[u8], size: u64) -> Result<Result<DatasetInfo, u64>, For
     }
     let trailer = decode_trailer(&tail[t - 16 - len as usize..t - 16])?;
     check_sizes(&trailer, size, len)?;
-    Ok(Ok(trailer.info))
+    Ok(Ok(trailer.trailer.info))
 }
 
-fn decode_trailer(bytes: &[u8]) -> Result<Trailer, FormatError> {
-    postcard::from_bytes(bytes).map_err(|e| FormatError::Corrupt(format!("cannot decode the trailer: {e}")))
+/// A trailer and, for version 2, the kind and byte length of the x section.
+struct Decoded2 {
+    trailer: Trailer,
+    rows: Option<(RowKind, u64)>,
+}
+
+fn decode_trailer(bytes: &[u8]) -> Result<Decoded2, FormatError> {
+    let (trailer, rest): (Trailer, &[u8]) = postcard::take_from_bytes(bytes)
+        .map_err(|e| FormatError::Corrupt(format!("cannot decode the trailer: {e}")))?;
+    let rows = match rest.len() {
+        0 => None,
+        ROWS_SUFFIX => {
+            let kind = match rest[0] {
+                KIND_TEXT => RowKind::Text,
+                KIND_TOKENS => RowKind::Tokens,
+                other => return Err(FormatError::Corrupt(format!("unknown row kind {other}"))),
+            };
+            Some((kind, u64::from_le_bytes(rest[1..].try_into().expect("8 bytes"))))
+        }
+        n => return Err(FormatError::Corrupt(format!("{n} stray bytes after the trailer"))),
+    };
+    Ok(Decoded2 { trailer, rows })
 }
 
 /// The byte lengths of the x and y sections a trailer implies, checked against the file.
-fn check_sizes(t: &Trailer, size: u64, trailer_len: u64) -> Result<(u64, u64), FormatError> {
+fn check_sizes(d2: &Decoded2, size: u64, trailer_len: u64) -> Result<(u64, u64), FormatError> {
+    let t = &d2.trailer;
     let (n, d) = (t.info.n_rows, t.info.n_features.unwrap_or(0));
-    let x = n.checked_mul(d).and_then(|v| v.checked_mul(8));
+    let x = match d2.rows {
+        None => n.checked_mul(d).and_then(|v| v.checked_mul(8)),
+        Some((_, x_bytes)) => Some(x_bytes),
+    };
     let y = n.checked_mul(if t.labels.is_empty() { 8 } else { 4 });
     let (Some(x), Some(y)) = (x, y) else {
         return Err(FormatError::Corrupt("row count overflows".into()));
@@ -205,7 +292,7 @@ pub fn read_dataset(mut r: impl Read, size: u64) -> Result<Decoded, FormatError>
         return Err(FormatError::Corrupt("bad magic".into()));
     }
     let version = u32::from_le_bytes(head[8..12].try_into().expect("4 bytes"));
-    if version != VERSION {
+    if version != VERSION && version != ROWS_VERSION {
         return Err(FormatError::Corrupt(format!("unknown format version {version}")));
     }
     if size < HEAD + TAIL {
@@ -235,12 +322,24 @@ pub fn read_dataset(mut r: impl Read, size: u64) -> Result<Decoded, FormatError>
     if len > body_len {
         return Err(FormatError::Corrupt("trailer length exceeds the file".into()));
     }
-    let trailer = decode_trailer(&body[(body_len - len) as usize..])?;
-    let (xb, yb) = check_sizes(&trailer, size, len)?;
+    let decoded = decode_trailer(&body[(body_len - len) as usize..])?;
+    let (xb, yb) = check_sizes(&decoded, size, len)?;
+    if decoded.rows.is_some() != (version == ROWS_VERSION) {
+        return Err(FormatError::Corrupt(format!("version {version} with a trailer of the other layout")));
+    }
+    let trailer = decoded.trailer;
     let d = trailer.info.n_features.unwrap_or(0) as usize;
     let n = trailer.info.n_rows as usize;
-    let values: Vec<f64> =
-        body[..xb as usize].chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes"))).collect();
+    let x = match decoded.rows {
+        None => {
+            let values: Vec<f64> = body[..xb as usize]
+                .chunks_exact(8)
+                .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
+                .collect();
+            Points::from_columns(DMatrix::from_vec(d, n, values))
+        }
+        Some((kind, _)) => read_rows(&body[..xb as usize], kind, n)?,
+    };
     let ys = &body[xb as usize..(xb + yb) as usize];
     let y = if trailer.labels.is_empty() {
         Targets::Numeric(ys.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes"))).collect())
@@ -252,7 +351,41 @@ pub fn read_dataset(mut r: impl Read, size: u64) -> Result<Decoded, FormatError>
         Targets::Labels { labels: trailer.labels, codes }
     };
     drop(body);
-    Ok(Decoded { info: trailer.info, x: Points::from_columns(DMatrix::from_vec(d, n, values)), y })
+    Ok(Decoded { info: trailer.info, x, y })
+}
+
+/// The records of a version 2 x section.
+fn read_rows(mut bytes: &[u8], kind: RowKind, n: usize) -> Result<Points, FormatError> {
+    fn take<'a>(bytes: &mut &'a [u8], len: usize) -> Result<&'a [u8], FormatError> {
+        if bytes.len() < len {
+            return Err(FormatError::Corrupt("a row runs past its section".into()));
+        }
+        let (head, rest) = bytes.split_at(len);
+        *bytes = rest;
+        Ok(head)
+    }
+    fn u32_of(bytes: &mut &[u8]) -> Result<usize, FormatError> {
+        Ok(u32::from_le_bytes(take(bytes, 4)?.try_into().expect("4 bytes")) as usize)
+    }
+    fn string(bytes: &mut &[u8]) -> Result<String, FormatError> {
+        let len = u32_of(bytes)?;
+        String::from_utf8(take(bytes, len)?.to_vec()).map_err(|_| FormatError::Corrupt("a row is not UTF-8".into()))
+    }
+    let points = match kind {
+        RowKind::Text => Points::from_texts((0..n).map(|_| string(&mut bytes)).collect::<Result<Vec<_>, _>>()?),
+        _ => {
+            let mut rows = Vec::with_capacity(n);
+            for _ in 0..n {
+                let count = u32_of(&mut bytes)?;
+                rows.push((0..count).map(|_| string(&mut bytes)).collect::<Result<Vec<_>, _>>()?);
+            }
+            Points::from_tokens(rows)
+        }
+    };
+    if !bytes.is_empty() {
+        return Err(FormatError::Corrupt("bytes left after the last row".into()));
+    }
+    Ok(points)
 }
 
 #[cfg(test)]
@@ -305,6 +438,35 @@ mod tests {
             let need = read_info(&bytes[bytes.len() - 16..], bytes.len() as u64).unwrap().unwrap_err();
             let again = read_info(&bytes[bytes.len() - need as usize..], bytes.len() as u64).unwrap();
             assert_eq!(again.unwrap(), back.info);
+        }
+    }
+
+    #[test]
+    fn string_and_token_rows_round_trip() {
+        let mut w = DatasetWriter::begin_rows(Vec::new(), RowKind::Text).unwrap();
+        for s in ["héllo", "", "a\u{1F600}b"] {
+            w.push_text(s).unwrap();
+        }
+        let y = Targets::Labels { labels: vec!["x".into(), "y".into()], codes: vec![0, 1, 0] };
+        let (bytes, stored) = w.finish(info(), &y).unwrap();
+        assert_eq!((stored.n_rows, stored.n_features, stored.bytes), (3, None, bytes.len() as u64));
+        let back = read_dataset(&bytes[..], bytes.len() as u64).unwrap();
+        assert_eq!(back.x, Points::from_texts(["héllo", "", "a\u{1F600}b"]));
+        assert_eq!(back.y, y);
+        assert_eq!(read_info(&bytes, bytes.len() as u64).unwrap().unwrap(), stored);
+
+        let rows = vec![vec!["a".to_string(), "b".into()], vec![], vec!["ç".into()]];
+        let mut w = DatasetWriter::begin_rows(Vec::new(), RowKind::Tokens).unwrap();
+        for r in &rows {
+            w.push_tokens(r).unwrap();
+        }
+        let (bytes, _) = w.finish(info(), &Targets::Numeric(vec![1.0, 2.0, 3.0])).unwrap();
+        let back = read_dataset(&bytes[..], bytes.len() as u64).unwrap();
+        assert_eq!(back.x, Points::from_tokens(rows));
+        for i in [13, 20, bytes.len() - 22] {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x10;
+            assert!(read_dataset(&bad[..], bad.len() as u64).is_err(), "flip at {i} went unnoticed");
         }
     }
 

@@ -1,9 +1,13 @@
 //! JSON uploads, `{"x": [[...], ...], "y": [...], "name": ...}` as in a training body,
 //! parsed as they stream in: serde visits each row once and the row goes straight to
 //! the stored form, so no JSON tree (and no `Vec<Vec<f64>>`) of the set is ever built.
+//! Rows are numbers, strings or token lists, as in a training body; the first row that
+//! says which (a token-list set may begin with empty lists) fixes the kind.
 
 use super::format::DatasetWriter;
+use super::rows::Cell;
 use super::{DatasetInfo, IngestError, Targets};
+use crate::kernel::RowKind;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -39,7 +43,13 @@ struct State<W: Write> {
     out: Option<W>,
     writer: Option<DatasetWriter<W>>,
     d: usize,
+    /// The rows' kind, once a row has shown it.
+    kind: Option<RowKind>,
+    /// Empty lists seen before the kind was known (token lists, or an error).
+    leading_empty: usize,
     row: Vec<f64>,
+    text: Option<String>,
+    tokens: Vec<String>,
     y: Option<Ys>,
     name: Option<Option<String>>,
     x_seen: bool,
@@ -55,23 +65,68 @@ impl<W: Write> State<W> {
         E::custom(message)
     }
 
-    fn end_row<E: de::Error>(&mut self, i: usize) -> Result<(), E> {
-        if i == 0 {
-            if self.row.is_empty() {
-                return Err(self.fail(IngestError::invalid("/x/0", "rows must have at least one feature")));
-            }
-            self.d = self.row.len();
-            let out = self.out.take().expect("the output is taken once, at the first row");
-            match DatasetWriter::begin(out, self.d) {
-                Ok(w) => self.writer = Some(w),
-                Err(e) => return Err(self.fail(IngestError::Io(e))),
-            }
-        } else if self.row.len() != self.d {
-            let message = format!("has {} features but row 0 has {}", self.row.len(), self.d);
-            return Err(self.fail(IngestError::invalid(format!("/x/{i}"), message)));
+    /// The kind of the row just parsed; None for an empty list.
+    fn row_kind(&self) -> Option<RowKind> {
+        if self.text.is_some() {
+            Some(RowKind::Text)
+        } else if !self.tokens.is_empty() {
+            Some(RowKind::Tokens)
+        } else if !self.row.is_empty() {
+            Some(RowKind::Numeric)
+        } else {
+            None
         }
-        let writer = self.writer.as_mut().expect("begun at row 0");
-        if let Err(e) = writer.push_row(&self.row) {
+    }
+
+    fn end_row<E: de::Error>(&mut self, i: usize) -> Result<(), E> {
+        let row_kind = self.row_kind();
+        let kind = match (self.kind, row_kind) {
+            (Some(k), _) => k,
+            (None, None) => {
+                self.leading_empty += 1;
+                return Ok(());
+            }
+            (None, Some(k)) => {
+                if self.leading_empty > 0 && k != RowKind::Tokens {
+                    let e = IngestError::invalid("/x/0", "rows must have at least one feature");
+                    return Err(self.fail(e));
+                }
+                self.d = self.row.len();
+                let out = self.out.take().expect("the output is taken once, at the first non-empty row");
+                let begun = match k {
+                    RowKind::Numeric => DatasetWriter::begin(out, self.d),
+                    other => DatasetWriter::begin_rows(out, other),
+                };
+                let mut writer = match begun {
+                    Ok(w) => w,
+                    Err(e) => return Err(self.fail(IngestError::Io(e))),
+                };
+                for _ in 0..self.leading_empty {
+                    if let Err(e) = writer.push_tokens(&[]) {
+                        return Err(self.fail(IngestError::Io(e)));
+                    }
+                }
+                self.writer = Some(writer);
+                self.kind = Some(k);
+                k
+            }
+        };
+        let writer = self.writer.as_mut().expect("begun at the first non-empty row");
+        let written = match (kind, row_kind) {
+            (RowKind::Numeric, Some(RowKind::Numeric)) | (RowKind::Numeric, None) if self.row.len() != self.d => {
+                let message = format!("has {} features but row 0 has {}", self.row.len(), self.d);
+                return Err(self.fail(IngestError::invalid(format!("/x/{i}"), message)));
+            }
+            (RowKind::Numeric, Some(RowKind::Numeric)) => writer.push_row(&self.row),
+            (RowKind::Text, Some(RowKind::Text)) => writer.push_text(self.text.as_deref().unwrap_or_default()),
+            (RowKind::Tokens, Some(RowKind::Tokens) | None) => writer.push_tokens(&self.tokens),
+            (want, got) => {
+                let got = got.map_or("an empty list", RowKind::describe);
+                let message = format!("is {got}, but the rows are {}", want.describe());
+                return Err(self.fail(IngestError::invalid(format!("/x/{i}"), message)));
+            }
+        };
+        if let Err(e) = written {
             return Err(self.fail(IngestError::Io(e)));
         }
         Ok(())
@@ -84,7 +139,11 @@ pub fn ingest<R: Read, W: Write>(input: R, out: W) -> Result<(DatasetInfo, W), I
         out: Some(out),
         writer: None,
         d: 0,
+        kind: None,
+        leading_empty: 0,
         row: Vec::new(),
+        text: None,
+        tokens: Vec::new(),
         y: None,
         name: None,
         x_seen: false,
@@ -103,7 +162,9 @@ pub fn ingest<R: Read, W: Write>(input: R, out: W) -> Result<(DatasetInfo, W), I
         return Err(IngestError::malformed(state.loc.pointer(), e.to_string()));
     }
     let Some(writer) = state.writer.take() else {
-        return Err(if state.x_seen {
+        return Err(if state.leading_empty > 0 {
+            IngestError::invalid("/x", "every row is empty")
+        } else if state.x_seen {
             IngestError::invalid("/x", "must contain at least one row")
         } else {
             IngestError::malformed("/x", "missing field `x`")
@@ -197,6 +258,8 @@ impl<'de, W: Write> Visitor<'de> for Rows<'_, W> {
         loop {
             s.loc = Loc::X(i, None);
             s.row.clear();
+            s.text = None;
+            s.tokens.clear();
             if seq.next_element_seed(Row(&mut *s, i))?.is_none() {
                 return Ok(());
             }
@@ -211,22 +274,30 @@ struct Row<'a, W: Write>(&'a mut State<W>, usize);
 impl<'de, W: Write> DeserializeSeed<'de> for Row<'_, W> {
     type Value = ();
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_seq(self)
+        d.deserialize_any(self)
     }
 }
 
 impl<'de, W: Write> Visitor<'de> for Row<'_, W> {
     type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a row: a list of numbers")
+        f.write_str("a row: a list of numbers, a string, or a list of strings")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        self.0.text = Some(v.to_string());
+        Ok(())
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let (s, i) = (self.0, self.1);
         loop {
-            s.loc = Loc::X(i, Some(s.row.len()));
-            match seq.next_element::<f64>()? {
-                Some(v) => s.row.push(v),
+            let j = s.row.len() + s.tokens.len();
+            s.loc = Loc::X(i, Some(j));
+            match seq.next_element::<Cell>()? {
+                Some(Cell::Number(v)) if s.tokens.is_empty() => s.row.push(v),
+                Some(Cell::Text(t)) if s.row.is_empty() => s.tokens.push(t),
+                Some(_) => return Err(de::Error::custom("a row mixes numbers and strings")),
                 None => return Ok(()),
             }
         }
@@ -340,11 +411,28 @@ mod tests {
     }
 
     #[test]
+    fn strings_and_token_lists_are_stored_as_such() {
+        let (info, back) = load(r#"{"x": ["abc", "", "déjà"], "y": [1, 2, 3]}"#).unwrap();
+        assert_eq!((info.n_rows, info.n_features), (3, None));
+        assert_eq!(back.x, crate::kernel::Points::from_texts(["abc", "", "déjà"]));
+        let (info, back) = load(r#"{"x": [[], ["a", "b"], []], "y": ["p", "q", "p"]}"#).unwrap();
+        assert_eq!((info.n_rows, info.n_features), (3, None));
+        let want = vec![vec![], vec!["a".to_string(), "b".into()], vec![]];
+        assert_eq!(back.x, crate::kernel::Points::from_tokens(want));
+    }
+
+    #[test]
     fn errors_point_into_the_body() {
         assert_eq!(failure(r#"{"x": [[1, 2], [3]], "y": [1, 2]}"#), (true, "/x/1".into()));
         assert_eq!(failure(r#"{"x": [[1, 2], [3, "a"]], "y": [1, 2]}"#), (false, "/x/1/1".into()));
         assert_eq!(failure(r#"{"x": [[1e400]], "y": [1]}"#), (false, "/x/0/0".into()));
-        assert_eq!(failure(r#"{"x": [[]], "y": [1]}"#), (true, "/x/0".into()));
+        assert_eq!(failure(r#"{"x": [[]], "y": [1]}"#), (true, "/x".into()));
+        assert_eq!(failure(r#"{"x": [[], [1]], "y": [1, 2]}"#), (true, "/x/0".into()));
+        assert_eq!(failure(r#"{"x": ["a", [1]], "y": [1, 2]}"#), (true, "/x/1".into()));
+        assert_eq!(failure(r#"{"x": [["a"], "b"], "y": [1, 2]}"#), (true, "/x/1".into()));
+        assert_eq!(failure(r#"{"x": [[1], []], "y": [1, 2]}"#), (true, "/x/1".into()));
+        assert_eq!(failure(r#"{"x": [["a", 1]], "y": [1]}"#), (false, "/x/0/1".into()));
+        assert_eq!(failure(r#"{"x": [{"a": 1}], "y": [1]}"#), (false, "/x/0".into()));
         assert_eq!(failure(r#"{"x": [], "y": []}"#), (true, "/x".into()));
         assert_eq!(failure(r#"{"x": [[1], [2]], "y": [1]}"#), (true, "/y".into()));
         assert_eq!(failure(r#"{"x": [[1], [2]], "y": [1, "a"]}"#), (true, "/y/1".into()));

@@ -9,6 +9,7 @@
 pub mod csv;
 pub mod format;
 pub mod json;
+pub mod rows;
 
 use crate::estimator::Target;
 use serde::{Deserialize, Serialize};

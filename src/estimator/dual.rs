@@ -100,8 +100,8 @@ impl<S: DualSpec> Predictor for DualClassifier<S> {
         self.expansion.points.n()
     }
 
-    fn n_features(&self) -> usize {
-        self.expansion.points.d()
+    fn support(&self) -> &Points {
+        &self.expansion.points
     }
 
     fn classes(&self) -> Option<&ClassLabels> {
@@ -161,7 +161,7 @@ impl DualExpansion {
     }
 
     fn store_into(&self, s: &mut StoredFit) {
-        s.x = self.points.as_matrix().as_slice().to_vec();
+        s.put_points(&self.points);
         s.arrays = vec![("coef".into(), self.coef.as_slice().to_vec()), ("bias".into(), self.bias.clone())];
     }
 

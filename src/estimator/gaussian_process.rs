@@ -199,7 +199,7 @@ impl GaussianProcessModel {
     }
 
     pub(super) fn store_into(&self, s: &mut super::StoredFit) {
-        s.x = self.x.as_matrix().as_slice().to_vec();
+        s.put_points(&self.x);
         s.alpha = self.alpha.clone();
         s.factor = self.chol.l().as_slice().to_vec();
         s.jitter = self.chol.jitter();
@@ -344,8 +344,8 @@ impl Predictor for GaussianProcessModel {
         self.x.n()
     }
 
-    fn n_features(&self) -> usize {
-        self.x.d()
+    fn support(&self) -> &Points {
+        &self.x
     }
 
     fn memory_bytes(&self) -> usize {

@@ -295,7 +295,7 @@ impl Estimator for GpClassifier {
 
 impl GpClassifierModel {
     pub(super) fn store_into(&self, s: &mut super::StoredFit) {
-        s.x = self.x.as_matrix().as_slice().to_vec();
+        s.put_points(&self.x);
         let cat = |f: &dyn Fn(&Machine) -> Vec<f64>| self.machines.iter().flat_map(f).collect::<Vec<f64>>();
         s.arrays = vec![
             ("theta".into(), cat(&|m| m.kernel.theta())),
@@ -381,8 +381,8 @@ impl Predictor for GpClassifierModel {
         self.x.n()
     }
 
-    fn n_features(&self) -> usize {
-        self.x.d()
+    fn support(&self) -> &Points {
+        &self.x
     }
 
     fn classes(&self) -> Option<&ClassLabels> {

@@ -73,7 +73,7 @@ fn kmeans(x: &Points, m: usize, seed: u64, ctx: &FitContext) -> Result<Points, F
 
 /// k-means++ (Arthur & Vassilvitskii 2007): each new centre drawn with probability
 /// proportional to its squared distance from the nearest centre so far.
-fn kmeans_plus_plus(x: &Points, m: usize, seed: u64, par: Parallelism) -> Points {
+pub(super) fn kmeans_plus_plus(x: &Points, m: usize, seed: u64, par: Parallelism) -> Points {
     let (n, d) = (x.n(), x.d());
     let mut rng = SplitMix64::new(seed);
     let mut chosen = Vec::with_capacity(m);
@@ -110,7 +110,7 @@ fn kmeans_plus_plus(x: &Points, m: usize, seed: u64, par: Parallelism) -> Points
 }
 
 /// For each row, the index of its nearest centre.
-fn assign(x: &Points, centres: &Points, par: Parallelism) -> Vec<u32> {
+pub(super) fn assign(x: &Points, centres: &Points, par: Parallelism) -> Vec<u32> {
     let (n, d, m) = (x.n(), x.d(), centres.n());
     let c_norms: Vec<f64> = (0..m).map(|j| centres.point(j).iter().map(|v| v * v).sum()).collect();
     let cview = MatRef::from_column_major_slice(centres.as_matrix().as_slice(), d, m);
@@ -148,7 +148,7 @@ fn assign(x: &Points, centres: &Points, par: Parallelism) -> Vec<u32> {
 
 /// Lloyd's iterations from `centres` until the assignment is stable, the centres move
 /// less than the tolerance, or the iteration cap. An empty cluster keeps its centre.
-fn lloyd(x: &Points, centres: &mut Points, ctx: &FitContext) -> Result<(), FitError> {
+pub(super) fn lloyd(x: &Points, centres: &mut Points, ctx: &FitContext) -> Result<(), FitError> {
     let (n, d, m) = (x.n(), x.d(), centres.n());
     let mean = x.as_matrix().column_mean();
     let variance: f64 =

@@ -73,7 +73,7 @@ impl KernelRidgeModel {
     }
 
     pub(super) fn store_into(&self, s: &mut super::StoredFit) {
-        s.x = self.x.as_matrix().as_slice().to_vec();
+        s.put_points(&self.x);
         s.alpha = self.alpha.clone();
     }
 
@@ -122,8 +122,8 @@ impl Predictor for KernelRidgeModel {
         self.x.n()
     }
 
-    fn n_features(&self) -> usize {
-        self.x.d()
+    fn support(&self) -> &Points {
+        &self.x
     }
 
     fn memory_bytes(&self) -> usize {

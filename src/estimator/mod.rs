@@ -16,6 +16,7 @@ pub mod kernel_logistic;
 pub mod kernel_perceptron;
 pub mod kernel_ridge;
 pub mod labels;
+pub mod mixture;
 pub mod nadaraya_watson;
 pub(crate) mod nystrom;
 pub mod rbf_network;
@@ -24,7 +25,7 @@ pub mod sparse_gp;
 mod stored;
 pub mod svm;
 
-use crate::kernel::{Kernel, Points};
+use crate::kernel::{Kernel, Points, RowKind};
 use crate::linalg::Parallelism;
 use crate::spec::FieldError;
 use nalgebra::DMatrix;
@@ -43,7 +44,7 @@ pub use rbf_network::{RbfNetwork, RbfNetworkModel};
 pub(crate) use search::HyperSearch;
 pub use sparse_gp::SparseGpModel;
 pub(crate) use stored::StoredArrays;
-pub use stored::{FittedModel, RestoreError, StoredFit};
+pub use stored::{FittedModel, RestoreError, StoredFit, StoredRows};
 pub use svm::{Svm, SvmModel};
 
 /// The model names of the contract.
@@ -288,7 +289,16 @@ pub trait Predictor {
     fn classes(&self) -> Option<&ClassLabels> {
         None
     }
-    fn n_features(&self) -> usize;
+    /// The training points (or centres) the model keeps for prediction.
+    fn support(&self) -> &Points;
+    /// Features per row: 0 for strings and token lists.
+    fn n_features(&self) -> usize {
+        self.support().d()
+    }
+    /// The kind of rows the model was trained on, and takes at predict.
+    fn row_kind(&self) -> RowKind {
+        self.support().kind()
+    }
     /// Bytes of the stored arrays.
     fn memory_bytes(&self) -> usize;
     /// Rough flop count of predicting `m` rows, to decide where the work runs.
@@ -358,6 +368,57 @@ impl ModelSpec {
             ModelSpec::NadarayaWatson(p) => &p.kernel,
             ModelSpec::RbfNetwork(p) => &p.kernel,
         }
+    }
+
+    fn kernel_mut(&mut self) -> &mut Kernel {
+        match self {
+            ModelSpec::KernelRidge(p) => &mut p.kernel,
+            ModelSpec::GaussianProcess(p) => &mut p.kernel,
+            ModelSpec::Svm(p) => &mut p.kernel,
+            ModelSpec::KernelPerceptron(p) => &mut p.kernel,
+            ModelSpec::KernelLogistic(p) => &mut p.kernel,
+            ModelSpec::GpClassifier(p) => &mut p.kernel,
+            ModelSpec::NadarayaWatson(p) => &mut p.kernel,
+            ModelSpec::RbfNetwork(p) => &mut p.kernel,
+        }
+    }
+
+    /// What can only be checked once the rows are known: the kernel against their kind
+    /// and width, and k-means inducing points against non-numeric rows. Pointers are
+    /// within the request.
+    pub fn check_rows(&self, kind: RowKind, d: usize) -> Result<(), FieldError> {
+        self.kernel().check_rows(kind).map_err(|e| e.under("/kernel"))?;
+        if kind == RowKind::Numeric {
+            self.kernel().check_features(d).map_err(|e| e.under("/kernel"))?;
+        } else if let Some(a) = self.approximation().filter(|a| a.mode != approx::Mode::Exact) {
+            if a.selection == approx::Selection::Kmeans {
+                return Err(FieldError::invalid(
+                    "/params/inducing_selection",
+                    format!("k-means needs numeric rows, not {}; use \"uniform\"", kind.describe()),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// This spec with every generative and Fisher kernel's mixture fitted to `x`.
+    fn with_fitted_mixtures(&self, x: &Points, ctx: &FitContext) -> Result<Option<ModelSpec>, FitError> {
+        let mut fit = |g: &crate::kernel::MixtureKernel,
+                       path: &str|
+         -> Result<std::sync::Arc<crate::kernel::Mixture>, FitError> {
+            match mixture::fit(x, g, ctx) {
+                Ok(m) => Ok(std::sync::Arc::new(m.mixture)),
+                Err(FitError::Invalid(e)) => Err(FitError::Invalid(e.under(path).under("/kernel"))),
+                Err(e) => Err(e),
+            }
+        };
+        let kernel = self.kernel().with_mixtures(&mut fit)?;
+        if &kernel == self.kernel() {
+            return Ok(None);
+        }
+        let mut spec = self.clone();
+        *spec.kernel_mut() = kernel;
+        Ok(Some(spec))
     }
 
     pub fn params_json(&self) -> Value {
@@ -457,8 +518,16 @@ impl ModelSpec {
     }
 
     pub fn fit(&self, data: &TrainingData, ctx: &FitContext) -> Result<FittedModel, FitError> {
-        // The kernel may be well-formed but inconsistent with the data (ARD list length).
-        self.kernel().check_features(data.x().d()).map_err(|e| FitError::Invalid(e.under("/kernel")))?;
+        // The kernel may be well-formed but inconsistent with the data (ARD list length,
+        // a string kernel over numbers).
+        self.check_rows(data.x().kind(), data.x().d()).map_err(FitError::Invalid)?;
+        match self.with_fitted_mixtures(data.x(), ctx)? {
+            Some(spec) => spec.fit_checked(data, ctx),
+            None => self.fit_checked(data, ctx),
+        }
+    }
+
+    fn fit_checked(&self, data: &TrainingData, ctx: &FitContext) -> Result<FittedModel, FitError> {
         let mut fitted = match (self, data) {
             (ModelSpec::KernelRidge(p), TrainingData::Regression(d)) => FittedModel::KernelRidge(p.fit(d, ctx)?),
             (ModelSpec::GaussianProcess(p), TrainingData::Regression(d)) if p.approx.mode == approx::Mode::Nystrom => {

@@ -7,7 +7,7 @@
 //! fitted: the model keeps the training set.
 
 use super::{Estimator, FitContext, FitError, PredictOptions, Prediction, Predictor, TrainingReport, TrainingSet};
-use crate::kernel::{Kernel, Points};
+use crate::kernel::{Kernel, Points, RowKind};
 use crate::linalg::Parallelism;
 use crate::spec::{FieldError, ObjectReader};
 use serde_json::{json, Value};
@@ -46,7 +46,7 @@ pub struct NadarayaWatsonModel {
 
 impl NadarayaWatsonModel {
     pub(super) fn store_into(&self, s: &mut super::StoredFit) {
-        s.x = self.x.as_matrix().as_slice().to_vec();
+        s.put_points(&self.x);
         s.alpha = self.y.clone();
     }
 
@@ -95,8 +95,11 @@ impl Predictor for NadarayaWatsonModel {
                 let total: f64 = col.iter().sum();
                 values.push(if total > 0.0 {
                     col.iter().zip(&self.y).map(|(w, y)| w * y).sum::<f64>() / total
-                } else {
+                } else if q.kind() == RowKind::Numeric {
                     self.nearest(q.point(c))
+                } else {
+                    // Strings and token sets have no distance to find a nearest row by.
+                    self.y.iter().sum::<f64>() / self.y.len() as f64
                 });
             }
         }
@@ -109,8 +112,8 @@ impl Predictor for NadarayaWatsonModel {
         self.x.n()
     }
 
-    fn n_features(&self) -> usize {
-        self.x.d()
+    fn support(&self) -> &Points {
+        &self.x
     }
 
     fn memory_bytes(&self) -> usize {

@@ -86,7 +86,7 @@ impl RbfNetworkModel {
     }
 
     pub(super) fn store_into(&self, s: &mut super::StoredFit) {
-        s.x = self.centres.as_matrix().as_slice().to_vec();
+        s.put_points(&self.centres);
         s.alpha = self.weights.clone();
     }
 
@@ -153,8 +153,8 @@ impl Predictor for RbfNetworkModel {
         self.centres.n()
     }
 
-    fn n_features(&self) -> usize {
-        self.centres.d()
+    fn support(&self) -> &Points {
+        &self.centres
     }
 
     fn memory_bytes(&self) -> usize {

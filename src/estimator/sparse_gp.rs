@@ -301,7 +301,7 @@ impl SparseGpModel {
     }
 
     pub(super) fn store_into(&self, s: &mut super::StoredFit) {
-        s.x = self.z.as_matrix().as_slice().to_vec();
+        s.put_points(&self.z);
         s.alpha = self.weights.clone();
         s.factor = self.v.l().as_slice().to_vec();
         s.y_mean = self.y_mean;
@@ -400,8 +400,8 @@ impl Predictor for SparseGpModel {
         self.z.n()
     }
 
-    fn n_features(&self) -> usize {
-        self.z.d()
+    fn support(&self) -> &Points {
+        &self.z
     }
 
     fn memory_bytes(&self) -> usize {

@@ -8,7 +8,7 @@ use super::{
     NadarayaWatson, NadarayaWatsonModel, Predictor, RbfNetwork, RbfNetworkModel, SparseGpModel, Svm, SvmModel,
     TrainingReport,
 };
-use crate::kernel::{Kernel, Points};
+use crate::kernel::{Kernel, Points, RowKind};
 use crate::spec::FieldError;
 use nalgebra::DMatrix;
 use serde::Serialize;
@@ -36,6 +36,18 @@ pub struct StoredFit {
     pub classes: String,
     /// Further named arrays a model needs (format version 2).
     pub arrays: Vec<(String, Vec<f64>)>,
+    /// Training points that are not numbers (format version 5); `d` is then 0.
+    pub rows: StoredRows,
+}
+
+/// Training points of the kinds that do not fit `StoredFit::x`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub enum StoredRows {
+    /// The points are `x` (d x n).
+    #[default]
+    Numeric,
+    Text(Vec<String>),
+    Tokens(Vec<Vec<String>>),
 }
 
 /// A stored fit's named arrays, taken out one by one on restore.
@@ -62,7 +74,31 @@ impl StoredArrays {
 pub struct RestoreError(pub String);
 
 impl StoredFit {
+    /// Stores `p` as the model's points.
+    pub(crate) fn put_points(&mut self, p: &Points) {
+        match p.kind() {
+            RowKind::Numeric => {
+                self.d = p.d() as u64;
+                self.x = p.as_matrix().as_slice().to_vec();
+            }
+            RowKind::Text => {
+                let texts = p.texts().expect("text points");
+                self.rows = StoredRows::Text(texts.iter().map(|s| s.iter().collect()).collect());
+            }
+            RowKind::Tokens => {
+                let lists = p.token_lists().expect("token points");
+                self.rows = StoredRows::Tokens(lists.iter().map(|r| r.to_vec()).collect());
+            }
+        }
+    }
+
     fn take_points(&mut self) -> Result<Points, RestoreError> {
+        match std::mem::take(&mut self.rows) {
+            StoredRows::Numeric => {}
+            StoredRows::Text(t) if !t.is_empty() => return Ok(Points::from_texts(t)),
+            StoredRows::Tokens(t) if !t.is_empty() => return Ok(Points::from_tokens(t)),
+            _ => return Err(RestoreError("no training points".into())),
+        }
         let d = self.d as usize;
         if d == 0 || self.x.len() % d != 0 || self.x.is_empty() {
             return Err(RestoreError(format!("{} values do not make points of dimension {d}", self.x.len())));
@@ -150,6 +186,7 @@ impl FittedModel {
             y_std: 1.0,
             classes: p.classes().map_or(Value::Null, ClassLabels::to_json).to_string(),
             arrays: Vec::new(),
+            rows: StoredRows::Numeric,
         };
         match self {
             FittedModel::KernelRidge(m) => m.store_into(&mut s),

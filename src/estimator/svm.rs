@@ -259,7 +259,7 @@ impl SvmModel {
     }
 
     pub(super) fn store_into(&self, s: &mut super::StoredFit) {
-        s.x = self.sv.as_matrix().as_slice().to_vec();
+        s.put_points(&self.sv);
         s.arrays = vec![
             ("sv_start".into(), self.sv_start.iter().map(|&v| v as f64).collect()),
             ("coef".into(), self.coef.as_slice().to_vec()),
@@ -370,8 +370,8 @@ impl Predictor for SvmModel {
         self.sv.n()
     }
 
-    fn n_features(&self) -> usize {
-        self.sv.d()
+    fn support(&self) -> &Points {
+        &self.sv
     }
 
     fn classes(&self) -> Option<&ClassLabels> {

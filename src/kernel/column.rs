@@ -7,6 +7,7 @@
 //! with [`ColumnKernel::swap`], so positions stay contiguous.
 
 use super::gram::{leaf, Base, LeafMap};
+use super::structured::{feature_map, PairKernel};
 use super::{Kernel, Points};
 use crate::linalg::Parallelism;
 use rayon::prelude::*;
@@ -35,6 +36,11 @@ enum Node {
         /// Squared norms of the prepared points (distance kernels only).
         norms: Vec<f64>,
         map: LeafMap,
+    },
+    /// A string or set kernel, entry by entry; `order[p]` is the row at position p.
+    Pairs {
+        kernel: PairKernel,
+        order: Vec<usize>,
     },
     Constant(f64),
     White(f64),
@@ -80,6 +86,12 @@ impl ColumnKernel {
 
 impl Node {
     fn new(kernel: &Kernel, points: &Points) -> Node {
+        if let Some((base, map)) = feature_map(kernel) {
+            return Node::new(&base, &map(points));
+        }
+        if let Some(pairs) = PairKernel::new(kernel, points) {
+            return Node::Pairs { kernel: pairs, order: (0..points.n()).collect() };
+        }
         if let Some(leaf) = leaf(kernel) {
             let scaled = match &leaf.scales {
                 Some(s) => points.scaled(s).into_owned(),
@@ -146,6 +158,12 @@ impl Node {
                 crate::linalg::clear_upper_vector_state();
                 map(out);
             }
+            Node::Pairs { kernel, order } => {
+                let mut scratch = Vec::new();
+                for (o, p) in out.iter_mut().zip(range) {
+                    *o = kernel.pair(order[i], order[p], &mut scratch);
+                }
+            }
             Node::Constant(v) => out.fill(*v),
             Node::White(noise) => {
                 out.fill(0.0);
@@ -186,6 +204,7 @@ impl Node {
                     norms.swap(i, j);
                 }
             }
+            Node::Pairs { order, .. } => order.swap(i, j),
             Node::Constant(_) | Node::White(_) => {}
             Node::Sum(parts) | Node::Product(parts) => parts.iter_mut().for_each(|p| p.swap(i, j)),
             Node::Scale(_, inner) => inner.swap(i, j),

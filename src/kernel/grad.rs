@@ -8,7 +8,7 @@
 use super::hyper::Scales;
 use super::{Kernel, Nu, Points, RbfWidth};
 use crate::linalg::Parallelism;
-use nalgebra::DMatrix;
+use nalgebra::{DMatrix, DVector};
 use rayon::prelude::*;
 use std::f64::consts::PI;
 
@@ -151,6 +151,14 @@ pub(super) fn eval(k: &Kernel, x: &[f64], z: &[f64], same: bool, grads: Option<&
                 out.push(v);
             }
             v
+        }
+        Kernel::Mahalanobis(_) | Kernel::Generative(_) | Kernel::Fisher(_) => {
+            // The reference path only: one 1 x 1 cross matrix through the feature map.
+            let (px, pz) = (Points::from_rows(&[x.to_vec()]), Points::from_rows(&[z.to_vec()]));
+            k.cross(&px, &pz, Parallelism::Sequential)[(0, 0)]
+        }
+        Kernel::Spectrum { .. } | Kernel::Subsequence { .. } | Kernel::Set { .. } => {
+            unreachable!("string and set kernels are never evaluated on numeric points")
         }
         Kernel::Sum(ks) => ks.iter().map(|part| eval(part, x, z, same, want.then_some(&mut *out))).sum(),
         Kernel::Product(ks) => {
@@ -345,7 +353,84 @@ pub(super) fn gram_with_gradient(k: &Kernel, x: &Points, z: Option<&Points>, par
             };
             (kmat, grads)
         }
+        Kernel::Spectrum { .. }
+        | Kernel::Subsequence { .. }
+        | Kernel::Set { .. }
+        | Kernel::Mahalanobis(_)
+        | Kernel::Generative(_)
+        | Kernel::Fisher(_) => (super::gram::build(k, x, z, par), Vec::new()),
         _ => pointwise_gram_with_gradient(k, x, z, par),
+    }
+}
+
+/// k(x_i, x_i) and its derivatives, one vector per free hyperparameter in theta's order:
+/// combinators structurally (so string kernels inside a sum never meet a pointwise
+/// evaluation), numeric leaves pointwise.
+pub(super) fn diag_with_gradient(k: &Kernel, x: &Points) -> (DVector<f64>, Vec<DVector<f64>>) {
+    let n = x.n();
+    match k {
+        Kernel::Sum(ks) => {
+            let mut values = DVector::zeros(n);
+            let mut grads = Vec::new();
+            for part in ks {
+                let (v, g) = diag_with_gradient(part, x);
+                values += v;
+                grads.extend(g);
+            }
+            (values, grads)
+        }
+        Kernel::Product(ks) => {
+            let parts: Vec<_> = ks.iter().map(|p| diag_with_gradient(p, x)).collect();
+            let values = parts.iter().fold(DVector::from_element(n, 1.0), |acc, (v, _)| acc.component_mul(v));
+            let mut grads = Vec::new();
+            for (i, (_, gp)) in parts.iter().enumerate() {
+                for g in gp {
+                    let mut g = g.clone();
+                    for (j, (vj, _)) in parts.iter().enumerate() {
+                        if j != i {
+                            g.component_mul_assign(vj);
+                        }
+                    }
+                    grads.push(g);
+                }
+            }
+            (values, grads)
+        }
+        Kernel::Scale { factor, kernel } => {
+            let (v, g) = diag_with_gradient(kernel, x);
+            let values = &v * factor.value;
+            let mut grads = Vec::with_capacity(g.len() + 1);
+            if !factor.fixed {
+                grads.push(values.clone());
+            }
+            grads.extend(g.into_iter().map(|g| g * factor.value));
+            (values, grads)
+        }
+        Kernel::Constant { value: h } | Kernel::White { noise: h } => {
+            let values = DVector::from_element(n, h.value);
+            let grads = if h.fixed { vec![] } else { vec![values.clone()] };
+            (values, grads)
+        }
+        Kernel::Spectrum { .. }
+        | Kernel::Subsequence { .. }
+        | Kernel::Set { .. }
+        | Kernel::Mahalanobis(_)
+        | Kernel::Generative(_)
+        | Kernel::Fisher(_) => (k.diag(x), Vec::new()),
+        _ => {
+            let p = k.theta().len();
+            let mut values = DVector::zeros(n);
+            let mut grads = vec![DVector::zeros(n); p];
+            let mut g = Vec::with_capacity(p);
+            for i in 0..n {
+                g.clear();
+                values[i] = eval(k, x.point(i), x.point(i), true, Some(&mut g));
+                for (out, v) in grads.iter_mut().zip(&g) {
+                    out[i] = *v;
+                }
+            }
+            (values, grads)
+        }
     }
 }
 

@@ -8,102 +8,13 @@
 //! runs a direct loop over the same blocks.
 
 use super::hyper::Scales;
-use super::{Kernel, Nu, RbfWidth};
+use super::{Kernel, Nu, Points, RbfWidth};
 use crate::linalg::Parallelism;
-use faer::{Accum, MatMut, MatRef, Par};
+use faer::{Accum, MatMut, Par};
 use nalgebra::DMatrix;
 use rayon::prelude::*;
-use std::borrow::Cow;
 use std::f64::consts::PI;
 use wide::f64x4;
-
-/// A set of n points in d dimensions, stored as a d x n matrix: one point per column.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Points(DMatrix<f64>);
-
-impl Points {
-    /// From rows of equal length (the JSON layout); `rows` must be non-empty and rectangular.
-    pub fn from_rows(rows: &[Vec<f64>]) -> Points {
-        let d = rows.first().map_or(0, Vec::len);
-        let mut data = Vec::with_capacity(rows.len() * d);
-        for r in rows {
-            assert_eq!(r.len(), d, "ragged rows reached Points::from_rows");
-            data.extend_from_slice(r);
-        }
-        Points(DMatrix::from_vec(d, rows.len(), data))
-    }
-
-    /// From a d x n matrix whose columns are the points.
-    pub fn from_columns(m: DMatrix<f64>) -> Points {
-        Points(m)
-    }
-
-    pub fn n(&self) -> usize {
-        self.0.ncols()
-    }
-
-    pub fn d(&self) -> usize {
-        self.0.nrows()
-    }
-
-    pub fn point(&self, i: usize) -> &[f64] {
-        let d = self.d();
-        &self.0.as_slice()[i * d..(i + 1) * d]
-    }
-
-    pub fn as_matrix(&self) -> &DMatrix<f64> {
-        &self.0
-    }
-
-    /// Points start..start + len, copied.
-    pub fn slice(&self, start: usize, len: usize) -> Points {
-        Points(self.0.columns(start, len).into_owned())
-    }
-
-    /// The points at `indices`, in that order, copied.
-    pub fn select(&self, indices: &[usize]) -> Points {
-        let d = self.d();
-        let mut data = Vec::with_capacity(indices.len() * d);
-        for &i in indices {
-            data.extend_from_slice(self.point(i));
-        }
-        Points(DMatrix::from_vec(d, indices.len(), data))
-    }
-
-    pub fn memory_bytes(&self) -> usize {
-        self.0.len() * std::mem::size_of::<f64>()
-    }
-
-    /// (p - shift) / scale feature by feature.
-    pub(super) fn affine(&self, shift: &[f64], scale: &[f64]) -> Points {
-        let mut m = self.0.clone();
-        for mut col in m.column_iter_mut() {
-            for (k, v) in col.iter_mut().enumerate() {
-                *v = (*v - shift[k]) / scale[k];
-            }
-        }
-        Points(m)
-    }
-
-    /// Each feature divided by its length scale (a copy; borrowed when all scales are 1).
-    pub(super) fn scaled(&self, scales: &Scales) -> Cow<'_, Points> {
-        let zero = vec![0.0; self.d()];
-        match scales {
-            Scales::Isotropic(l) if *l == 1.0 => Cow::Borrowed(self),
-            Scales::Isotropic(l) => Cow::Owned(self.affine(&zero, &vec![*l; self.d()])),
-            Scales::PerFeature(ls) => Cow::Owned(self.affine(&zero, ls)),
-        }
-    }
-
-    pub(super) fn mean(&self) -> Vec<f64> {
-        let n = self.n().max(1) as f64;
-        self.0.column_sum().iter().map(|s| s / n).collect()
-    }
-
-    fn view(&self) -> MatRef<'_, f64> {
-        MatRef::from_column_major_slice(self.0.as_slice(), self.d(), self.n())
-    }
-}
 
 /// Output columns per block: wide enough that faer's per-call overhead is small, narrow
 /// enough that a block's map pass finds its product still in cache and that two cores get
@@ -211,14 +122,29 @@ pub(super) fn leaf(k: &Kernel) -> Option<Leaf> {
             let ninv = f64x4::splat(-1.0 / length_scale.value);
             plain(Base::L1, Box::new(move |col| map4(col, |v| (v * ninv).exp())))
         }
-        Kernel::Constant { .. } | Kernel::White { .. } | Kernel::Sum(_) | Kernel::Product(_) | Kernel::Scale { .. } => {
-            None
-        }
+        Kernel::Constant { .. }
+        | Kernel::White { .. }
+        | Kernel::Sum(_)
+        | Kernel::Product(_)
+        | Kernel::Scale { .. }
+        | Kernel::Spectrum { .. }
+        | Kernel::Subsequence { .. }
+        | Kernel::Set { .. }
+        | Kernel::Mahalanobis(_)
+        | Kernel::Generative(_)
+        | Kernel::Fisher(_) => None,
     }
 }
 
 pub(super) fn build(k: &Kernel, x: &Points, z: Option<&Points>, par: Parallelism) -> DMatrix<f64> {
     let (n, m) = (x.n(), z.map_or(x.n(), Points::n));
+    if let Some((base, map)) = super::structured::feature_map(k) {
+        let zm = z.map(&map);
+        return build(&base, &map(x), zm.as_ref(), par);
+    }
+    if let Some(out) = super::structured::build(k, x, z, par) {
+        return out;
+    }
     if let Some(leaf) = leaf(k) {
         return match &leaf.scales {
             Some(s) => {
@@ -387,7 +313,7 @@ fn compute(base: Base, x: &Points, z: Option<&Points>, par: Parallelism, map: Ma
 
 /// Copies the strict lower triangle onto the upper, in square tiles so that both the
 /// reads (along rows) and the writes stay within a few cache lines.
-fn mirror_lower(a: &mut DMatrix<f64>, par: Parallelism) {
+pub(super) fn mirror_lower(a: &mut DMatrix<f64>, par: Parallelism) {
     const TILE: usize = 64;
     let n = a.nrows();
     let ptr = SyncPtr(a.as_mut_ptr());

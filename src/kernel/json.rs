@@ -23,6 +23,12 @@ const TYPES: &[&str] = &[
     "sum",
     "product",
     "scale",
+    "spectrum",
+    "subsequence",
+    "set",
+    "mahalanobis",
+    "generative",
+    "fisher",
 ];
 
 /// The largest polynomial degree accepted; beyond it the kernel only overflows.
@@ -123,12 +129,15 @@ pub(super) fn read(v: &Value, path: &str) -> Result<Kernel, FieldError> {
             };
             Kernel::Scale { factor, kernel: Box::new(inner) }
         }
-        other => {
-            return Err(FieldError::invalid(
-                obj.pointer("type"),
-                format!("unknown kernel type `{other}`; expected one of {}", TYPES.join(", ")),
-            ));
-        }
+        other => match super::structured::json::read(other, &mut obj)? {
+            Some(k) => k,
+            None => {
+                return Err(FieldError::invalid(
+                    obj.pointer("type"),
+                    format!("unknown kernel type `{other}`; expected one of {}", TYPES.join(", ")),
+                ))
+            }
+        },
     };
     obj.finish()?;
     Ok(kernel)
@@ -214,6 +223,10 @@ pub(super) fn write(k: &Kernel) -> Value {
         Kernel::Scale { factor, kernel } => {
             put("factor", factor.to_json());
             put("kernel", write(kernel));
+        }
+        _ => {
+            let written = super::structured::json::write(k, &mut m);
+            debug_assert!(written, "every kernel type is written somewhere");
         }
     }
     Value::Object(m)

@@ -20,13 +20,16 @@ mod grad;
 mod gram;
 pub mod hyper;
 mod json;
+mod points;
+mod structured;
 
 use crate::linalg::Parallelism;
 use crate::spec::FieldError;
 use hyper::{Hyper, Scales, DEFAULT_BOUNDS};
 use nalgebra::{DMatrix, DVector};
 
-pub use gram::Points;
+pub use points::{Points, RowKind};
+pub use structured::{Mahalanobis, Mixture, MixtureKernel, SetMeasure};
 
 /// The kernel used when a request names none: `{"type": "rbf", "length_scale": 1.0}`.
 pub fn default_kernel() -> Kernel {
@@ -120,6 +123,27 @@ pub enum Kernel {
         factor: Hyper,
         kernel: Box<Kernel>,
     },
+    /// Leslie's spectrum kernel over strings: shared k-mer counts.
+    Spectrum {
+        k: usize,
+        normalize: bool,
+    },
+    /// Lodhi's string subsequence kernel: gapped subsequences of `length` characters.
+    Subsequence {
+        length: usize,
+        decay: f64,
+        normalize: bool,
+    },
+    /// Over token sets.
+    Set {
+        measure: SetMeasure,
+    },
+    /// exp(-1/2 (x - z)' A (x - z)) for a PSD matrix A.
+    Mahalanobis(std::sync::Arc<Mahalanobis>),
+    /// sum_i p(x|i) p(z|i) P(i) over a Gaussian mixture fitted to the training rows.
+    Generative(MixtureKernel),
+    /// The mixture's Fisher scores (gradients with respect to the means), dotted.
+    Fisher(MixtureKernel),
 }
 
 /// One optimisable scalar hyperparameter as seen by the optimiser: a JSON pointer into
@@ -131,6 +155,10 @@ pub struct HyperInfo {
     pub bounds: (f64, f64),
     pub fixed: bool,
 }
+
+/// Fits (or finds) the mixture of a generative or Fisher part, given its settings and its
+/// pointer within the kernel document.
+pub type MixtureFitter<'a, E> = dyn FnMut(&MixtureKernel, &str) -> Result<std::sync::Arc<Mixture>, E> + 'a;
 
 /// Called with (pointer, value, bounds, fixed) for each optimisable scalar.
 type HyperVisitor<'a> = dyn FnMut(String, &mut f64, (f64, f64), bool) + 'a;
@@ -154,6 +182,12 @@ impl Kernel {
             Kernel::Sum(_) => "sum",
             Kernel::Product(_) => "product",
             Kernel::Scale { .. } => "scale",
+            Kernel::Spectrum { .. } => "spectrum",
+            Kernel::Subsequence { .. } => "subsequence",
+            Kernel::Set { .. } => "set",
+            Kernel::Mahalanobis(_) => "mahalanobis",
+            Kernel::Generative(_) => "generative",
+            Kernel::Fisher(_) => "fisher",
         }
     }
 
@@ -182,7 +216,7 @@ impl Kernel {
 
     fn negative_part_at(&self, path: &str) -> Option<String> {
         match self {
-            Kernel::Linear { .. } | Kernel::Sigmoid { .. } => Some(format!("{path}/type")),
+            Kernel::Linear { .. } | Kernel::Sigmoid { .. } | Kernel::Fisher(_) => Some(format!("{path}/type")),
             Kernel::Polynomial { degree, .. } if degree % 2 == 1 => Some(format!("{path}/degree")),
             Kernel::Sum(ks) | Kernel::Product(ks) => {
                 ks.iter().enumerate().find_map(|(i, k)| k.negative_part_at(&format!("{path}/kernels/{i}")))
@@ -213,6 +247,17 @@ impl Kernel {
                 ));
             }
         }
+        let fixed_width = match self {
+            Kernel::Mahalanobis(m) => Some(("matrix", m.matrix().nrows())),
+            Kernel::Generative(g) | Kernel::Fisher(g) => g.mixture.as_ref().map(|m| ("mixture/means", m.d())),
+            _ => None,
+        };
+        if let Some((field, width)) = fixed_width.filter(|&(_, w)| w != d) {
+            return Err(FieldError::invalid(
+                format!("{path}/{field}"),
+                format!("is for {width} features but the data has {d}"),
+            ));
+        }
         match self {
             Kernel::Sum(ks) | Kernel::Product(ks) => {
                 for (i, k) in ks.iter().enumerate() {
@@ -234,6 +279,12 @@ impl Kernel {
 
     /// k(x_i, x_i) for every point, without building the Gram matrix.
     pub fn diag(&self, x: &Points) -> DVector<f64> {
+        if let Some((base, map)) = structured::feature_map(self) {
+            return base.diag(&map(x));
+        }
+        if let Some(d) = structured::diag(self, x) {
+            return d;
+        }
         match self {
             Kernel::Rbf(_)
             | Kernel::Laplacian { .. }
@@ -252,6 +303,12 @@ impl Kernel {
                 ks.iter().map(|k| k.diag(x)).reduce(|a, b| a.component_mul(&b)).expect("a product has parts")
             }
             Kernel::Scale { factor, kernel } => kernel.diag(x) * factor.value,
+            Kernel::Spectrum { .. }
+            | Kernel::Subsequence { .. }
+            | Kernel::Set { .. }
+            | Kernel::Mahalanobis(_)
+            | Kernel::Generative(_)
+            | Kernel::Fisher(_) => unreachable!("handled above"),
         }
     }
 
@@ -280,18 +337,7 @@ impl Kernel {
     /// k(x_i, x_i) for every point and its derivatives with respect to theta: one vector
     /// per free hyperparameter.
     pub fn diag_with_gradient(&self, x: &Points) -> (DVector<f64>, Vec<DVector<f64>>) {
-        let p = self.theta().len();
-        let mut values = DVector::zeros(x.n());
-        let mut grads = vec![DVector::zeros(x.n()); p];
-        let mut g = Vec::with_capacity(p);
-        for i in 0..x.n() {
-            g.clear();
-            values[i] = grad::eval(self, x.point(i), x.point(i), true, Some(&mut g));
-            for (out, v) in grads.iter_mut().zip(&g) {
-                out[i] = *v;
-            }
-        }
-        (values, grads)
+        grad::diag_with_gradient(self, x)
     }
 
     /// Every optimisable scalar hyperparameter, fixed or not, in a fixed traversal order
@@ -350,6 +396,12 @@ impl Kernel {
         }
         match self {
             Kernel::Linear { .. } | Kernel::Polynomial { .. } | Kernel::Sigmoid { .. } => {}
+            Kernel::Spectrum { .. }
+            | Kernel::Subsequence { .. }
+            | Kernel::Set { .. }
+            | Kernel::Mahalanobis(_)
+            | Kernel::Generative(_)
+            | Kernel::Fisher(_) => {}
             Kernel::Rbf(RbfWidth::LengthScale(h))
             | Kernel::Exponential { length_scale: h }
             | Kernel::Matern { length_scale: h, .. } => scales(h, format!("{path}/length_scale"), f),
@@ -376,6 +428,79 @@ impl Kernel {
                 kernel.visit_hypers(&format!("{path}/kernel"), f);
             }
         }
+    }
+
+    /// The kind of rows this kernel takes: None when any kind will do (constant and
+    /// white alone), else the first part's own kind. Errors (pointing at the part that
+    /// disagrees) when parts need different kinds or the rows are of another kind.
+    pub fn check_rows(&self, rows: RowKind) -> Result<(), FieldError> {
+        self.check_rows_at(rows, "")
+    }
+
+    fn check_rows_at(&self, rows: RowKind, path: &str) -> Result<(), FieldError> {
+        let needs = match self {
+            Kernel::Sum(ks) | Kernel::Product(ks) => {
+                for (i, k) in ks.iter().enumerate() {
+                    k.check_rows_at(rows, &format!("{path}/kernels/{i}"))?;
+                }
+                return Ok(());
+            }
+            Kernel::Scale { kernel, .. } => return kernel.check_rows_at(rows, &format!("{path}/kernel")),
+            Kernel::Constant { .. } | Kernel::White { .. } => return Ok(()),
+            Kernel::Spectrum { .. } | Kernel::Subsequence { .. } => RowKind::Text,
+            Kernel::Set { .. } => RowKind::Tokens,
+            _ => RowKind::Numeric,
+        };
+        if needs == rows {
+            return Ok(());
+        }
+        Err(FieldError::invalid(
+            path,
+            format!("a {} kernel takes {}, but the rows are {}", self.type_name(), needs.describe(), rows.describe()),
+        ))
+    }
+
+    /// The same kernel with every generative and Fisher part's mixture set by `fit`
+    /// (called with the part's settings and pointer; parts given a mixture keep it).
+    pub fn with_mixtures<E>(
+        &self,
+        fit: &mut MixtureFitter<'_, E>,
+    ) -> Result<Kernel, E> {
+        self.with_mixtures_at("", fit)
+    }
+
+    fn with_mixtures_at<E>(
+        &self,
+        path: &str,
+        fit: &mut MixtureFitter<'_, E>,
+    ) -> Result<Kernel, E> {
+        Ok(match self {
+            Kernel::Generative(g) | Kernel::Fisher(g) if g.mixture.is_none() => {
+                let g = MixtureKernel { mixture: Some(fit(g, path)?), ..g.clone() };
+                if matches!(self, Kernel::Generative(_)) {
+                    Kernel::Generative(g)
+                } else {
+                    Kernel::Fisher(g)
+                }
+            }
+            Kernel::Sum(ks) => Kernel::Sum(
+                ks.iter()
+                    .enumerate()
+                    .map(|(i, k)| k.with_mixtures_at(&format!("{path}/kernels/{i}"), fit))
+                    .collect::<Result<_, _>>()?,
+            ),
+            Kernel::Product(ks) => Kernel::Product(
+                ks.iter()
+                    .enumerate()
+                    .map(|(i, k)| k.with_mixtures_at(&format!("{path}/kernels/{i}"), fit))
+                    .collect::<Result<_, _>>()?,
+            ),
+            Kernel::Scale { factor, kernel } => Kernel::Scale {
+                factor: factor.clone(),
+                kernel: Box::new(kernel.with_mixtures_at(&format!("{path}/kernel"), fit)?),
+            },
+            other => other.clone(),
+        })
     }
 
     /// Parses the contract's JSON form. Errors point into the kernel document.

@@ -10,8 +10,9 @@ pub mod datasets;
 mod training;
 
 use crate::config::Config;
+use crate::dataset::rows::{to_points, Row, RowShape};
 use crate::estimator::{FittedModel, ModelKind, ModelSpec, PredictOptions, Prediction, TrainingData};
-use crate::kernel::Points;
+use crate::kernel::{Points, RowKind};
 use crate::linalg::Parallelism;
 use crate::metrics::{Metrics, StatusLabels};
 use crate::pool::FitPool;
@@ -28,7 +29,6 @@ use tokio::sync::Semaphore;
 use uuid::Uuid;
 
 pub use crate::estimator::Target;
-use training::check_rows;
 
 /// A training request after JSON parsing, before validation.
 #[derive(Debug, Clone)]
@@ -45,7 +45,7 @@ pub struct TrainInput {
 #[derive(Debug, Clone)]
 pub enum TrainSource {
     /// `x` and `y` in the request body.
-    Rows { x: Vec<Vec<f64>>, y: Vec<Target> },
+    Rows { x: Vec<Row>, y: Vec<Target> },
     /// An uploaded dataset, by the id the request gave (checked at validation).
     Dataset(String),
 }
@@ -267,6 +267,13 @@ impl Service {
         let fitted = self.fitted(&entry).await?;
         let points = match rows {
             QueryRows::Json(x) => self.check_query(&fitted, &x, &opts)?,
+            QueryRows::Csv(_) if fitted.predictor().row_kind() != RowKind::Numeric => {
+                return Err(FieldError::invalid(
+                    "/x",
+                    format!("this model takes {}: send them as JSON", fitted.predictor().row_kind().describe()),
+                )
+                .into())
+            }
             QueryRows::Csv(text) => {
                 let features = entry.origin.features.clone();
                 let d = fitted.predictor().n_features();
@@ -323,16 +330,12 @@ impl Service {
 
     /// Checks a predict request's rows and options against a fitted model and returns the
     /// query points.
-    pub fn check_query(
-        &self,
-        fitted: &FittedModel,
-        x: &[Vec<f64>],
-        opts: &PredictOptions,
-    ) -> Result<Points, ServiceError> {
+    pub fn check_query(&self, fitted: &FittedModel, x: &[Row], opts: &PredictOptions) -> Result<Points, ServiceError> {
         if x.is_empty() {
             return Err(FieldError::invalid("/x", "must contain at least one row").into());
         }
-        check_rows(x, Some(fitted.predictor().n_features()))?;
+        let shape = RowShape { kind: fitted.predictor().row_kind(), d: fitted.predictor().n_features() };
+        let points = to_points(x, Some(shape))?;
         let is_gp = fitted.kind() == ModelKind::GaussianProcess;
         if is_gp && opts.covariance && x.len() > self.config.max_covariance_rows {
             return Err(FieldError::invalid(
@@ -341,7 +344,7 @@ impl Service {
             )
             .into());
         }
-        Ok(Points::from_rows(x))
+        Ok(points)
     }
 
     /// Starts shutting down: /readyz turns 503, new fits are refused, queued fits are
@@ -373,7 +376,7 @@ impl Service {
 /// A predict request's query rows as sent.
 #[derive(Debug)]
 pub enum QueryRows {
-    Json(Vec<Vec<f64>>),
+    Json(Vec<Row>),
     /// A CSV body (header row; columns by name for models fitted on a CSV dataset), as
     /// received: no copy of it is made.
     Csv(bytes::Bytes),

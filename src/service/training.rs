@@ -3,10 +3,11 @@
 //! model stored before it is reported ready.
 
 use super::{Service, ServiceError, TrainInput, TrainOutcome, TrainSource, ValidTraining};
+use crate::dataset::rows::to_points;
 use crate::estimator::{
     ClassLabels, ClassificationSet, FitContext, FitError, ModelKind, ModelSpec, Target, Task, TrainingData, TrainingSet,
 };
-use crate::kernel::{default_kernel, Kernel, Points};
+use crate::kernel::{default_kernel, Kernel};
 use crate::linalg::{LinalgError, Parallelism};
 use crate::pool::{Job, SubmitError};
 use crate::registry::{Failure, FailureKind, ModelEntry, ModelState, Origin};
@@ -44,11 +45,11 @@ impl Service {
                     return Err(FieldError::invalid("/x", "must contain at least one row").into());
                 }
                 self.check_train_rows(n)?;
-                check_rows(x, None)?;
+                let x = to_points(x, None)?;
                 if y.len() != n {
                     return Err(FieldError::invalid("/y", format!("has {} entries but x has {n} rows", y.len())).into());
                 }
-                (Points::from_rows(x), Ys::Sent(y), Origin::default())
+                (x, Ys::Sent(y), Origin::default())
             }
             TrainSource::Dataset(id) => {
                 let (id, stored) = self.read_dataset_for_fit(id)?;
@@ -94,11 +95,11 @@ impl Service {
             None => default_kernel(),
             Some(v) => Kernel::from_json(v).map_err(|e| e.under("/kernel"))?,
         };
-        kernel.check_features(d).map_err(|e| e.under("/kernel"))?;
         let mut spec = ModelSpec::from_json(kind, kernel, input.params.as_ref())?;
         spec.check_data(n)?;
         let limit = self.config.effective_max_fit_bytes();
         spec.resolve_approximation(n, d, self.config.exact_max_rows, limit)?;
+        spec.check_rows(data.x().kind(), d)?;
         let need = spec.fit_memory_estimate(n, d) as u64;
         if need > limit {
             return Err(ServiceError::TooLarge {
@@ -296,25 +297,6 @@ impl Service {
             tracing::error!(model_id = %id, error = %e, "cannot remove a stored model");
         }
     }
-}
-
-/// Checks that rows are rectangular with d >= 1 features (or exactly `expected`), and
-/// returns d. Pointers: `/x/0` for a wrong width of the first row, `/x/i` for the first
-/// row whose length differs from row 0.
-pub(super) fn check_rows(x: &[Vec<f64>], expected: Option<usize>) -> Result<usize, FieldError> {
-    let d = x[0].len();
-    if d == 0 {
-        return Err(FieldError::invalid("/x/0", "rows must have at least one feature"));
-    }
-    if let Some(want) = expected {
-        if d != want {
-            return Err(FieldError::invalid("/x/0", format!("has {d} features but the model was trained on {want}")));
-        }
-    }
-    if let Some(i) = x.iter().position(|r| r.len() != d) {
-        return Err(FieldError::invalid(format!("/x/{i}"), format!("has {} features but row 0 has {d}", x[i].len())));
-    }
-    Ok(d)
 }
 
 fn failure_of(e: FitError) -> Failure {

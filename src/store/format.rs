@@ -14,8 +14,9 @@ use uuid::Uuid;
 
 const MAGIC: &[u8; 8] = b"MERCERM\0";
 /// 2 added classes and named arrays to `StoredFit`; 3 added [`StoredModel::extra`]; 4
-/// put a [`ModelHead`] before the model.
-pub const VERSION: u32 = 4;
+/// put a [`ModelHead`] before the model; 5 added `StoredFit::rows` (string and token-list
+/// training rows).
+pub const VERSION: u32 = 5;
 const LEGACY_HEADER: usize = 8 + 4 + 8 + 4;
 pub const HEADER: usize = 8 + 4 + 8 + 4 + 8 + 4;
 
@@ -123,7 +124,12 @@ pub fn decode(bytes: &[u8]) -> Result<(Option<ModelHead>, StoredModel), String> 
     if crc32fast::hash(body) != body_crc {
         return Err("checksum mismatch".into());
     }
-    let model: StoredModel = postcard::from_bytes(body).map_err(|e| format!("cannot decode: {e}"))?;
+    let model: StoredModel = if version == 4 {
+        postcard::from_bytes::<v4::StoredModel>(body).map(v4::StoredModel::upgrade)
+    } else {
+        postcard::from_bytes(body)
+    }
+    .map_err(|e| format!("cannot decode: {e}"))?;
     if model.id != head.id {
         return Err(format!("the head names {} but the body {}", head.id, model.id));
     }
@@ -143,7 +149,7 @@ fn decode_legacy(bytes: &[u8], version: u32) -> Result<StoredModel, String> {
     let decoded = match version {
         1 => postcard::from_bytes::<v1::StoredModel>(payload).map(v1::StoredModel::upgrade),
         2 => postcard::from_bytes::<v2::StoredModel>(payload).map(v2::StoredModel::upgrade),
-        _ => postcard::from_bytes(payload),
+        _ => postcard::from_bytes::<v4::StoredModel>(payload).map(v4::StoredModel::upgrade),
     };
     decoded.map_err(|e| format!("cannot decode: {e}"))
 }
@@ -203,8 +209,81 @@ mod v1 {
                     y_std: f.y_std,
                     classes: "null".into(),
                     arrays: Vec::new(),
+                    rows: Default::default(),
                 },
                 extra: "{}".into(),
+            }
+        }
+    }
+}
+
+/// The layout of versions 3 and 4 (the body after the head): the current one less
+/// `StoredFit::rows`.
+mod v4 {
+    use serde::Deserialize;
+    use uuid::Uuid;
+
+    #[derive(Deserialize)]
+    pub struct StoredModel {
+        id: Uuid,
+        name: Option<String>,
+        metadata: Option<String>,
+        created_at_unix_nanos: u128,
+        n_train: u64,
+        n_features: u64,
+        fit: StoredFit,
+        extra: String,
+    }
+
+    #[derive(Deserialize)]
+    pub struct StoredFit {
+        kind: String,
+        kernel: String,
+        params: String,
+        report: String,
+        d: u64,
+        x: Vec<f64>,
+        alpha: Vec<f64>,
+        factor: Vec<f64>,
+        jitter: f64,
+        y_mean: f64,
+        y_std: f64,
+        classes: String,
+        arrays: Vec<(String, Vec<f64>)>,
+    }
+
+    impl StoredFit {
+        pub fn upgrade(self) -> crate::estimator::StoredFit {
+            crate::estimator::StoredFit {
+                kind: self.kind,
+                kernel: self.kernel,
+                params: self.params,
+                report: self.report,
+                d: self.d,
+                x: self.x,
+                alpha: self.alpha,
+                factor: self.factor,
+                jitter: self.jitter,
+                y_mean: self.y_mean,
+                y_std: self.y_std,
+                classes: self.classes,
+                arrays: self.arrays,
+                rows: Default::default(),
+            }
+        }
+    }
+
+    impl StoredModel {
+        pub fn upgrade(self) -> super::StoredModel {
+            super::StoredModel {
+                id: self.id,
+                name: self.name,
+                metadata: self.metadata,
+                created_at_unix_nanos: self.created_at_unix_nanos,
+                n_train: self.n_train,
+                n_features: self.n_features,
+                fit: self.fit.upgrade(),
+                extra: self.extra,
             }
         }
     }
@@ -223,7 +302,7 @@ mod v2 {
         created_at_unix_nanos: u128,
         n_train: u64,
         n_features: u64,
-        fit: crate::estimator::StoredFit,
+        fit: super::v4::StoredFit,
     }
 
     impl StoredModel {
@@ -235,7 +314,7 @@ mod v2 {
                 created_at_unix_nanos: self.created_at_unix_nanos,
                 n_train: self.n_train,
                 n_features: self.n_features,
-                fit: self.fit,
+                fit: self.fit.upgrade(),
                 extra: "{}".into(),
             }
         }
@@ -283,9 +362,72 @@ mod tests {
                 y_std: 1.0,
                 classes: "null".into(),
                 arrays: vec![("extra".into(), vec![2.0])],
+                rows: Default::default(),
             },
             extra: r#"{"dataset":null}"#.into(),
         }
+    }
+
+    /// The fields of a `StoredFit` as versions 2 to 4 wrote them (no `rows`).
+    #[derive(serde::Serialize)]
+    #[allow(clippy::type_complexity)]
+    struct FitV4<'a>(
+        &'a str,
+        &'a str,
+        &'a str,
+        &'a str,
+        u64,
+        &'a [f64],
+        &'a [f64],
+        &'a [f64],
+        f64,
+        f64,
+        f64,
+        &'a str,
+        &'a [(String, Vec<f64>)],
+    );
+
+    fn fit_v4(f: &StoredFit) -> FitV4<'_> {
+        FitV4(
+            &f.kind, &f.kernel, &f.params, &f.report, f.d, &f.x, &f.alpha, &f.factor, f.jitter, f.y_mean, f.y_std,
+            &f.classes, &f.arrays,
+        )
+    }
+
+    #[test]
+    fn string_rows_round_trip_and_version_4_bodies_still_load() {
+        let mut m = sample();
+        m.fit.d = 0;
+        m.fit.x = vec![];
+        m.fit.rows = crate::estimator::StoredRows::Text(vec!["héllo".into(), String::new()]);
+        let bytes = encode(&m, &head_of(&m));
+        assert_eq!(decode(&bytes).unwrap().1, m);
+
+        #[derive(serde::Serialize)]
+        struct ModelV4<'a>(Uuid, &'a Option<String>, &'a Option<String>, u128, u64, u64, FitV4<'a>, &'a str);
+        let m = sample();
+        let body = ModelV4(
+            m.id,
+            &m.name,
+            &m.metadata,
+            m.created_at_unix_nanos,
+            m.n_train,
+            m.n_features,
+            fit_v4(&m.fit),
+            &m.extra,
+        );
+        let head = postcard::to_allocvec(&head_of(&m)).unwrap();
+        let body = postcard::to_allocvec(&body).unwrap();
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&4u32.to_le_bytes());
+        bytes.extend_from_slice(&(head.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(&crc32fast::hash(&head).to_le_bytes());
+        bytes.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+        bytes.extend_from_slice(&head);
+        bytes.extend_from_slice(&body);
+        let (h, back) = decode(&bytes).unwrap();
+        assert_eq!((h, back), (Some(head_of(&m)), m));
     }
 
     #[test]
@@ -344,9 +486,9 @@ mod tests {
     #[test]
     fn version_2_files_are_upgraded() {
         #[derive(serde::Serialize)]
-        struct ModelV2<'a>(Uuid, &'a Option<String>, &'a Option<String>, u128, u64, u64, &'a StoredFit);
+        struct ModelV2<'a>(Uuid, &'a Option<String>, &'a Option<String>, u128, u64, u64, FitV4<'a>);
         let m = sample();
-        let old = ModelV2(m.id, &m.name, &m.metadata, m.created_at_unix_nanos, m.n_train, m.n_features, &m.fit);
+        let old = ModelV2(m.id, &m.name, &m.metadata, m.created_at_unix_nanos, m.n_train, m.n_features, fit_v4(&m.fit));
         let payload = postcard::to_allocvec(&old).unwrap();
         let mut bytes = MAGIC.to_vec();
         bytes.extend_from_slice(&2u32.to_le_bytes());

@@ -1,0 +1,220 @@
+//! The point sets kernels are evaluated over: numeric rows, strings, or token sets.
+//!
+//! Numeric points are the columns of a d x n matrix, which keeps each point's features
+//! contiguous for the pointwise kernels and lets the matrix-product kernels hand the same
+//! storage to faer without copying. Strings are kept as code points (the string kernels
+//! index and compare characters, never bytes); token lists as given, since the set
+//! kernels intern them per Gram build. Both sit behind an `Arc`: models clone their
+//! training points freely.
+
+use faer::MatRef;
+use nalgebra::DMatrix;
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use super::hyper::Scales;
+
+/// A set of n points of one kind.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Points(Repr);
+
+#[derive(Debug, Clone, PartialEq)]
+enum Repr {
+    Numeric(DMatrix<f64>),
+    Text(Arc<[Box<[char]>]>),
+    Tokens(Arc<[Box<[String]>]>),
+}
+
+/// What a row is: the contract's three kinds of `x`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowKind {
+    Numeric,
+    Text,
+    Tokens,
+}
+
+impl RowKind {
+    /// How error messages name the kind.
+    pub fn describe(self) -> &'static str {
+        match self {
+            RowKind::Numeric => "numeric rows",
+            RowKind::Text => "strings",
+            RowKind::Tokens => "token lists",
+        }
+    }
+}
+
+impl Points {
+    /// From rows of equal length (the JSON layout); `rows` must be non-empty and rectangular.
+    pub fn from_rows(rows: &[Vec<f64>]) -> Points {
+        let d = rows.first().map_or(0, Vec::len);
+        let mut data = Vec::with_capacity(rows.len() * d);
+        for r in rows {
+            assert_eq!(r.len(), d, "ragged rows reached Points::from_rows");
+            data.extend_from_slice(r);
+        }
+        Points(Repr::Numeric(DMatrix::from_vec(d, rows.len(), data)))
+    }
+
+    /// From a d x n matrix whose columns are the points.
+    pub fn from_columns(m: DMatrix<f64>) -> Points {
+        Points(Repr::Numeric(m))
+    }
+
+    /// One point per string, as its code points.
+    pub fn from_texts<S: AsRef<str>>(rows: impl IntoIterator<Item = S>) -> Points {
+        Points(Repr::Text(rows.into_iter().map(|s| s.as_ref().chars().collect()).collect()))
+    }
+
+    /// One point per token list (duplicates and order kept as given; the set kernels
+    /// ignore both).
+    pub fn from_tokens(rows: impl IntoIterator<Item = Vec<String>>) -> Points {
+        Points(Repr::Tokens(rows.into_iter().map(Vec::into_boxed_slice).collect()))
+    }
+
+    pub fn kind(&self) -> RowKind {
+        match &self.0 {
+            Repr::Numeric(_) => RowKind::Numeric,
+            Repr::Text(_) => RowKind::Text,
+            Repr::Tokens(_) => RowKind::Tokens,
+        }
+    }
+
+    pub fn n(&self) -> usize {
+        match &self.0 {
+            Repr::Numeric(m) => m.ncols(),
+            Repr::Text(t) => t.len(),
+            Repr::Tokens(t) => t.len(),
+        }
+    }
+
+    /// Features per point: d for numeric rows, 0 for strings and token lists.
+    pub fn d(&self) -> usize {
+        match &self.0 {
+            Repr::Numeric(m) => m.nrows(),
+            _ => 0,
+        }
+    }
+
+    /// The numeric d x n matrix; None for strings and token lists.
+    pub fn numeric(&self) -> Option<&DMatrix<f64>> {
+        match &self.0 {
+            Repr::Numeric(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The strings, as code points; None for other kinds.
+    pub fn texts(&self) -> Option<&[Box<[char]>]> {
+        match &self.0 {
+            Repr::Text(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The token lists; None for other kinds.
+    pub fn token_lists(&self) -> Option<&[Box<[String]>]> {
+        match &self.0 {
+            Repr::Tokens(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Point i of numeric rows. Panics on other kinds: callers that reach here have
+    /// checked the kind (numeric kernels are refused over strings at validation).
+    pub fn point(&self, i: usize) -> &[f64] {
+        let m = self.as_matrix();
+        let d = m.nrows();
+        &m.as_slice()[i * d..(i + 1) * d]
+    }
+
+    /// The numeric d x n matrix; panics on other kinds, as [`Points::point`].
+    pub fn as_matrix(&self) -> &DMatrix<f64> {
+        self.numeric().expect("a numeric operation reached non-numeric points")
+    }
+
+    /// Points start..start + len, copied.
+    pub fn slice(&self, start: usize, len: usize) -> Points {
+        Points(match &self.0 {
+            Repr::Numeric(m) => Repr::Numeric(m.columns(start, len).into_owned()),
+            Repr::Text(t) => Repr::Text(t[start..start + len].into()),
+            Repr::Tokens(t) => Repr::Tokens(t[start..start + len].into()),
+        })
+    }
+
+    /// The points at `indices`, in that order, copied.
+    pub fn select(&self, indices: &[usize]) -> Points {
+        Points(match &self.0 {
+            Repr::Numeric(m) => {
+                let d = m.nrows();
+                let mut data = Vec::with_capacity(indices.len() * d);
+                for &i in indices {
+                    data.extend_from_slice(&m.as_slice()[i * d..(i + 1) * d]);
+                }
+                Repr::Numeric(DMatrix::from_vec(d, indices.len(), data))
+            }
+            Repr::Text(t) => Repr::Text(indices.iter().map(|&i| t[i].clone()).collect()),
+            Repr::Tokens(t) => Repr::Tokens(indices.iter().map(|&i| t[i].clone()).collect()),
+        })
+    }
+
+    /// Bytes held, roughly (string headers included).
+    pub fn memory_bytes(&self) -> usize {
+        match &self.0 {
+            Repr::Numeric(m) => m.len() * std::mem::size_of::<f64>(),
+            Repr::Text(t) => t.iter().map(|s| 16 + 4 * s.len()).sum(),
+            Repr::Tokens(t) => t.iter().map(|r| 16 + r.iter().map(|s| 24 + s.len()).sum::<usize>()).sum(),
+        }
+    }
+
+    /// (p - shift) / scale feature by feature.
+    pub(super) fn affine(&self, shift: &[f64], scale: &[f64]) -> Points {
+        let mut m = self.as_matrix().clone();
+        for mut col in m.column_iter_mut() {
+            for (k, v) in col.iter_mut().enumerate() {
+                *v = (*v - shift[k]) / scale[k];
+            }
+        }
+        Points(Repr::Numeric(m))
+    }
+
+    /// Each feature divided by its length scale (a copy; borrowed when all scales are 1).
+    pub(super) fn scaled(&self, scales: &Scales) -> Cow<'_, Points> {
+        let zero = vec![0.0; self.d()];
+        match scales {
+            Scales::Isotropic(l) if *l == 1.0 => Cow::Borrowed(self),
+            Scales::Isotropic(l) => Cow::Owned(self.affine(&zero, &vec![*l; self.d()])),
+            Scales::PerFeature(ls) => Cow::Owned(self.affine(&zero, ls)),
+        }
+    }
+
+    pub(super) fn mean(&self) -> Vec<f64> {
+        let n = self.n().max(1) as f64;
+        self.as_matrix().column_sum().iter().map(|s| s / n).collect()
+    }
+
+    pub(super) fn view(&self) -> MatRef<'_, f64> {
+        let m = self.as_matrix();
+        MatRef::from_column_major_slice(m.as_slice(), m.nrows(), m.ncols())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_slices_and_selects_in_order() {
+        let t = Points::from_texts(["héllo", "", "ab"]);
+        assert_eq!((t.kind(), t.n(), t.d()), (RowKind::Text, 3, 0));
+        assert_eq!(t.texts().unwrap()[0].len(), 5, "code points, not bytes");
+        let s = t.select(&[2, 0]);
+        assert_eq!(s.texts().unwrap()[0].iter().collect::<String>(), "ab");
+        assert_eq!(t.slice(1, 2).texts().unwrap()[0].len(), 0);
+        let k = Points::from_tokens(vec![vec!["a".into()], vec![], vec!["b".into(), "a".into()]]);
+        assert_eq!(k.select(&[2]).token_lists().unwrap()[0].len(), 2);
+        assert!(k.numeric().is_none() && t.token_lists().is_none());
+        let x = Points::from_rows(&[vec![1.0, 2.0], vec![3.0, 4.0]]);
+        assert_eq!(x.select(&[1]).point(0), &[3.0, 4.0]);
+    }
+}
