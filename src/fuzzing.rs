@@ -74,14 +74,27 @@ pub fn kernel_json(data: &[u8]) {
     assert_eq!(again, kernel, "JSON round trip");
     let theta = kernel.theta();
     assert_eq!(kernel.with_theta(&theta).theta().len(), theta.len());
-    for d in 1..=3 {
-        if kernel.check_features(d).is_err() {
+    let mut sets: Vec<Points> =
+        (1..=3).map(|d| Points::from_rows(&[vec![0.0; d], vec![1.0; d], vec![-3.5; d], vec![1e150; d]])).collect();
+    sets.push(Points::from_texts(["", "ab", "abcabc", "\u{1F600}b"]));
+    sets.push(Points::from_tokens(vec![vec![], vec!["a".into()], vec!["a".into(), "b".into(), "a".into()]]));
+    for x in sets {
+        if kernel.check_rows(x.kind()).is_err() || (x.d() > 0 && kernel.check_features(x.d()).is_err()) {
             continue;
         }
-        let x = Points::from_rows(&[vec![0.0; d], vec![1.0; d], vec![-3.5; d], vec![1e150; d]]);
+        // Generative and Fisher parts need their mixture, fitted as a model fit would.
+        let ctx = FitContext::sequential();
+        let fitted = kernel.with_mixtures(&mut |g, _| {
+            if g.max_iter > 200 {
+                return Err(());
+            }
+            crate::estimator::mixture::fit(&x, g, &ctx).map(|m| std::sync::Arc::new(m.mixture)).map_err(|_| ())
+        });
+        let Ok(kernel) = fitted else { continue };
         let _ = kernel.gram(&x, Parallelism::Sequential);
         let _ = kernel.gram_with_gradient(&x, Parallelism::Sequential);
         let _ = kernel.diag(&x);
+        let _ = kernel.diag_with_gradient(&x);
     }
 }
 
@@ -103,7 +116,8 @@ pub fn dataset_upload(data: &[u8]) {
     let back = read_dataset(&bytes[..], bytes.len() as u64).expect("an accepted upload reads back");
     assert_eq!(back.info, info);
     assert_eq!(back.x.n() as u64, info.n_rows);
-    assert!(back.x.as_matrix().iter().all(|v| v.is_finite()));
+    assert_eq!(back.x.numeric().is_some(), info.n_features.is_some());
+    assert!(back.x.numeric().is_none_or(|m| m.iter().all(|v| v.is_finite())));
 }
 
 /// A CSV predict body, by position and by name.
@@ -123,7 +137,8 @@ fn answer(model: &FittedModel, x: &Points, opts: &PredictOptions) {
     serde_json::to_vec(&body).expect("a prediction serialises");
 }
 
-/// One small fitted model of every kind, on two features.
+/// One small fitted model of every kind, on two features, and two over strings and token
+/// lists.
 fn models() -> &'static [FittedModel] {
     static MODELS: OnceLock<Vec<FittedModel>> = OnceLock::new();
     MODELS.get_or_init(|| {
@@ -140,6 +155,9 @@ fn models() -> &'static [FittedModel] {
             json!({"model": "kernel_perceptron", "x": x, "y": labels}),
             json!({"model": "kernel_logistic", "x": x, "y": labels}),
             json!({"model": "gp_classifier", "x": x, "y": labels}),
+            json!({"model": "svm", "kernel": {"type": "spectrum", "k": 2}, "x": ["abab", "baba", "cdcd", "dcdc"],
+                   "y": ["p", "p", "q", "q"]}),
+            json!({"model": "kernel_ridge", "kernel": {"type": "set"}, "x": [["a"], [], ["a", "b"]], "y": [1, 2, 3]}),
         ];
         bodies
             .iter()

@@ -152,3 +152,106 @@ fn em_reaches_scikit_learns_likelihood() {
         assert!((got - want).abs() <= 1e-5 * want.abs(), "{name}: mean log-likelihood {got} vs scikit-learn {want}");
     }
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    /// Strings over a small alphabet (so k-mers and subsequences repeat), some empty or
+    /// shorter than k, some with characters outside the BMP.
+    fn strings(n: usize) -> impl Strategy<Value = Vec<String>> {
+        prop::collection::vec("[ab\u{e9}\u{1F600}]{0,12}", n)
+    }
+
+    fn token_lists(n: usize) -> impl Strategy<Value = Vec<Vec<String>>> {
+        prop::collection::vec(prop::collection::vec("[a-d]{1,2}", 0..5), n)
+    }
+
+    fn string_kernel() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            (1usize..5, any::<bool>())
+                .prop_map(|(k, normalize)| json!({"type": "spectrum", "k": k, "normalize": normalize})),
+            (1usize..4, 0.1f64..1.0, any::<bool>()).prop_map(|(p, decay, normalize)| {
+                json!({"type": "subsequence", "length": p, "decay": decay, "normalize": normalize})
+            }),
+        ]
+    }
+
+    /// Smallest eigenvalue against the largest entry: PSD up to round-off.
+    fn assert_psd(k: &DMatrix<f64>) -> Result<(), TestCaseError> {
+        let scale = k.amax().max(1e-300);
+        let min = k.clone().symmetric_eigen().eigenvalues.min();
+        prop_assert!(min >= -1e-10 * scale * k.nrows() as f64, "smallest eigenvalue {min:e}, scale {scale:e}");
+        prop_assert_eq!(k, &k.transpose());
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn string_grams_are_psd_and_agree_with_their_columns(spec in string_kernel(), rows in strings(9), q in strings(3)) {
+            let k = Kernel::from_json(&spec).unwrap();
+            let (x, z) = (Points::from_texts(&rows), Points::from_texts(&q));
+            let g = k.gram(&x, Parallelism::Parallel);
+            assert_psd(&g)?;
+            let c = k.cross(&x, &z, Parallelism::Sequential);
+            // The same string on both sides gives the Gram's entry.
+            let both = Points::from_texts(rows.iter().chain(&q));
+            let g2 = k.gram(&both, Parallelism::Sequential);
+            for i in 0..x.n() {
+                for j in 0..z.n() {
+                    prop_assert!((c[(i, j)] - g2[(i, x.n() + j)]).abs() <= 1e-12 * g2.amax().max(1.0));
+                }
+            }
+            let col = ColumnKernel::new(&k, &x);
+            let mut out = vec![0.0; x.n()];
+            col.column(2, 0..x.n(), &mut out, Parallelism::Sequential);
+            for (p, v) in out.iter().enumerate() {
+                prop_assert!((v - g[(2, p)]).abs() <= 1e-12 * g.amax().max(1.0));
+            }
+        }
+
+        #[test]
+        fn set_grams_are_psd(rows in token_lists(10), jaccard in any::<bool>()) {
+            let measure = if jaccard { "jaccard" } else { "intersection" };
+            let k = Kernel::from_json(&json!({"type": "set", "measure": measure})).unwrap();
+            let x = Points::from_tokens(rows);
+            assert_psd(&k.gram(&x, Parallelism::Sequential))?;
+        }
+
+        #[test]
+        fn mahalanobis_equals_its_definition_and_is_psd(
+            b in prop::collection::vec(-1.0f64..1.0, 6),
+            v in prop::collection::vec(-2.0f64..2.0, 24),
+        ) {
+            // A = B B' (3 x 2 B: rank 2, singular).
+            let b = DMatrix::from_vec(3, 2, b);
+            let a = &b * b.transpose();
+            let rows: Vec<Vec<f64>> = (0..3).map(|i| a.row(i).iter().copied().collect()).collect();
+            let k = Kernel::from_json(&json!({"type": "mahalanobis", "matrix": rows})).unwrap();
+            let x = Points::from_columns(DMatrix::from_vec(3, 8, v));
+            let g = k.gram(&x, Parallelism::Sequential);
+            for i in 0..8 {
+                for j in 0..8 {
+                    let d = x.as_matrix().column(i) - x.as_matrix().column(j);
+                    let want = (-0.5 * (d.transpose() * &a * &d)[(0, 0)]).exp();
+                    prop_assert!((g[(i, j)] - want).abs() <= 1e-12, "{} vs {}", g[(i, j)], want);
+                }
+            }
+            assert_psd(&g)?;
+        }
+
+        #[test]
+        fn mixture_kernels_are_psd(v in prop::collection::vec(-3.0f64..3.0, 40), seed in 0u64..100) {
+            let x = Points::from_columns(DMatrix::from_vec(2, 20, v));
+            let spec = MixtureKernel { components: 2, seed, max_iter: 50, mixture: None };
+            let fit = mixture::fit(&x, &spec, &FitContext::sequential()).unwrap();
+            let spec = MixtureKernel { mixture: Some(std::sync::Arc::new(fit.mixture)), ..spec };
+            for k in [Kernel::Generative(spec.clone()), Kernel::Fisher(spec)] {
+                assert_psd(&k.gram(&x, Parallelism::Sequential))?;
+            }
+        }
+    }
+}

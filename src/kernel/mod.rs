@@ -462,18 +462,11 @@ impl Kernel {
 
     /// The same kernel with every generative and Fisher part's mixture set by `fit`
     /// (called with the part's settings and pointer; parts given a mixture keep it).
-    pub fn with_mixtures<E>(
-        &self,
-        fit: &mut MixtureFitter<'_, E>,
-    ) -> Result<Kernel, E> {
+    pub fn with_mixtures<E>(&self, fit: &mut MixtureFitter<'_, E>) -> Result<Kernel, E> {
         self.with_mixtures_at("", fit)
     }
 
-    fn with_mixtures_at<E>(
-        &self,
-        path: &str,
-        fit: &mut MixtureFitter<'_, E>,
-    ) -> Result<Kernel, E> {
+    fn with_mixtures_at<E>(&self, path: &str, fit: &mut MixtureFitter<'_, E>) -> Result<Kernel, E> {
         Ok(match self {
             Kernel::Generative(g) | Kernel::Fisher(g) if g.mixture.is_none() => {
                 let g = MixtureKernel { mixture: Some(fit(g, path)?), ..g.clone() };
