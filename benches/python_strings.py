@@ -165,6 +165,8 @@ def extrapolated(name, n, per_string, slice_rows, slice_cols):
 
 n, length, k = 5000, 200, 3
 xs = strings(n, length, 11)
+# Two entries for the Rust bench to check that both sides built the same matrix.
+print(f"check spectrum sum of the first 8 x 8\t{float(spectrum_countvectorizer(xs[:8], k).sum())!r}")
 print(f"spectrum gram n={n} len={length} k={k} countvectorizer\t{median_ms(3, lambda: spectrum_countvectorizer(xs, k))}",
       flush=True)
 slice_fn = lambda state, rows, cols: spectrum_rows(*state, rows, cols)  # noqa: E731
@@ -173,6 +175,8 @@ extrapolated(f"spectrum gram n={n} len={length} k={k} python", n, lambda: spectr
 
 n, length, p, lam = 1000, 50, 2, 0.5
 xs = strings(n, length, 13)
+selfk = [ssk(x, x, p, lam) for x in xs[:8]]
+print(f"check subsequence sum of the first 8 x 8\t{sum(map(sum, ssk_rows(xs, selfk, range(8), range(8), p, lam)))!r}")
 slice_fn = lambda selfk, rows, cols: ssk_rows(xs, selfk, rows, cols, p, lam)  # noqa: E731
 extrapolated(f"subsequence gram n={n} len={length} p={p} python", n, lambda: [ssk(x, x, p, lam) for x in xs],
              range(10), range(n))

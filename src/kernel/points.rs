@@ -3,20 +3,55 @@
 //! Numeric points are the columns of a d x n matrix, which keeps each point's features
 //! contiguous for the pointwise kernels and lets the matrix-product kernels hand the same
 //! storage to faer without copying. Strings are kept as code points (the string kernels
-//! index and compare characters, never bytes); token lists as given, since the set
-//! kernels intern them per Gram build. Both sit behind an `Arc`: models clone their
-//! training points freely.
+//! index and compare characters, never bytes); token lists as given. Both sit behind an
+//! `Arc`: models clone their training points freely. What the string and set kernels
+//! derive from a point set (k-mer indexes, self-kernels) is kept with it in a cache the
+//! clones share, so a served model prepares its training rows once, not per request.
 
 use faer::MatRef;
 use nalgebra::DMatrix;
+use std::any::Any;
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use super::hyper::Scales;
 
 /// A set of n points of one kind.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Points(Repr);
+#[derive(Debug, Clone)]
+pub struct Points(Repr, Option<Arc<Prepared>>);
+
+impl PartialEq for Points {
+    /// The same points; what was derived from them does not matter.
+    fn eq(&self, other: &Points) -> bool {
+        self.0 == other.0
+    }
+}
+
+/// Which derived value of a point set: one per kernel setting that needs one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum PrepKey {
+    /// The k-mer index of the spectrum kernel with this k.
+    Spectrum(usize),
+    /// Subsequence self-kernels for (length, decay's bits).
+    SubsequenceSelf(usize, u64),
+    /// The token index of the set kernels.
+    Sets,
+}
+
+/// Values derived from a point set, built on first use.
+/// A derived value, type-erased, with the bytes it holds.
+type Derived = (Arc<dyn Any + Send + Sync>, usize);
+
+#[derive(Default)]
+pub(super) struct Prepared(Mutex<HashMap<PrepKey, Derived>>);
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.0.lock().map_or(0, |m| m.len());
+        write!(f, "Prepared({n} entries)")
+    }
+}
 
 #[derive(Debug, Clone, PartialEq)]
 enum Repr {
@@ -45,6 +80,26 @@ impl RowKind {
 }
 
 impl Points {
+    fn new(repr: Repr) -> Points {
+        let cache = (!matches!(repr, Repr::Numeric(_))).then(Default::default);
+        Points(repr, cache)
+    }
+
+    /// The value derived from these points for `key`, built by `make` (the value and the
+    /// bytes it holds) on first use and shared by every clone of them. Only for strings
+    /// and token lists.
+    pub(super) fn prepared<T: Any + Send + Sync>(&self, key: PrepKey, make: impl FnOnce() -> (T, usize)) -> Arc<T> {
+        let cache = self.1.as_ref().expect("only strings and token lists keep derived values");
+        // Held while building: concurrent predicts wait for one build instead of each
+        // doing it.
+        let mut map = cache.0.lock().unwrap_or_else(|p| p.into_inner());
+        let (value, _) = map.entry(key).or_insert_with(|| {
+            let (value, bytes) = make();
+            (Arc::new(value), bytes)
+        });
+        value.clone().downcast::<T>().expect("one type per key")
+    }
+
     /// From rows of equal length (the JSON layout); `rows` must be non-empty and rectangular.
     pub fn from_rows(rows: &[Vec<f64>]) -> Points {
         let d = rows.first().map_or(0, Vec::len);
@@ -53,23 +108,23 @@ impl Points {
             assert_eq!(r.len(), d, "ragged rows reached Points::from_rows");
             data.extend_from_slice(r);
         }
-        Points(Repr::Numeric(DMatrix::from_vec(d, rows.len(), data)))
+        Points::new(Repr::Numeric(DMatrix::from_vec(d, rows.len(), data)))
     }
 
     /// From a d x n matrix whose columns are the points.
     pub fn from_columns(m: DMatrix<f64>) -> Points {
-        Points(Repr::Numeric(m))
+        Points::new(Repr::Numeric(m))
     }
 
     /// One point per string, as its code points.
     pub fn from_texts<S: AsRef<str>>(rows: impl IntoIterator<Item = S>) -> Points {
-        Points(Repr::Text(rows.into_iter().map(|s| s.as_ref().chars().collect()).collect()))
+        Points::new(Repr::Text(rows.into_iter().map(|s| s.as_ref().chars().collect()).collect()))
     }
 
     /// One point per token list (duplicates and order kept as given; the set kernels
     /// ignore both).
     pub fn from_tokens(rows: impl IntoIterator<Item = Vec<String>>) -> Points {
-        Points(Repr::Tokens(rows.into_iter().map(Vec::into_boxed_slice).collect()))
+        Points::new(Repr::Tokens(rows.into_iter().map(Vec::into_boxed_slice).collect()))
     }
 
     pub fn kind(&self) -> RowKind {
@@ -135,7 +190,7 @@ impl Points {
 
     /// Points start..start + len, copied.
     pub fn slice(&self, start: usize, len: usize) -> Points {
-        Points(match &self.0 {
+        Points::new(match &self.0 {
             Repr::Numeric(m) => Repr::Numeric(m.columns(start, len).into_owned()),
             Repr::Text(t) => Repr::Text(t[start..start + len].into()),
             Repr::Tokens(t) => Repr::Tokens(t[start..start + len].into()),
@@ -144,7 +199,7 @@ impl Points {
 
     /// The points at `indices`, in that order, copied.
     pub fn select(&self, indices: &[usize]) -> Points {
-        Points(match &self.0 {
+        Points::new(match &self.0 {
             Repr::Numeric(m) => {
                 let d = m.nrows();
                 let mut data = Vec::with_capacity(indices.len() * d);
@@ -158,13 +213,15 @@ impl Points {
         })
     }
 
-    /// Bytes held, roughly (string headers included).
+    /// Bytes held, roughly (string headers and the kernels' derived values included).
     pub fn memory_bytes(&self) -> usize {
-        match &self.0 {
-            Repr::Numeric(m) => m.len() * std::mem::size_of::<f64>(),
-            Repr::Text(t) => t.iter().map(|s| 16 + 4 * s.len()).sum(),
-            Repr::Tokens(t) => t.iter().map(|r| 16 + r.iter().map(|s| 24 + s.len()).sum::<usize>()).sum(),
-        }
+        let derived = self.1.as_ref().map_or(0, |c| c.0.lock().map_or(0, |m| m.values().map(|(_, b)| b).sum()));
+        derived
+            + match &self.0 {
+                Repr::Numeric(m) => m.len() * std::mem::size_of::<f64>(),
+                Repr::Text(t) => t.iter().map(|s| 16 + 4 * s.len()).sum(),
+                Repr::Tokens(t) => t.iter().map(|r| 16 + r.iter().map(|s| 24 + s.len()).sum::<usize>()).sum(),
+            }
     }
 
     /// (p - shift) / scale feature by feature.
@@ -175,7 +232,7 @@ impl Points {
                 *v = (*v - shift[k]) / scale[k];
             }
         }
-        Points(Repr::Numeric(m))
+        Points::new(Repr::Numeric(m))
     }
 
     /// Each feature divided by its length scale (a copy; borrowed when all scales are 1).

@@ -15,11 +15,13 @@ mod strings;
 pub use mixture::{Mixture, MixtureKernel};
 
 use super::hyper::{Hyper, Scales};
+use super::points::PrepKey;
 use super::{Kernel, Points, RbfWidth};
 use crate::linalg::Parallelism;
 use mixture::Score;
 use nalgebra::{DMatrix, DVector};
-use sparse::{Interner, SparseRow};
+use sparse::{Index, SparseRow, Weights};
+use std::sync::Arc;
 
 /// How the set kernel compares two token sets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,28 +101,25 @@ pub(in crate::kernel) fn feature_map(k: &Kernel) -> Option<(Kernel, FeatureMap<'
 
 /// K(X, Z) (Z None: K(X, X)) for the string and set kernels; None for the others.
 pub(in crate::kernel) fn build(k: &Kernel, x: &Points, z: Option<&Points>, par: Parallelism) -> Option<DMatrix<f64>> {
-    fn texts(p: &Points) -> &[Box<[char]>] {
-        p.texts().expect("string kernels are checked to get strings")
-    }
     Some(match k {
-        Kernel::Spectrum { k, normalize } => strings::spectrum(*k, *normalize, texts(x), z.map(texts), par),
+        Kernel::Spectrum { k, normalize } => strings::spectrum(*k, *normalize, x, z, par),
         Kernel::Subsequence { length, decay, normalize } => {
-            strings::subsequence(*length, *decay, *normalize, texts(x), z.map(texts), par)
+            strings::subsequence(*length, *decay, *normalize, x, z, par)
         }
         Kernel::Set { measure } => {
-            let (xs, zs, vocab) = token_sets(x, z);
-            let mut out = sparse::products(&xs, zs.as_deref(), vocab, par);
-            if *measure == SetMeasure::Jaccard {
-                let sizes = |rows: &[SparseRow]| -> Vec<f64> { rows.iter().map(|r| r.len() as f64).collect() };
-                let xn = sizes(&xs);
-                let zn = zs.as_deref().map_or_else(|| xn.clone(), sizes);
-                for (j, col) in out.column_iter_mut().enumerate() {
-                    for (i, v) in col.into_iter().enumerate() {
-                        *v = jaccard(*v, xn[i], zn[j]);
-                    }
+            let index = token_index(x);
+            let zs: Option<Vec<SparseRow>> = z.map(|z| {
+                let mut fresh = sparse::unseen();
+                lists(z).iter().map(|r| index.query(r.iter().map(String::as_str), &mut fresh)).collect()
+            });
+            match measure {
+                SetMeasure::Intersection => index.products(zs.as_deref(), par, &|_, _, v| v),
+                SetMeasure::Jaccard => {
+                    let zn: Vec<f64> =
+                        zs.as_ref().map_or_else(|| index.selfs.clone(), |z| z.iter().map(|r| r.len() as f64).collect());
+                    index.products(zs.as_deref(), par, &|i, j, v| jaccard(v, index.selfs[i], zn[j]))
                 }
             }
-            out
         }
         _ => return None,
     })
@@ -135,69 +134,42 @@ fn jaccard(inter: f64, a: f64, b: f64) -> f64 {
     }
 }
 
-/// The distinct tokens of each row as interned ids (weight 1), x's rows then z's.
-fn token_sets<'a>(x: &'a Points, z: Option<&'a Points>) -> (Vec<SparseRow>, Option<Vec<SparseRow>>, usize) {
-    let lists = |p: &'a Points| p.token_lists().expect("set kernels are checked to get token lists");
-    let mut interner: Interner<&'a str> = Interner::new();
-    let row = |r: &'a [String], interner: &mut Interner<&'a str>| -> SparseRow {
-        let mut ids: Vec<u32> = r.iter().map(|t| interner.id(t.as_str())).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        ids.into_iter().map(|id| (id, 1.0)).collect()
-    };
-    let xs: Vec<SparseRow> = lists(x).iter().map(|r| row(r, &mut interner)).collect();
-    let vocab = interner.len();
-    let zs = z.map(|z| lists(z).iter().map(|r| row(r, &mut interner)).collect());
-    (xs, zs, vocab)
+fn lists(p: &Points) -> &[Box<[String]>] {
+    p.token_lists().expect("set kernels are checked to get token lists")
+}
+
+/// The distinct tokens of each row as interned ids, built once per point set.
+fn token_index(x: &Points) -> Arc<Index<String>> {
+    x.prepared(PrepKey::Sets, || {
+        let index = Index::new(lists(x).iter().map(|r| r.iter().map(String::as_str)), Weights::Presence);
+        let bytes = index.memory_bytes();
+        (index, bytes)
+    })
 }
 
 /// k(x_i, x_i) for the string and set kernels; None for the others.
 pub(in crate::kernel) fn diag(k: &Kernel, x: &Points) -> Option<DVector<f64>> {
     let n = x.n();
+    let unit = |v: f64| if v == 0.0 { 0.0 } else { 1.0 };
     Some(match k {
         Kernel::Spectrum { k, normalize } => {
-            let (xp, _, _) = strings::spectrum_profiles(*k, x.texts()?, None);
-            DVector::from_iterator(
-                n,
-                xp.iter().map(|r| {
-                    let v = sparse::self_dot(r);
-                    if *normalize {
-                        strings::normalised(v, v, v)
-                    } else {
-                        v
-                    }
-                }),
-            )
+            let index = strings::spectrum_index(*k, x);
+            DVector::from_iterator(n, index.selfs.iter().map(|&v| if *normalize { unit(v) } else { v }))
         }
         Kernel::Subsequence { length, decay, normalize } => {
-            let d = strings::subsequence_self(*length, *decay, x.texts()?, Parallelism::Sequential);
+            let d = strings::subsequence_selfs(*length, *decay, x, Parallelism::Sequential);
+            DVector::from_iterator(n, d.iter().map(|&v| if *normalize { unit(v) } else { v }))
+        }
+        Kernel::Set { measure } => {
+            let index = token_index(x);
             DVector::from_iterator(
                 n,
-                d.into_iter().map(|v| {
-                    if *normalize {
-                        if v == 0.0 {
-                            0.0
-                        } else {
-                            1.0
-                        }
-                    } else {
-                        v
-                    }
+                index.selfs.iter().map(|&size| match measure {
+                    SetMeasure::Jaccard => 1.0,
+                    SetMeasure::Intersection => size,
                 }),
             )
         }
-        Kernel::Set { measure } => DVector::from_iterator(
-            n,
-            x.token_lists()?.iter().map(|r| {
-                let mut r: Vec<&String> = r.iter().collect();
-                r.sort_unstable();
-                r.dedup();
-                match measure {
-                    SetMeasure::Jaccard => 1.0,
-                    SetMeasure::Intersection => r.len() as f64,
-                }
-            }),
-        ),
         _ => return None,
     })
 }
@@ -215,7 +187,7 @@ pub(in crate::kernel) enum PairKernel {
         rows: Vec<Box<[char]>>,
         p: usize,
         lambda: f64,
-        selfs: Option<Vec<f64>>,
+        selfs: Option<Arc<Vec<f64>>>,
     },
 }
 
@@ -230,24 +202,23 @@ impl PairKernel {
     pub fn new(k: &Kernel, x: &Points) -> Option<PairKernel> {
         Some(match k {
             Kernel::Spectrum { k, normalize } => {
-                let (rows, _, _) = strings::spectrum_profiles(*k, x.texts()?, None);
-                let selfs = rows.iter().map(|r| sparse::self_dot(r)).collect();
+                x.texts()?;
+                let index = strings::spectrum_index(*k, x);
                 let how = if *normalize { SparseFinish::Normalise } else { SparseFinish::Raw };
-                PairKernel::Sparse { rows, selfs, how }
+                PairKernel::Sparse { rows: index.rows.clone(), selfs: index.selfs.clone(), how }
             }
             Kernel::Set { measure } => {
-                let (rows, _, _) = token_sets(x, None);
-                let selfs = rows.iter().map(|r| r.len() as f64).collect();
+                x.token_lists()?;
+                let index = token_index(x);
                 let how = match measure {
                     SetMeasure::Jaccard => SparseFinish::Jaccard,
                     SetMeasure::Intersection => SparseFinish::Raw,
                 };
-                PairKernel::Sparse { rows, selfs, how }
+                PairKernel::Sparse { rows: index.rows.clone(), selfs: index.selfs.clone(), how }
             }
             Kernel::Subsequence { length, decay, normalize } => {
                 let rows = x.texts()?.to_vec();
-                let selfs =
-                    normalize.then(|| strings::subsequence_self(*length, *decay, &rows, Parallelism::Sequential));
+                let selfs = normalize.then(|| strings::subsequence_selfs(*length, *decay, x, Parallelism::Sequential));
                 PairKernel::Subsequence { rows, p: *length, lambda: *decay, selfs }
             }
             _ => return None,

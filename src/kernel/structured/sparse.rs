@@ -11,39 +11,144 @@
 use crate::linalg::Parallelism;
 use nalgebra::DMatrix;
 use rayon::prelude::*;
+use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 
 /// One row: (feature id, weight), sorted by id, ids distinct.
 pub(super) type SparseRow = Vec<(u32, f64)>;
 
-/// Interns features to consecutive ids, first seen first.
-pub(super) struct Interner<K> {
-    ids: HashMap<K, u32, BuildHasherDefault<FxHasher>>,
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+/// How a row's features become weights.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Weights {
+    /// How often each feature occurs (k-mer counts).
+    Counts,
+    /// 1 for each distinct feature (token sets).
+    Presence,
 }
 
-impl<K: Hash + Eq> Interner<K> {
-    pub fn new() -> Self {
-        Interner { ids: HashMap::default() }
+/// One point set's rows as sparse vectors over interned features, with an inverted index
+/// (feature -> rows holding it) for products against any other rows.
+pub(super) struct Index<K> {
+    ids: FxMap<K, u32>,
+    pub rows: Vec<SparseRow>,
+    /// Each row's inner product with itself (its size, for token sets).
+    pub selfs: Vec<f64>,
+    /// For each feature, the rows holding it, each row repeated as often as it holds
+    /// it: 4 bytes per occurrence (counts are nearly always 1), and no multiply.
+    postings: Vec<Vec<u32>>,
+    weights: Weights,
+}
+
+impl<K: Hash + Eq> Index<K> {
+    /// Interns every row's features, first seen first. Features are borrowed while
+    /// interning; only the distinct ones are copied into the index.
+    pub fn new<'a, B, R>(rows: impl IntoIterator<Item = R>, weights: Weights) -> Index<K>
+    where
+        R: IntoIterator<Item = &'a B>,
+        B: ?Sized + Hash + Eq + ToOwned<Owned = K> + 'a,
+    {
+        let mut interned: FxMap<&'a B, u32> = HashMap::default();
+        let rows: Vec<SparseRow> = rows
+            .into_iter()
+            .map(|r| {
+                let row_ids = r.into_iter().map(|key| {
+                    let next = interned.len() as u32;
+                    *interned.entry(key).or_insert(next)
+                });
+                to_row(row_ids.collect(), weights)
+            })
+            .collect();
+        let ids: FxMap<K, u32> = interned.into_iter().map(|(k, id)| (k.to_owned(), id)).collect();
+        let selfs = rows.iter().map(|r| self_dot(r)).collect();
+        let mut postings: Vec<Vec<u32>> = vec![Vec::new(); ids.len()];
+        for (i, row) in rows.iter().enumerate() {
+            for &(f, w) in row {
+                let list = &mut postings[f as usize];
+                list.extend(std::iter::repeat_n(i as u32, w as usize));
+            }
+        }
+        Index { ids, rows, selfs, postings, weights }
     }
 
-    pub fn id(&mut self, key: K) -> u32 {
-        let next = self.ids.len() as u32;
-        *self.ids.entry(key).or_insert(next)
+    /// Another row in this index's ids. Features the index never saw get ids past its
+    /// vocabulary (`unseen` numbers them across one batch of rows): they count in the
+    /// row's own norm or size but match nothing.
+    pub fn query<'q, Q>(&self, features: impl IntoIterator<Item = &'q Q>, unseen: &mut FxMap<&'q Q, u32>) -> SparseRow
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized + 'q,
+    {
+        let vocab = self.postings.len() as u32;
+        let ids = features
+            .into_iter()
+            .map(|f| match self.ids.get(f) {
+                Some(&id) => id,
+                None => {
+                    let next = vocab + unseen.len() as u32;
+                    *unseen.entry(f).or_insert(next)
+                }
+            })
+            .collect();
+        to_row(ids, self.weights)
     }
 
-    pub fn len(&self) -> usize {
-        self.ids.len()
+    /// `finish` of the inner products of this index's rows with `z`'s (z None: with its
+    /// own, a symmetric result), n x m. `finish` runs on each column while it is in cache.
+    pub fn products(&self, z: Option<&[SparseRow]>, par: Parallelism, finish: Finish<'_>) -> DMatrix<f64> {
+        let n = self.rows.len();
+        let symmetric = z.is_none();
+        let z = z.unwrap_or(&self.rows);
+        let mut out = crate::linalg::zeros(n, z.len());
+        if n == 0 || z.is_empty() {
+            return out;
+        }
+        let postings = &self.postings;
+        let fill = |(j, col): (usize, &mut [f64])| {
+            // Symmetric: the lower triangle only (rows i >= j), mirrored below.
+            let first = if symmetric { j } else { 0 };
+            for &(f, wj) in &z[j] {
+                let Some(list) = postings.get(f as usize) else { continue };
+                let from = if symmetric { list.partition_point(|&i| (i as usize) < j) } else { 0 };
+                // Sums of small integers: exact, whatever the order.
+                for &i in &list[from..] {
+                    col[i as usize] += wj;
+                }
+            }
+            for (i, v) in col.iter_mut().enumerate().skip(first) {
+                *v = finish(i, j, *v);
+            }
+        };
+        if par.is_parallel() {
+            out.as_mut_slice().par_chunks_mut(n).enumerate().with_min_len(16).for_each(fill);
+        } else {
+            out.as_mut_slice().chunks_mut(n).enumerate().for_each(fill);
+        }
+        if symmetric {
+            super::super::gram::mirror_lower(&mut out, par);
+        }
+        out
+    }
+
+    /// Bytes held, roughly.
+    pub fn memory_bytes(&self) -> usize {
+        let entries: usize = self.rows.iter().map(Vec::len).sum();
+        entries * (16 + 4) + self.ids.len() * 48
     }
 }
 
-/// Sorts ids and counts repeats: the sparse count vector of one row.
-pub(super) fn counts(mut ids: Vec<u32>) -> SparseRow {
+fn to_row(mut ids: Vec<u32>, weights: Weights) -> SparseRow {
     ids.sort_unstable();
     let mut out: SparseRow = Vec::with_capacity(ids.len());
     for id in ids {
         match out.last_mut() {
-            Some((last, w)) if *last == id => *w += 1.0,
+            Some((last, w)) if *last == id => {
+                if weights == Weights::Counts {
+                    *w += 1.0
+                }
+            }
             _ => out.push((id, 1.0)),
         }
     }
@@ -71,41 +176,12 @@ pub(super) fn self_dot(a: &[(u32, f64)]) -> f64 {
     a.iter().map(|(_, w)| w * w).sum()
 }
 
-/// The inner products of `x`'s rows with `z`'s (z None: with x's own, a symmetric
-/// result), n x m. Ids of `z` beyond `vocab` were never seen in `x` and add nothing.
-pub(super) fn products(x: &[SparseRow], z: Option<&[SparseRow]>, vocab: usize, par: Parallelism) -> DMatrix<f64> {
-    let n = x.len();
-    let mut postings: Vec<Vec<(u32, f64)>> = vec![Vec::new(); vocab];
-    for (i, row) in x.iter().enumerate() {
-        for &(f, w) in row {
-            postings[f as usize].push((i as u32, w));
-        }
-    }
-    let symmetric = z.is_none();
-    let z = z.unwrap_or(x);
-    let mut out = crate::linalg::zeros(n, z.len());
-    if n == 0 || z.is_empty() {
-        return out;
-    }
-    let fill = |(j, col): (usize, &mut [f64])| {
-        for &(f, wj) in &z[j] {
-            let Some(list) = postings.get(f as usize) else { continue };
-            // Symmetric: the lower triangle only (rows i >= j), mirrored below.
-            let from = if symmetric { list.partition_point(|&(i, _)| (i as usize) < j) } else { 0 };
-            for &(i, wi) in &list[from..] {
-                col[i as usize] += wi * wj;
-            }
-        }
-    };
-    if par.is_parallel() {
-        out.as_mut_slice().par_chunks_mut(n).enumerate().with_min_len(16).for_each(fill);
-    } else {
-        out.as_mut_slice().chunks_mut(n).enumerate().for_each(fill);
-    }
-    if symmetric {
-        super::super::gram::mirror_lower(&mut out, par);
-    }
-    out
+/// Turns an inner product into the kernel's entry: `finish(i, j, x_i . z_j)`.
+pub(super) type Finish<'a> = &'a (dyn Fn(usize, usize, f64) -> f64 + Sync);
+
+/// A fresh numbering of unseen query features, for [`Index::query`].
+pub(super) fn unseen<'q, Q: ?Sized>() -> FxMap<&'q Q, u32> {
+    HashMap::default()
 }
 
 /// FxHash (rustc's): a multiply-rotate hash, several times faster than SipHash on the
@@ -152,21 +228,28 @@ mod tests {
 
     #[test]
     fn products_match_merged_dots_in_both_modes() {
-        let rows: Vec<SparseRow> =
-            vec![counts(vec![0, 1, 1, 3]), counts(vec![]), counts(vec![3, 3, 2]), counts(vec![1])];
-        let z: Vec<SparseRow> = vec![counts(vec![1, 7]), counts(vec![3, 0])];
+        let rows = [vec!["a", "b", "b", "d"], vec![], vec!["d", "d", "c"], vec!["b"]];
+        let index: Index<String> = Index::new(rows.iter().map(|r| r.iter().copied()), Weights::Counts);
+        let mut fresh = unseen();
+        let z: Vec<SparseRow> = [vec!["b", "x"], vec!["d", "a", "x", "y"]]
+            .iter()
+            .map(|r| index.query(r.iter().copied(), &mut fresh))
+            .collect();
+        assert_eq!(z[1].len(), 4, "unseen features count in the row");
         for par in [Parallelism::Sequential, Parallelism::Parallel] {
-            let g = products(&rows, None, 4, par);
-            let c = products(&rows, Some(&z), 4, par);
+            let g = index.products(None, par, &|_, _, v| v);
+            let c = index.products(Some(&z), par, &|_, _, v| v);
             for i in 0..rows.len() {
                 for j in 0..rows.len() {
-                    assert_eq!(g[(i, j)], dot(&rows[i], &rows[j]));
+                    assert_eq!(g[(i, j)], dot(&index.rows[i], &index.rows[j]));
                 }
                 for j in 0..z.len() {
-                    assert_eq!(c[(i, j)], dot(&rows[i], &z[j]));
+                    assert_eq!(c[(i, j)], dot(&index.rows[i], &z[j]));
                 }
             }
         }
-        assert_eq!(dot(&rows[0], &rows[0]), 1.0 + 4.0 + 1.0);
+        assert_eq!(self_dot(&index.rows[0]), 1.0 + 4.0 + 1.0);
+        let sets: Index<String> = Index::new(rows.iter().map(|r| r.iter().copied()), Weights::Presence);
+        assert_eq!(sets.selfs[2], 2.0, "distinct tokens count once");
     }
 }

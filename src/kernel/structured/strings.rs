@@ -5,43 +5,60 @@
 //! their self-kernels for normalising) and then computes entries pair by pair or, for
 //! the spectrum, through the sparse inverted-index product.
 
-use super::sparse::{self, Interner, SparseRow};
+use super::sparse::{self, Index, SparseRow, Weights};
+use crate::kernel::points::PrepKey;
+use crate::kernel::Points;
 use crate::linalg::Parallelism;
 use nalgebra::DMatrix;
 use rayon::prelude::*;
+use std::sync::Arc;
 
-/// k-mer count vectors of `x`'s rows then `z`'s, over one vocabulary, and its size.
-pub(super) fn spectrum_profiles<'a>(
-    k: usize,
-    x: &'a [Box<[char]>],
-    z: Option<&'a [Box<[char]>]>,
-) -> (Vec<SparseRow>, Option<Vec<SparseRow>>, usize) {
-    let mut interner: Interner<&'a [char]> = Interner::new();
-    let profile = |s: &'a [char], interner: &mut Interner<&'a [char]>| {
-        sparse::counts(if s.len() < k { Vec::new() } else { s.windows(k).map(|w| interner.id(w)).collect() })
-    };
-    let xp: Vec<SparseRow> = x.iter().map(|s| profile(s, &mut interner)).collect();
-    let vocab = interner.len();
-    let zp = z.map(|z| z.iter().map(|s| profile(s, &mut interner)).collect());
-    (xp, zp, vocab)
+/// The length-k substrings of `s` (none when it is shorter).
+pub(super) fn kmers(s: &[char], k: usize) -> impl Iterator<Item = &[char]> {
+    (s.len() >= k).then(|| s.windows(k)).into_iter().flatten()
+}
+
+/// The k-mer index of a point set's strings, built once per point set and k.
+pub(super) fn spectrum_index(k: usize, x: &Points) -> Arc<Index<Vec<char>>> {
+    x.prepared(PrepKey::Spectrum(k), || {
+        let index = Index::new(texts(x).iter().map(|s| kmers(s, k)), Weights::Counts);
+        let bytes = index.memory_bytes();
+        (index, bytes)
+    })
 }
 
 /// K(X, Z) of the spectrum kernel (Z None: K(X, X)).
-pub(super) fn spectrum(
-    k: usize,
-    normalize: bool,
-    x: &[Box<[char]>],
-    z: Option<&[Box<[char]>]>,
-    par: Parallelism,
-) -> DMatrix<f64> {
-    let (xp, zp, vocab) = spectrum_profiles(k, x, z);
-    let mut out = sparse::products(&xp, zp.as_deref(), vocab, par);
-    if normalize {
-        let xd: Vec<f64> = xp.iter().map(|r| sparse::self_dot(r)).collect();
-        let zd: Vec<f64> = zp.as_ref().map_or_else(|| xd.clone(), |z| z.iter().map(|r| sparse::self_dot(r)).collect());
-        normalise(&mut out, &xd, &zd);
+pub(super) fn spectrum(k: usize, normalize: bool, x: &Points, z: Option<&Points>, par: Parallelism) -> DMatrix<f64> {
+    let index = spectrum_index(k, x);
+    let zp: Option<Vec<SparseRow>> = z.map(|z| {
+        let mut fresh = sparse::unseen();
+        texts(z).iter().map(|s| index.query(kmers(s, k), &mut fresh)).collect()
+    });
+    if !normalize {
+        return index.products(zp.as_deref(), par, &|_, _, v| v);
     }
-    out
+    // 1 / sqrt(k(x, x)), 0 for a string without k-mers: one multiply per entry, not a
+    // square root; the diagonal is set to exactly 1.
+    let inv = |v: f64| if v == 0.0 { 0.0 } else { 1.0 / v.sqrt() };
+    let xi: Vec<f64> = index.selfs.iter().map(|&v| inv(v)).collect();
+    let zi = zp.as_ref().map_or_else(|| xi.clone(), |z| z.iter().map(|r| inv(sparse::self_dot(r))).collect());
+    let symmetric = zp.is_none();
+    let finish = |i: usize, j: usize, v: f64| {
+        if symmetric && i == j {
+            if xi[i] == 0.0 {
+                0.0
+            } else {
+                1.0
+            }
+        } else {
+            v * xi[i] * zi[j]
+        }
+    };
+    index.products(zp.as_deref(), par, &finish)
+}
+
+pub(super) fn texts(p: &Points) -> &[Box<[char]>] {
+    p.texts().expect("string kernels are checked to get strings")
 }
 
 /// k(x, z) / sqrt(k(x, x) k(z, z)), 0 where either self-kernel is 0.
@@ -71,21 +88,35 @@ pub(super) fn subsequence_pair(s: &[char], t: &[char], p: usize, lambda: f64, sc
     if ls < p || lt < p {
         return 0.0;
     }
+    let l2 = lambda * lambda;
+    if p == 1 {
+        // K'_0 = 1: every matching pair of characters weighs lambda^2.
+        let matches: usize = s.iter().map(|a| t.iter().filter(|b| *b == a).count()).sum();
+        return l2 * matches as f64;
+    }
     let w = lt + 1;
     let cells = (ls + 1) * w;
-    scratch.clear();
-    scratch.resize(2 * cells, 0.0);
-    let (mut prev, mut cur) = scratch.split_at_mut(cells);
-    prev.fill(1.0); // K'_0
-    let l2 = lambda * lambda;
+    // Only entries (i, j) with i, j >= l of level l are ever read, and each is written
+    // before it is read, save row l - 1 (the row above the first): no clearing of whole
+    // tables, which cost as much as the recursion itself.
+    if scratch.len() < 2 * cells {
+        scratch.resize(2 * cells, 0.0);
+    }
+    let (mut prev, mut cur) = scratch[..2 * cells].split_at_mut(cells);
     for l in 1..p {
-        // K'_l(i, j) = 0 where i < l or j < l.
-        cur.fill(0.0);
+        cur[(l - 1) * w + l..l * w].fill(0.0);
         for i in l..=ls {
             let si = s[i - 1];
             let mut kpp = 0.0;
             for j in l..=lt {
-                kpp = lambda * kpp + if si == t[j - 1] { l2 * prev[(i - 1) * w + j - 1] } else { 0.0 };
+                let matched = if si != t[j - 1] {
+                    0.0
+                } else if l == 1 {
+                    l2
+                } else {
+                    l2 * prev[(i - 1) * w + j - 1]
+                };
+                kpp = lambda * kpp + matched;
                 cur[i * w + j] = lambda * cur[(i - 1) * w + j] + kpp;
             }
         }
@@ -108,12 +139,13 @@ pub(super) fn subsequence(
     p: usize,
     lambda: f64,
     normalize: bool,
-    x: &[Box<[char]>],
-    z: Option<&[Box<[char]>]>,
+    xp: &Points,
+    zp: Option<&Points>,
     par: Parallelism,
 ) -> DMatrix<f64> {
-    let symmetric = z.is_none();
-    let zs = z.unwrap_or(x);
+    let symmetric = zp.is_none();
+    let x = texts(xp);
+    let zs = zp.map_or(x, texts);
     let n = x.len();
     let mut out = crate::linalg::zeros(n, zs.len());
     if n == 0 || zs.is_empty() {
@@ -135,8 +167,8 @@ pub(super) fn subsequence(
         super::super::gram::mirror_lower(&mut out, par);
     }
     if normalize {
-        let xd = subsequence_self(p, lambda, x, par);
-        let zd = if symmetric { xd.clone() } else { subsequence_self(p, lambda, zs, par) };
+        let xd = subsequence_selfs(p, lambda, xp, par);
+        let zd = if symmetric { xd.clone() } else { Arc::new(subsequence_self(p, lambda, zs, par)) };
         normalise(&mut out, &xd, &zd);
         if symmetric {
             // Exactly 1 (or 0), whatever the rounding of the division.
@@ -146,6 +178,15 @@ pub(super) fn subsequence(
         }
     }
     out
+}
+
+/// k(x, x) for every row of a point set, computed once per point set and setting.
+pub(super) fn subsequence_selfs(p: usize, lambda: f64, x: &Points, par: Parallelism) -> Arc<Vec<f64>> {
+    x.prepared(PrepKey::SubsequenceSelf(p, lambda.to_bits()), || {
+        let selfs = subsequence_self(p, lambda, texts(x), par);
+        let bytes = 8 * selfs.len();
+        (selfs, bytes)
+    })
 }
 
 /// k(x, x) for every row.
@@ -219,7 +260,7 @@ mod tests {
     #[test]
     fn lodhi_worked_example() {
         let lambda: f64 = 0.5;
-        let words: Vec<Box<[char]>> = ["cat", "car", "bat", "bar"].iter().map(|w| chars(w)).collect();
+        let words = Points::from_texts(["cat", "car", "bat", "bar"]);
         let k = subsequence(2, lambda, false, &words, None, Parallelism::Sequential);
         assert!((k[(0, 1)] - lambda.powi(4)).abs() < 1e-15);
         assert!((k[(0, 0)] - (2.0 * lambda.powi(4) + lambda.powi(6))).abs() < 1e-15);
@@ -232,15 +273,20 @@ mod tests {
 
     #[test]
     fn spectrum_counts_shared_kmers_and_gives_zero_without_any() {
-        let rows = [chars("abab"), chars("bab"), chars("a"), chars("")];
+        let rows = Points::from_texts(["abab", "bab", "a", ""]);
         let k = spectrum(2, false, &rows, None, Parallelism::Sequential);
         // abab: ab x2, ba x1; bab: ba, ab.
         assert_eq!((k[(0, 0)], k[(0, 1)], k[(1, 1)]), (5.0, 3.0, 2.0));
         let kn = spectrum(2, true, &rows, None, Parallelism::Parallel);
         assert!((kn[(0, 1)] - 3.0 / (5.0f64 * 2.0).sqrt()).abs() < 1e-15);
         assert_eq!((kn[(2, 2)], kn[(2, 0)], kn[(3, 3)]), (0.0, 0.0, 0.0));
-        let q = [chars("xyab")];
-        let c = spectrum(2, false, &rows, Some(&q), Parallelism::Sequential);
+        let q = Points::from_texts(["xyab"]);
+        // The training rows' index was built by the Gram above and is reused (and
+        // counted in the points' memory) from here on.
+        let before = rows.memory_bytes();
+        assert!(before > Points::from_texts(["abab", "bab", "a", ""]).memory_bytes());
+        let c = spectrum(2, false, &rows.clone(), Some(&q), Parallelism::Sequential);
+        assert_eq!(rows.memory_bytes(), before, "clones share the index");
         assert_eq!((c[(0, 0)], c[(1, 0)], c[(2, 0)]), (2.0, 1.0, 0.0));
     }
 }
