@@ -21,6 +21,7 @@ mod gram;
 pub mod hyper;
 mod json;
 mod points;
+mod pointwise;
 mod structured;
 
 use crate::linalg::Parallelism;
@@ -274,7 +275,7 @@ impl Kernel {
     /// point of one set (only `white` cares). The Gram builders are the fast path; this
     /// is their reference.
     pub fn eval(&self, x: &[f64], z: &[f64], same: bool) -> f64 {
-        grad::eval(self, x, z, same, None)
+        pointwise::eval(self, x, z, same, None)
     }
 
     /// k(x_i, x_i) for every point, without building the Gram matrix.

@@ -1,0 +1,266 @@
+//! The closed set of model specs: a request's model, kernel and params checked into one
+//! value, what can be checked against the data before a fit is queued, and the fit's
+//! dispatch to its estimator (with the kernel's mixtures fitted first).
+
+use super::{
+    approx, mixture, nystrom, Estimator, FitContext, FitError, FittedModel, GaussianProcess, GpClassifier,
+    KernelLogistic, KernelPerceptron, KernelRidge, ModelKind, NadarayaWatson, RbfNetwork, SparseGpModel, Svm,
+    TrainingData,
+};
+use crate::kernel::{Kernel, Points, RowKind};
+use crate::spec::FieldError;
+use serde_json::Value;
+
+/// Checked hyperparameters of any model.
+#[derive(Debug, Clone)]
+pub enum ModelSpec {
+    KernelRidge(KernelRidge),
+    GaussianProcess(GaussianProcess),
+    Svm(Svm),
+    KernelPerceptron(KernelPerceptron),
+    KernelLogistic(KernelLogistic),
+    GpClassifier(GpClassifier),
+    NadarayaWatson(NadarayaWatson),
+    RbfNetwork(RbfNetwork),
+}
+
+impl ModelSpec {
+    /// Reads `params` (the request's `params` object, pointer `/params`) for `kind`.
+    /// The kernel is already checked. Errors point into the request document.
+    pub fn from_json(kind: ModelKind, kernel: Kernel, params: Option<&Value>) -> Result<ModelSpec, FieldError> {
+        let empty = Value::Object(Default::default());
+        let params = params.unwrap_or(&empty);
+        match kind {
+            ModelKind::KernelRidge => KernelRidge::from_json(kernel, params, "/params").map(ModelSpec::KernelRidge),
+            ModelKind::GaussianProcess => {
+                GaussianProcess::from_json(kernel, params, "/params").map(ModelSpec::GaussianProcess)
+            }
+            ModelKind::Svm => Svm::from_json(kernel, params, "/params").map(ModelSpec::Svm),
+            ModelKind::NadarayaWatson => {
+                NadarayaWatson::from_json(kernel, params, "/params").map(ModelSpec::NadarayaWatson)
+            }
+            ModelKind::KernelPerceptron => {
+                KernelPerceptron::from_json(kernel, params, "/params").map(ModelSpec::KernelPerceptron)
+            }
+            ModelKind::KernelLogistic => {
+                KernelLogistic::from_json(kernel, params, "/params").map(ModelSpec::KernelLogistic)
+            }
+            ModelKind::GpClassifier => GpClassifier::from_json(kernel, params, "/params").map(ModelSpec::GpClassifier),
+            ModelKind::RbfNetwork => RbfNetwork::from_json(kernel, params, "/params").map(ModelSpec::RbfNetwork),
+        }
+    }
+
+    pub fn kind(&self) -> ModelKind {
+        match self {
+            ModelSpec::KernelRidge(_) => ModelKind::KernelRidge,
+            ModelSpec::GaussianProcess(_) => ModelKind::GaussianProcess,
+            ModelSpec::Svm(_) => ModelKind::Svm,
+            ModelSpec::KernelPerceptron(_) => ModelKind::KernelPerceptron,
+            ModelSpec::KernelLogistic(_) => ModelKind::KernelLogistic,
+            ModelSpec::GpClassifier(_) => ModelKind::GpClassifier,
+            ModelSpec::NadarayaWatson(_) => ModelKind::NadarayaWatson,
+            ModelSpec::RbfNetwork(_) => ModelKind::RbfNetwork,
+        }
+    }
+
+    pub fn kernel(&self) -> &Kernel {
+        match self {
+            ModelSpec::KernelRidge(p) => &p.kernel,
+            ModelSpec::GaussianProcess(p) => &p.kernel,
+            ModelSpec::Svm(p) => &p.kernel,
+            ModelSpec::KernelPerceptron(p) => &p.kernel,
+            ModelSpec::KernelLogistic(p) => &p.kernel,
+            ModelSpec::GpClassifier(p) => &p.kernel,
+            ModelSpec::NadarayaWatson(p) => &p.kernel,
+            ModelSpec::RbfNetwork(p) => &p.kernel,
+        }
+    }
+
+    fn kernel_mut(&mut self) -> &mut Kernel {
+        match self {
+            ModelSpec::KernelRidge(p) => &mut p.kernel,
+            ModelSpec::GaussianProcess(p) => &mut p.kernel,
+            ModelSpec::Svm(p) => &mut p.kernel,
+            ModelSpec::KernelPerceptron(p) => &mut p.kernel,
+            ModelSpec::KernelLogistic(p) => &mut p.kernel,
+            ModelSpec::GpClassifier(p) => &mut p.kernel,
+            ModelSpec::NadarayaWatson(p) => &mut p.kernel,
+            ModelSpec::RbfNetwork(p) => &mut p.kernel,
+        }
+    }
+
+    /// What can only be checked once the rows are known: the kernel against their kind
+    /// and width, and k-means inducing points against non-numeric rows. Pointers are
+    /// within the request.
+    pub fn check_rows(&self, kind: RowKind, d: usize) -> Result<(), FieldError> {
+        self.kernel().check_rows(kind).map_err(|e| e.under("/kernel"))?;
+        if kind == RowKind::Numeric {
+            self.kernel().check_features(d).map_err(|e| e.under("/kernel"))?;
+        } else if let Some(a) = self.approximation().filter(|a| a.mode != approx::Mode::Exact) {
+            if a.selection == approx::Selection::Kmeans {
+                return Err(FieldError::invalid(
+                    "/params/inducing_selection",
+                    format!("k-means needs numeric rows, not {}; use \"uniform\"", kind.describe()),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// This spec with every generative and Fisher kernel's mixture fitted to `x`.
+    fn with_fitted_mixtures(&self, x: &Points, ctx: &FitContext) -> Result<Option<ModelSpec>, FitError> {
+        let mut fit = |g: &crate::kernel::MixtureKernel,
+                       path: &str|
+         -> Result<std::sync::Arc<crate::kernel::Mixture>, FitError> {
+            match mixture::fit(x, g, ctx) {
+                Ok(m) => Ok(std::sync::Arc::new(m.mixture)),
+                Err(FitError::Invalid(e)) => Err(FitError::Invalid(e.under(path).under("/kernel"))),
+                Err(e) => Err(e),
+            }
+        };
+        let kernel = self.kernel().with_mixtures(&mut fit)?;
+        if &kernel == self.kernel() {
+            return Ok(None);
+        }
+        let mut spec = self.clone();
+        *spec.kernel_mut() = kernel;
+        Ok(Some(spec))
+    }
+
+    pub fn params_json(&self) -> Value {
+        match self {
+            ModelSpec::KernelRidge(p) => p.params_json(),
+            ModelSpec::GaussianProcess(p) => p.params_json(),
+            ModelSpec::Svm(p) => p.params_json(),
+            ModelSpec::KernelPerceptron(p) => p.params_json(),
+            ModelSpec::KernelLogistic(p) => p.params_json(),
+            ModelSpec::GpClassifier(p) => p.params_json(),
+            ModelSpec::NadarayaWatson(p) => p.params_json(),
+            ModelSpec::RbfNetwork(p) => p.params_json(),
+        }
+    }
+
+    /// The approximation params of the models that have them.
+    fn approximation_mut(&mut self) -> Option<&mut approx::Approximation> {
+        match self {
+            ModelSpec::KernelRidge(p) => Some(&mut p.approx),
+            ModelSpec::GaussianProcess(p) => Some(&mut p.approx),
+            _ => None,
+        }
+    }
+
+    fn approximation(&self) -> Option<approx::Approximation> {
+        match self {
+            ModelSpec::KernelRidge(p) => Some(p.approx),
+            ModelSpec::GaussianProcess(p) => Some(p.approx),
+            _ => None,
+        }
+    }
+
+    /// Turns `approximation: auto` into exact (n <= `exact_max_rows` and the exact fit's
+    /// memory estimate within `max_fit_bytes`) or nystrom, and checks M against n.
+    pub fn resolve_approximation(
+        &mut self,
+        n: usize,
+        d: usize,
+        exact_max_rows: usize,
+        max_fit_bytes: u64,
+    ) -> Result<(), FieldError> {
+        let exact_fits = {
+            let mut exact = self.clone();
+            if let Some(a) = exact.approximation_mut() {
+                a.mode = approx::Mode::Exact;
+            }
+            exact.fit_memory_estimate(n, d) as u64 <= max_fit_bytes
+        };
+        let Some(a) = self.approximation_mut() else { return Ok(()) };
+        if a.mode == approx::Mode::Auto {
+            a.mode = if n <= exact_max_rows && exact_fits { approx::Mode::Exact } else { approx::Mode::Nystrom };
+        }
+        if a.mode == approx::Mode::Nystrom && a.m(n) > n {
+            return Err(FieldError::invalid(
+                "/params/inducing_points",
+                format!("{} inducing points requested but there are only {n} training rows", a.m(n)),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Bytes the fit will hold at its peak, for admission decisions.
+    pub fn fit_memory_estimate(&self, n: usize, d: usize) -> usize {
+        if let Some(a) = self.approximation().filter(|a| a.mode == approx::Mode::Nystrom) {
+            let search = match self {
+                ModelSpec::GaussianProcess(gp) if gp.optimize => Some(gp.theta().len()),
+                _ => None,
+            };
+            return nystrom::fit_memory_estimate(n, d, a.m(n), search);
+        }
+        match self {
+            ModelSpec::Svm(svm) => return svm.fit_memory_estimate(n, d),
+            ModelSpec::RbfNetwork(net) => return net.fit_memory_estimate(n, d),
+            ModelSpec::KernelLogistic(klr) => return klr.fit_memory_estimate(n, d),
+            ModelSpec::GpClassifier(gpc) => return gpc.fit_memory_estimate(n, d),
+            ModelSpec::NadarayaWatson(_) | ModelSpec::KernelPerceptron(_) => return n * (d + 4) * 8 * 2,
+            _ => {}
+        }
+        // One n x n matrix (K, factorised in place) plus the data; the hyperparameter
+        // search holds K, one gradient matrix per free hyperparameter, the inverse and W.
+        let matrices = match self {
+            ModelSpec::GaussianProcess(gp) if gp.optimize => gp.theta().len() + 4,
+            _ => 1,
+        };
+        matrices * n * n * 8 + n * d * 8 * 2
+    }
+
+    /// What can only be checked against the data's size, before a fit is queued.
+    pub fn check_data(&self, n: usize) -> Result<(), FieldError> {
+        match self {
+            ModelSpec::RbfNetwork(RbfNetwork { centers: Some(c), .. }) if *c as usize > n => Err(FieldError::invalid(
+                "/params/centers",
+                format!("{c} centres requested but there are only {n} training rows"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn fit(&self, data: &TrainingData, ctx: &FitContext) -> Result<FittedModel, FitError> {
+        // The kernel may be well-formed but inconsistent with the data (ARD list length,
+        // a string kernel over numbers).
+        self.check_rows(data.x().kind(), data.x().d()).map_err(FitError::Invalid)?;
+        match self.with_fitted_mixtures(data.x(), ctx)? {
+            Some(spec) => spec.fit_checked(data, ctx),
+            None => self.fit_checked(data, ctx),
+        }
+    }
+
+    fn fit_checked(&self, data: &TrainingData, ctx: &FitContext) -> Result<FittedModel, FitError> {
+        let mut fitted = match (self, data) {
+            (ModelSpec::KernelRidge(p), TrainingData::Regression(d)) => FittedModel::KernelRidge(p.fit(d, ctx)?),
+            (ModelSpec::GaussianProcess(p), TrainingData::Regression(d)) if p.approx.mode == approx::Mode::Nystrom => {
+                FittedModel::SparseGp(SparseGpModel::fit(p, d, ctx)?)
+            }
+            (ModelSpec::GaussianProcess(p), TrainingData::Regression(d)) => {
+                FittedModel::GaussianProcess(p.fit(d, ctx)?)
+            }
+            (ModelSpec::Svm(p), TrainingData::Classification(d)) => FittedModel::Svm(p.fit(d, ctx)?),
+            (ModelSpec::KernelPerceptron(p), TrainingData::Classification(d)) => {
+                FittedModel::KernelPerceptron(p.fit(d, ctx)?)
+            }
+            (ModelSpec::KernelLogistic(p), TrainingData::Classification(d)) => {
+                FittedModel::KernelLogistic(p.fit(d, ctx)?)
+            }
+            (ModelSpec::GpClassifier(p), TrainingData::Classification(d)) => FittedModel::GpClassifier(p.fit(d, ctx)?),
+            (ModelSpec::NadarayaWatson(p), TrainingData::Regression(d)) => FittedModel::NadarayaWatson(p.fit(d, ctx)?),
+            (ModelSpec::RbfNetwork(p), TrainingData::Regression(d)) => FittedModel::RbfNetwork(p.fit(d, ctx)?),
+            _ => {
+                return Err(FitError::Invalid(FieldError::invalid(
+                    "/y",
+                    format!("these targets do not suit a {} model", self.kind().name()),
+                )))
+            }
+        };
+        let report = fitted.predictor_mut().report_mut();
+        report.approximation.get_or_insert_with(|| "exact".into());
+        Ok(fitted)
+    }
+}
