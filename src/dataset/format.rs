@@ -82,27 +82,24 @@ pub struct DatasetWriter<W: Write> {
 
 impl<W: Write> DatasetWriter<W> {
     pub fn begin(inner: W, d: usize) -> io::Result<DatasetWriter<W>> {
-        let mut out = Checksummed {
-            inner: io::BufWriter::with_capacity(1 << 20, inner),
-            crc: crc32fast::Hasher::new(),
-            written: 0,
-        };
-        out.write_all(MAGIC)?;
-        out.write_all(&VERSION.to_le_bytes())?;
-        Ok(DatasetWriter { out, d, kind: RowKind::Numeric, rows: 0 })
+        Self::start(inner, VERSION, d, RowKind::Numeric)
     }
 
     /// Begins a dataset of strings or token lists (version 2).
     pub fn begin_rows(inner: W, kind: RowKind) -> io::Result<DatasetWriter<W>> {
         assert_ne!(kind, RowKind::Numeric, "numeric rows use `begin`");
+        Self::start(inner, ROWS_VERSION, 0, kind)
+    }
+
+    fn start(inner: W, version: u32, d: usize, kind: RowKind) -> io::Result<DatasetWriter<W>> {
         let mut out = Checksummed {
             inner: io::BufWriter::with_capacity(1 << 20, inner),
             crc: crc32fast::Hasher::new(),
             written: 0,
         };
         out.write_all(MAGIC)?;
-        out.write_all(&ROWS_VERSION.to_le_bytes())?;
-        Ok(DatasetWriter { out, d: 0, kind, rows: 0 })
+        out.write_all(&version.to_le_bytes())?;
+        Ok(DatasetWriter { out, d, kind, rows: 0 })
     }
 
     fn push_str(&mut self, s: &str) -> io::Result<()> {

@@ -85,37 +85,29 @@ fn m_step(x: &Points, resp: &DMatrix<f64>) -> Mixture {
     let (n, d, c) = (x.n(), x.d(), resp.nrows());
     // As scikit-learn: a component with no responsibility keeps a tiny, finite weight.
     let nk: Vec<f64> = (0..c).map(|k| resp.row(k).sum() + 10.0 * f64::EPSILON).collect();
-    let mut means = DMatrix::zeros(d, c);
-    for i in 0..n {
-        let p = x.point(i);
-        for k in 0..c {
-            let r = resp[(k, i)];
-            if r != 0.0 {
-                for f in 0..d {
-                    means[(f, k)] += r * p[f];
+    // Responsibility-weighted averages over the rows, per component: of x, then of the
+    // squared deviations from the new means (two passes: no cancellation).
+    let weighted_mean = |value: &dyn Fn(usize, &[f64], usize) -> f64| {
+        let mut sums = DMatrix::<f64>::zeros(d, c);
+        for i in 0..n {
+            let p = x.point(i);
+            for k in 0..c {
+                let r = resp[(k, i)];
+                if r != 0.0 {
+                    for f in 0..d {
+                        sums[(f, k)] += r * value(f, p, k);
+                    }
                 }
             }
         }
-    }
-    for (k, total) in nk.iter().enumerate() {
-        means.column_mut(k).iter_mut().for_each(|v| *v /= total);
-    }
-    let mut variances = DMatrix::zeros(d, c);
-    for i in 0..n {
-        let p = x.point(i);
-        for k in 0..c {
-            let r = resp[(k, i)];
-            if r != 0.0 {
-                for f in 0..d {
-                    let diff = p[f] - means[(f, k)];
-                    variances[(f, k)] += r * diff * diff;
-                }
-            }
+        for (k, total) in nk.iter().enumerate() {
+            sums.column_mut(k).iter_mut().for_each(|v| *v /= total);
         }
-    }
-    for (k, total) in nk.iter().enumerate() {
-        variances.column_mut(k).iter_mut().for_each(|v| *v = *v / total + VARIANCE_FLOOR);
-    }
+        sums
+    };
+    let means = weighted_mean(&|f, p, _| p[f]);
+    let mut variances = weighted_mean(&|f, p, k| (p[f] - means[(f, k)]).powi(2));
+    variances.iter_mut().for_each(|v| *v += VARIANCE_FLOOR);
     let weights = nk.iter().map(|v| v / n as f64).collect();
     Mixture { weights, means, variances }
 }
