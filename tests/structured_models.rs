@@ -242,6 +242,14 @@ async fn bad_rows_and_kernels_name_the_place() {
         ),
         (json!({"model": "kernel_ridge", "kernel": {"type": "set"}, "x": [[], []], "y": [1, 2]}), 422, "/x"),
         (json!({"model": "kernel_ridge", "kernel": spectrum, "x": [[1, "a"]], "y": [1]}), 400, "/x/0/1"),
+        // Every string shorter than k: the kernel is 0 everywhere (one short string is fine).
+        (json!({"model": "kernel_ridge", "kernel": spectrum, "x": ["", "ab", "a"], "y": [1, 2, 3]}), 422, "/x"),
+        (
+            json!({"model": "svm", "kernel": {"type": "sum", "kernels": [{"type": "spectrum", "k": 1}, {"type": "subsequence", "length": 4}]},
+                   "x": ["abc", "cba"], "y": ["p", "q"]}),
+            422,
+            "/x",
+        ),
         (json!({"model": "kernel_ridge", "kernel": spectrum, "x": [{"s": "a"}], "y": [1]}), 400, "/x/0"),
         (
             json!({"model": "kernel_ridge", "kernel": {"type": "spectrum", "k": 0}, "x": ["a"], "y": [1]}),
@@ -320,6 +328,23 @@ async fn bad_rows_and_kernels_name_the_place() {
     let id = numeric["id"].as_str().unwrap();
     let (status, p) = problem(s.post(&format!("/models/{id}/predict"), &json!({"x": ["abc"]})).await).await;
     assert_eq!((status, pointers(&p)), (422, vec!["/x".to_string()]));
+}
+
+/// Nadaraya-Watson over strings: where no training string shares a k-mer with the query,
+/// every weight is 0 and the prediction is the mean of y (strings have no nearest point).
+#[tokio::test]
+async fn nadaraya_watson_without_weights_predicts_the_mean() {
+    let s = TestServer::default().await;
+    let m = s
+        .train(&json!({"model": "nadaraya_watson", "kernel": {"type": "spectrum", "k": 2},
+            "x": ["abab", "baba", "cdcd", ""], "y": [1.0, 2.0, 4.0, 9.0]}))
+        .await;
+    let p = predict(&s, m["id"].as_str().unwrap(), json!({"x": ["xyz", "abab"]})).await;
+    let v = numbers(&p["predictions"]);
+    assert_eq!(v[0], 4.0, "mean of y");
+    // abab has ab twice and ba once, baba the reverse: k(abab, baba) = (2 + 2) / 5.
+    let want = (1.0 * 1.0 + 0.8 * 2.0) / (1.0 + 0.8);
+    assert!((v[1] - want).abs() < 1e-12, "{v:?} vs {want}");
 }
 
 /// Hyperparameters around a string kernel (a scale factor, the noise) are optimised; the

@@ -92,8 +92,10 @@ impl ModelSpec {
     /// What can only be checked once the rows are known: the kernel against their kind
     /// and width, and k-means inducing points against non-numeric rows. Pointers are
     /// within the request.
-    pub fn check_rows(&self, kind: RowKind, d: usize) -> Result<(), FieldError> {
+    pub fn check_rows(&self, x: &Points) -> Result<(), FieldError> {
+        let (kind, d) = (x.kind(), x.d());
         self.kernel().check_rows(kind).map_err(|e| e.under("/kernel"))?;
+        self.kernel().check_lengths(x)?;
         if kind == RowKind::Numeric {
             self.kernel().check_features(d).map_err(|e| e.under("/kernel"))?;
         } else if let Some(a) = self.approximation().filter(|a| a.mode != approx::Mode::Exact) {
@@ -226,7 +228,7 @@ impl ModelSpec {
     pub fn fit(&self, data: &TrainingData, ctx: &FitContext) -> Result<FittedModel, FitError> {
         // The kernel may be well-formed but inconsistent with the data (ARD list length,
         // a string kernel over numbers).
-        self.check_rows(data.x().kind(), data.x().d()).map_err(FitError::Invalid)?;
+        self.check_rows(data.x()).map_err(FitError::Invalid)?;
         match self.with_fitted_mixtures(data.x(), ctx)? {
             Some(spec) => spec.fit_checked(data, ctx),
             None => self.fit_checked(data, ctx),

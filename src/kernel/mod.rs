@@ -461,6 +461,35 @@ impl Kernel {
         ))
     }
 
+    /// Errors (at `/x`) when a string kernel sees nothing in any row: every string is
+    /// shorter than its k-mers or subsequences, so that part is 0 everywhere and nothing
+    /// can be learnt from it. Single short strings are fine (their kernel values are 0).
+    pub fn check_lengths(&self, x: &Points) -> Result<(), FieldError> {
+        let Some(texts) = x.texts() else { return Ok(()) };
+        let longest = texts.iter().map(|s| s.len()).max().unwrap_or(0);
+        self.check_lengths_at(longest)
+    }
+
+    fn check_lengths_at(&self, longest: usize) -> Result<(), FieldError> {
+        let (what, need) = match self {
+            Kernel::Sum(ks) | Kernel::Product(ks) => return ks.iter().try_for_each(|k| k.check_lengths_at(longest)),
+            Kernel::Scale { kernel, .. } => return kernel.check_lengths_at(longest),
+            Kernel::Spectrum { k, .. } => ("k-mers", *k),
+            Kernel::Subsequence { length, .. } => ("subsequences", *length),
+            _ => return Ok(()),
+        };
+        if longest >= need {
+            return Ok(());
+        }
+        Err(FieldError::invalid(
+            "/x",
+            format!(
+                "every string has fewer than {need} characters, so the {} kernel's {what} of {need} find nothing in any row",
+                self.type_name()
+            ),
+        ))
+    }
+
     /// The same kernel with every generative and Fisher part's mixture set by `fit`
     /// (called with the part's settings and pointer; parts given a mixture keep it).
     pub fn with_mixtures<E>(&self, fit: &mut MixtureFitter<'_, E>) -> Result<Kernel, E> {

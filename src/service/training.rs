@@ -99,7 +99,7 @@ impl Service {
         spec.check_data(n)?;
         let limit = self.config.effective_max_fit_bytes();
         spec.resolve_approximation(n, d, self.config.exact_max_rows, limit)?;
-        spec.check_rows(data.x().kind(), d)?;
+        spec.check_rows(data.x())?;
         let need = spec.fit_memory_estimate(n, d) as u64;
         if need > limit {
             return Err(ServiceError::TooLarge {
