@@ -113,7 +113,7 @@ impl<S: DualSpec> Predictor for DualClassifier<S> {
     }
 
     fn predict_cost(&self, m: usize, _opts: &PredictOptions) -> f64 {
-        self.expansion.predict_cost(m)
+        self.expansion.predict_cost(m, self.kernel())
     }
 }
 
@@ -156,8 +156,8 @@ impl DualExpansion {
         self.points.memory_bytes() + 8 * (self.coef.len() + self.bias.len())
     }
 
-    pub fn predict_cost(&self, m: usize) -> f64 {
-        (m * self.points.n() * (self.points.d() + 2 + self.coef.nrows())) as f64
+    pub fn predict_cost(&self, m: usize, kernel: &Kernel) -> f64 {
+        (m * self.points.n()) as f64 * (kernel.pair_cost(&self.points) + 2.0 + self.coef.nrows() as f64)
     }
 
     fn store_into(&self, s: &mut StoredFit) {

@@ -355,7 +355,7 @@ impl Predictor for GaussianProcessModel {
     fn predict_cost(&self, m: usize, opts: &PredictOptions) -> f64 {
         let n = self.x.n() as f64;
         let m = m as f64;
-        let mut cost = m * n * (self.x.d() as f64 + 2.0);
+        let mut cost = m * n * (self.kernel().pair_cost(&self.x) + 2.0);
         if opts.variance || opts.covariance {
             cost += m * n * n;
         }

@@ -396,7 +396,7 @@ impl Predictor for GpClassifierModel {
 
     fn predict_cost(&self, m: usize, _opts: &PredictOptions) -> f64 {
         let n = self.x.n();
-        (self.machines.len() * m * n * (n + self.x.d() + 2)) as f64
+        (self.machines.len() * m * n) as f64 * (n as f64 + self.kernel().pair_cost(&self.x) + 2.0)
     }
 }
 

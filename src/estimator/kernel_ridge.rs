@@ -131,7 +131,7 @@ impl Predictor for KernelRidgeModel {
     }
 
     fn predict_cost(&self, m: usize, _opts: &PredictOptions) -> f64 {
-        (m * self.x.n() * (self.x.d() + 2)) as f64
+        (m * self.x.n()) as f64 * (self.kernel().pair_cost(&self.x) + 2.0)
     }
 }
 

@@ -121,7 +121,7 @@ impl Predictor for NadarayaWatsonModel {
     }
 
     fn predict_cost(&self, m: usize, _opts: &PredictOptions) -> f64 {
-        (m * self.x.n() * (self.x.d() + 3)) as f64
+        (m * self.x.n()) as f64 * (self.kernel().pair_cost(&self.x) + 3.0)
     }
 }
 

@@ -162,7 +162,7 @@ impl Predictor for RbfNetworkModel {
     }
 
     fn predict_cost(&self, m: usize, _opts: &PredictOptions) -> f64 {
-        (m * self.centres.n() * (self.centres.d() + 2)) as f64
+        (m * self.centres.n()) as f64 * (self.kernel().pair_cost(&self.centres) + 2.0)
     }
 }
 

@@ -412,7 +412,7 @@ impl Predictor for SparseGpModel {
     fn predict_cost(&self, m: usize, opts: &PredictOptions) -> f64 {
         let big_m = self.z.n() as f64;
         let m = m as f64;
-        let mut cost = m * big_m * (self.z.d() as f64 + 2.0);
+        let mut cost = m * big_m * (self.kernel().pair_cost(&self.z) + 2.0);
         if opts.variance || opts.covariance {
             cost += m * big_m * big_m;
         }

@@ -383,7 +383,7 @@ impl Predictor for SvmModel {
     }
 
     fn predict_cost(&self, m: usize, _opts: &PredictOptions) -> f64 {
-        (m * self.sv.n() * (self.sv.d() + 2 + self.coef.nrows())) as f64
+        (m * self.sv.n()) as f64 * (self.kernel().pair_cost(&self.sv) + 2.0 + self.coef.nrows() as f64)
     }
 }
 

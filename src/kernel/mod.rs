@@ -461,6 +461,34 @@ impl Kernel {
         ))
     }
 
+    /// Rough flops of one kernel value between a point of `x` and a query point, for
+    /// deciding where a prediction runs: d for numeric rows (whatever the kernel, as the
+    /// matrix-product paths make it), and for strings and token sets what the kernel's
+    /// own work grows with: the length (spectrum, set), or length times |x| |z|
+    /// (subsequence), taking x's average row as the query's.
+    pub fn pair_cost(&self, x: &Points) -> f64 {
+        if x.kind() == RowKind::Numeric {
+            return x.d() as f64;
+        }
+        let n = x.n().max(1) as f64;
+        let mean_len = match (x.texts(), x.token_lists()) {
+            (Some(t), _) => t.iter().map(|s| s.len()).sum::<usize>() as f64 / n,
+            (_, Some(t)) => t.iter().map(|r| r.len()).sum::<usize>() as f64 / n,
+            _ => 0.0,
+        };
+        self.pair_cost_at(mean_len)
+    }
+
+    fn pair_cost_at(&self, len: f64) -> f64 {
+        match self {
+            Kernel::Sum(ks) | Kernel::Product(ks) => ks.iter().map(|k| k.pair_cost_at(len)).sum(),
+            Kernel::Scale { kernel, .. } => kernel.pair_cost_at(len),
+            Kernel::Subsequence { length, .. } => 2.0 * *length as f64 * len * len,
+            Kernel::Constant { .. } | Kernel::White { .. } => 1.0,
+            _ => len,
+        }
+    }
+
     /// Errors (at `/x`) when a string kernel sees nothing in any row: every string is
     /// shorter than its k-mers or subsequences, so that part is 0 everywhere and nothing
     /// can be learnt from it. Single short strings are fine (their kernel values are 0).
@@ -601,6 +629,20 @@ mod tests {
         assert_eq!((hp[0].value, hp[3].value), (1.0, 0.1));
         assert!((hp[1].value - 1f64.exp()).abs() < 1e-15);
         assert_eq!(moved.with_theta(&theta), k);
+    }
+
+    /// Where a prediction runs depends on this: a subsequence kernel over long strings must
+    /// not pass for cheap (it would run on the async threads).
+    #[test]
+    fn pair_cost_grows_with_the_string_kernels_work() {
+        let k = |v| Kernel::from_json(&v).unwrap();
+        let x = Points::from_rows(&[vec![0.0; 7]]);
+        assert_eq!(k(json!({"type": "sum", "kernels": [{"type": "rbf"}, {"type": "linear"}]})).pair_cost(&x), 7.0);
+        let t = Points::from_texts(["a".repeat(40), "b".repeat(60)]);
+        let spectrum = k(json!({"type": "spectrum"})).pair_cost(&t);
+        let subsequence = k(json!({"type": "subsequence", "length": 3})).pair_cost(&t);
+        assert_eq!(spectrum, 50.0);
+        assert_eq!(subsequence, 2.0 * 3.0 * 50.0 * 50.0);
     }
 
     #[test]

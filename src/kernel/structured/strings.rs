@@ -81,53 +81,50 @@ pub(super) fn normalised(v: f64, a: f64, b: f64) -> f64 {
 /// Lodhi's kernel between two strings, by the O(p |s| |t|) recursion:
 /// K''_l(i, j) = lambda K''_l(i, j - 1) + [s_i = t_j] lambda^2 K'_{l-1}(i - 1, j - 1),
 /// K'_l(i, j) = lambda K'_l(i - 1, j) + K''_l(i, j), K'_0 = 1, and
-/// K_p = sum over s_i = t_j of lambda^2 K'_{p-1}(i - 1, j - 1). `scratch` holds the two
-/// (|s| + 1) x (|t| + 1) tables between calls.
+/// K_p = sum over s_i = t_j of lambda^2 K'_{p-1}(i - 1, j - 1).
+///
+/// Row i of every level needs only row i - 1 of its own level and of the level below, so
+/// the tables are kept one row per level (`scratch`, (p - 1) (|t| + 1) values, in cache
+/// whatever the strings' lengths), updated in place from the top level down so that the
+/// level below still holds row i - 1 when it is read. The boundaries (K'_l = 0 where
+/// i < l or j < l) follow from the zero first row.
 pub(super) fn subsequence_pair(s: &[char], t: &[char], p: usize, lambda: f64, scratch: &mut Vec<f64>) -> f64 {
     let (ls, lt) = (s.len(), t.len());
     if ls < p || lt < p {
         return 0.0;
     }
     let l2 = lambda * lambda;
-    if p == 1 {
-        // K'_0 = 1: every matching pair of characters weighs lambda^2.
-        let matches: usize = s.iter().map(|a| t.iter().filter(|b| *b == a).count()).sum();
-        return l2 * matches as f64;
-    }
     let w = lt + 1;
-    let cells = (ls + 1) * w;
-    // Only entries (i, j) with i, j >= l of level l are ever read, and each is written
-    // before it is read, save row l - 1 (the row above the first): no clearing of whole
-    // tables, which cost as much as the recursion itself.
-    if scratch.len() < 2 * cells {
-        scratch.resize(2 * cells, 0.0);
-    }
-    let (mut prev, mut cur) = scratch[..2 * cells].split_at_mut(cells);
-    for l in 1..p {
-        cur[(l - 1) * w + l..l * w].fill(0.0);
-        for i in l..=ls {
-            let si = s[i - 1];
-            let mut kpp = 0.0;
-            for j in l..=lt {
-                let matched = if si != t[j - 1] {
-                    0.0
-                } else if l == 1 {
-                    l2
-                } else {
-                    l2 * prev[(i - 1) * w + j - 1]
-                };
-                kpp = lambda * kpp + matched;
-                cur[i * w + j] = lambda * cur[(i - 1) * w + j] + kpp;
+    scratch.clear();
+    scratch.resize((p - 1) * w, 0.0);
+    // rows[(l - 1) w + j] = K'_l(i, j) for the current i, levels 1 to p - 1.
+    let rows = &mut scratch[..];
+    let mut total = 0.0;
+    for &si in s {
+        // The last level reads K'_{p-1}(i - 1, j - 1): before this row updates it.
+        if p == 1 {
+            total += t.iter().filter(|&&c| c == si).count() as f64;
+        } else {
+            let top = &rows[(p - 2) * w..(p - 1) * w];
+            for (j, &tj) in t.iter().enumerate() {
+                if tj == si {
+                    total += top[j];
+                }
             }
         }
-        std::mem::swap(&mut prev, &mut cur);
-    }
-    let mut total = 0.0;
-    for i in p..=ls {
-        let si = s[i - 1];
-        for j in p..=lt {
-            if si == t[j - 1] {
-                total += prev[(i - 1) * w + j - 1];
+        for l in (1..p).rev() {
+            let (below, here) = rows.split_at_mut((l - 1) * w);
+            let here = &mut here[..w];
+            let below = if l == 1 { None } else { Some(&below[(l - 2) * w..(l - 1) * w]) };
+            let mut kpp = 0.0;
+            for (j, &tj) in t.iter().enumerate() {
+                let matched = match below {
+                    _ if tj != si => 0.0,
+                    None => l2,
+                    Some(b) => l2 * b[j],
+                };
+                kpp = lambda * kpp + matched;
+                here[j + 1] = lambda * here[j + 1] + kpp;
             }
         }
     }
