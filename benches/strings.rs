@@ -78,7 +78,7 @@ fn main() {
             v.map_or(("-".to_string(), "-".to_string()), |v| (format!("{v:.1}"), format!("{:.1}", v / ms)))
         };
         let ((cv_ms, cv_ratio), (py_ms, py_ratio)) = (fmt(cv), fmt(plain));
-        println!("{name:<38}{threads:>8}{ms:>11.1}{cv_ms:>16}{cv_ratio:>8}{py_ms:>16}{py_ratio:>9}");
+        println!("{name:<38}{threads:>8}{ms:>11.2}{cv_ms:>16}{cv_ratio:>8}{py_ms:>16}{py_ratio:>9}");
     }
     println!("ratio = Python time / mercer time (> 1: mercer faster); plain Python extrapolated from a slice of rows");
 }
