@@ -31,6 +31,7 @@ pub struct Config {
     pub store_url: String,
     pub store_refresh_secs: u64,
     pub cache_bytes: u64,
+    pub ui_dir: String,
 }
 
 #[derive(Debug, thiserror::Error)]

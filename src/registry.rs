@@ -113,6 +113,9 @@ pub struct ModelEntry {
     /// When the entry became ready here (a store listing older than that may miss it).
     ready_at: RwLock<Option<Instant>>,
     state: RwLock<ModelState>,
+    /// JSON text of a sample of the training rows (for plots): set by the fit here, or
+    /// when the model is read from the store.
+    sample: RwLock<Option<Arc<str>>>,
     /// Follows `state`'s status, so that waiters need not poll.
     status_tx: tokio::sync::watch::Sender<Status>,
 }
@@ -144,6 +147,7 @@ impl ModelEntry {
             started: RwLock::new(None),
             ready_at: RwLock::new(None),
             state: RwLock::new(ModelState::Queued),
+            sample: RwLock::new(None),
             status_tx: tokio::sync::watch::Sender::new(Status::Queued),
         }
     }
@@ -168,6 +172,7 @@ impl ModelEntry {
             started: RwLock::new(None),
             ready_at: RwLock::new(Some(Instant::now())),
             state: RwLock::new(ModelState::Ready(Arc::new(summary))),
+            sample: RwLock::new(None),
             status_tx: tokio::sync::watch::Sender::new(Status::Ready),
         })
     }
@@ -203,6 +208,14 @@ impl ModelEntry {
         let settled = rx.wait_for(|s| matches!(s, Status::Ready | Status::Failed)).await;
         // The sender lives as long as `self`, so the wait cannot fail.
         settled.map_or(Status::Failed, |s| *s)
+    }
+
+    pub fn sample(&self) -> Option<Arc<str>> {
+        self.sample.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn set_sample(&self, json: Arc<str>) {
+        *self.sample.write().unwrap_or_else(|p| p.into_inner()) = Some(json);
     }
 
     /// What a ready model shows (None until ready).

@@ -48,7 +48,7 @@ async fn every_route_is_served_and_other_methods_are_405() {
     let s = TestServer::default().await;
     let id = uuid::Uuid::new_v4();
     for (method, path) in spec_operations() {
-        let url = s.url(&path.replace("{id}", &id.to_string()));
+        let url = s.url(&path.replace("{id}", &id.to_string()).replace("{file}", "app.js"));
         for m in ["GET", "POST", "PUT", "DELETE", "PATCH"] {
             let r = s.http.request(m.parse().unwrap(), &url).body("{}").send().await.unwrap();
             let status = r.status().as_u16();

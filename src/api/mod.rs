@@ -8,6 +8,7 @@ pub mod models;
 pub mod ops;
 pub mod problem;
 pub mod types;
+pub mod ui;
 
 use crate::service::Service;
 use axum::extract::{DefaultBodyLimit, Request};
@@ -28,7 +29,9 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Every route the router serves: method, path, and whether it needs the API key.
 /// openapi.yaml must list exactly these (tests/spec_routes.rs checks both directions).
-pub const ROUTES: [(&str, &str, bool); 13] = [
+pub const ROUTES: [(&str, &str, bool); 16] = [
+    ("GET", "/", false),
+    ("GET", "/ui/{file}", false),
     ("GET", "/healthz", false),
     ("GET", "/readyz", false),
     ("GET", "/metrics", false),
@@ -38,6 +41,7 @@ pub const ROUTES: [(&str, &str, bool); 13] = [
     ("GET", "/models/{id}", true),
     ("DELETE", "/models/{id}", true),
     ("POST", "/models/{id}/predict", true),
+    ("GET", "/models/{id}/sample", true),
     ("POST", "/datasets", true),
     ("GET", "/datasets", true),
     ("GET", "/datasets/{id}", true),
@@ -62,6 +66,9 @@ fn handler(method: &str, path: &str, body_limit: usize) -> MethodRouter<Arc<Serv
         ("GET", "/models/{id}") => get(models::get),
         ("DELETE", "/models/{id}") => delete(models::delete),
         ("POST", "/models/{id}/predict") => post(models::predict),
+        ("GET", "/models/{id}/sample") => get(models::sample),
+        ("GET", "/") => get(ui::index),
+        ("GET", "/ui/{file}") => get(ui::file),
         _ => unreachable!("ROUTES names only routes with a handler: {method} {path}"),
     })
 }

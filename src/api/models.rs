@@ -44,6 +44,14 @@ pub async fn get(
     Ok(Json(ModelResource::of(&entry)))
 }
 
+/// A ready model's training sample and kept points, for plots.
+pub async fn sample(
+    State(service): State<Arc<Service>>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    Ok(Json(service.sample(model_id(id)?).await?))
+}
+
 pub async fn delete(
     State(service): State<Arc<Service>>,
     id: Result<Path<String>, PathRejection>,

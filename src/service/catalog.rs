@@ -203,6 +203,9 @@ impl Service {
         self.loading.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
         match loaded {
             Ok(Some(l)) => {
+                if !l.sample.is_empty() {
+                    entry.set_sample(l.sample.into());
+                }
                 let model = Arc::new(l.fitted);
                 // A model deleted meanwhile is served to this request but not kept.
                 let kept = self.registry.contains(id) && self.registry.cache.insert(id, model.clone());

@@ -328,6 +328,23 @@ impl Service {
         Ok((fitted, prediction))
     }
 
+    /// A ready model's plot data: `{"n_train", "x", "y"}` (the sample of training rows kept
+    /// at its fit; empty lists for models stored before samples were kept) and
+    /// `"support"`, up to as many of the points the model keeps for prediction.
+    pub async fn sample(self: &Arc<Self>, id: Uuid) -> Result<Value, ServiceError> {
+        let entry = self.lookup(id).await?;
+        // Reading the model from the store also brings its sample.
+        let fitted = self.fitted(&entry).await?;
+        let mut v: Value = entry
+            .sample()
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or_else(|| serde_json::json!({"n_train": entry.n_train, "x": [], "y": []}));
+        let support = fitted.predictor().support();
+        let rows = crate::estimator::inducing::sample_rows(support.n(), support.n().min(training::SAMPLE_ROWS), 0x5A3F1E);
+        v["support"] = Value::Array(training::rows_json(support, &rows));
+        Ok(v)
+    }
+
     /// Checks a predict request's rows and options against a fitted model and returns the
     /// query points.
     pub fn check_query(&self, fitted: &FittedModel, x: &[Row], opts: &PredictOptions) -> Result<Points, ServiceError> {

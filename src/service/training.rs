@@ -218,6 +218,7 @@ impl Service {
                 fitted.predictor_mut().report_mut().duration_ms = secs * 1e3;
                 // Durable before ready: 201 is sent only once the model is stored.
                 let summary = Arc::new(ModelSummary::of(&fitted));
+                entry.set_sample(sample_json(data).into());
                 match self.persist(entry, &fitted, &summary) {
                     Ok(()) => {
                         self.registry.cache.insert(entry.id, Arc::new(fitted));
@@ -287,6 +288,7 @@ impl Service {
             n_features: entry.n_features as u64,
             fit: fitted.to_stored(),
             extra: serde_json::to_string(&entry.origin).expect("an origin serialises"),
+            sample: entry.sample().map_or_else(String::new, |s| s.to_string()),
         };
         let head = ModelHead::of(&model, entry.kind, summary);
         self.store.block_on(self.store.save_model(&model, &head))
@@ -297,6 +299,36 @@ impl Service {
             tracing::error!(model_id = %id, error = %e, "cannot remove a stored model");
         }
     }
+}
+
+/// Training rows kept with a model for plots, at most this many.
+pub const SAMPLE_ROWS: usize = 500;
+
+/// `{"n_train", "x", "y"}`: a seeded sample of at most [`SAMPLE_ROWS`] training rows (in
+/// their order) with their targets as the request gave them.
+fn sample_json(data: &TrainingData) -> String {
+    let x = data.x();
+    let rows = crate::estimator::inducing::sample_rows(x.n(), x.n().min(SAMPLE_ROWS), 0x5A3F1E);
+    let y: Vec<Value> = match data {
+        TrainingData::Regression(d) => rows.iter().map(|&i| serde_json::json!(d.y[i])).collect(),
+        TrainingData::Classification(d) => {
+            rows.iter().map(|&i| d.classes.label(d.y[i])).collect()
+        }
+    };
+    serde_json::json!({"n_train": x.n(), "x": rows_json(x, &rows), "y": y}).to_string()
+}
+
+/// The rows of `p` at `indices` in the contract's JSON form.
+pub(super) fn rows_json(p: &crate::kernel::Points, indices: &[usize]) -> Vec<Value> {
+    indices
+        .iter()
+        .map(|&i| match (p.numeric(), p.texts(), p.token_lists()) {
+            (Some(_), _, _) => serde_json::json!(p.point(i)),
+            (_, Some(t), _) => Value::String(t[i].iter().collect()),
+            (_, _, Some(t)) => serde_json::json!(t[i]),
+            _ => Value::Null,
+        })
+        .collect()
 }
 
 fn failure_of(e: FitError) -> Failure {

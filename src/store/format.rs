@@ -15,7 +15,7 @@ use uuid::Uuid;
 const MAGIC: &[u8; 8] = b"MERCERM\0";
 /// 2 added classes and named arrays to `StoredFit`; 3 added [`StoredModel::extra`]; 4
 /// put a [`ModelHead`] before the model; 5 added `StoredFit::rows` (string and token-list
-/// training rows).
+/// training rows) and [`StoredModel::sample`].
 pub const VERSION: u32 = 5;
 const LEGACY_HEADER: usize = 8 + 4 + 8 + 4;
 pub const HEADER: usize = 8 + 4 + 8 + 4 + 8 + 4;
@@ -212,6 +212,7 @@ mod v1 {
                     rows: Default::default(),
                 },
                 extra: "{}".into(),
+                sample: String::new(),
             }
         }
     }
@@ -284,6 +285,7 @@ mod v4 {
                 n_features: self.n_features,
                 fit: self.fit.upgrade(),
                 extra: self.extra,
+                sample: String::new(),
             }
         }
     }
@@ -316,6 +318,7 @@ mod v2 {
                 n_features: self.n_features,
                 fit: self.fit.upgrade(),
                 extra: "{}".into(),
+                sample: String::new(),
             }
         }
     }
@@ -365,6 +368,7 @@ mod tests {
                 rows: Default::default(),
             },
             extra: r#"{"dataset":null}"#.into(),
+            sample: r#"{"n_train":2,"x":[[0.1]],"y":[1.0]}"#.into(),
         }
     }
 
@@ -427,7 +431,7 @@ mod tests {
         bytes.extend_from_slice(&head);
         bytes.extend_from_slice(&body);
         let (h, back) = decode(&bytes).unwrap();
-        assert_eq!((h, back), (Some(head_of(&m)), m));
+        assert_eq!((h, back), (Some(head_of(&m)), StoredModel { sample: String::new(), ..m }));
     }
 
     #[test]
@@ -477,6 +481,7 @@ mod tests {
             StoredModel {
                 fit: StoredFit { classes: "null".into(), arrays: vec![], ..m.fit.clone() },
                 extra: "{}".into(),
+                sample: String::new(),
                 ..m
             }
         );
@@ -495,7 +500,7 @@ mod tests {
         bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
         bytes.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
         bytes.extend_from_slice(&payload);
-        assert_eq!(decode(&bytes).unwrap().1, StoredModel { extra: "{}".into(), ..m });
+        assert_eq!(decode(&bytes).unwrap().1, StoredModel { extra: "{}".into(), sample: String::new(), ..m });
     }
 
     #[test]

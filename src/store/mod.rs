@@ -46,6 +46,9 @@ pub struct StoredModel {
     /// JSON text of an object with the model's other facts (its origin: dataset and
     /// feature names), so that new facts need no new format version.
     pub extra: String,
+    /// JSON text of a seeded sample of the training rows, for plots (format version 5;
+    /// empty when none was kept). In the body, not the head: listings never read it.
+    pub sample: String,
 }
 
 impl StoredModel {
@@ -148,6 +151,8 @@ pub struct Store {
 pub struct LoadedModel {
     pub head: ModelHead,
     pub fitted: FittedModel,
+    /// As [`StoredModel::sample`].
+    pub sample: String,
 }
 
 pub fn model_key(id: Uuid) -> String {
@@ -315,7 +320,7 @@ pub fn decode_model(bytes: &[u8], id: Uuid) -> Result<LoadedModel, String> {
     let fit: StoredFit = std::mem::take(&mut model.fit);
     let fitted = FittedModel::from_stored(fit).map_err(|e| e.to_string())?;
     let head = head.unwrap_or_else(|| ModelHead::of(&model, fitted.kind(), &ModelSummary::of(&fitted)));
-    Ok(LoadedModel { head, fitted })
+    Ok(LoadedModel { head, fitted, sample: std::mem::take(&mut model.sample) })
 }
 
 fn bulk(bytes: u64) -> Duration {

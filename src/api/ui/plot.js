@@ -1,0 +1,197 @@
+// Plots of a fitted model, drawn as hand-written SVG. The three plots (a 1-D fit with its
+// band, 2-D decision regions, predicted against actual) need only axes, paths, rectangles
+// and circles, which the few helpers below draw; a charting library would be far larger
+// than this file, and the page's Content-Security-Policy loads scripts from this origin
+// only. Colours come from classes in style.css (no style attributes: the CSP forbids them);
+// every label is set with textContent, never parsed as markup.
+
+const NS = "http://www.w3.org/2000/svg";
+const W = 640;
+const H = 420;
+const M = { left: 58, right: 18, top: 14, bottom: 42 };
+
+// An SVG element with attributes, appended to parent when given.
+export function svgEl(name, attrs = {}, parent = null) {
+  const e = document.createElementNS(NS, name);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+  if (parent) parent.appendChild(e);
+  return e;
+}
+
+function text(parent, x, y, str, cls) {
+  const t = svgEl("text", { x, y, class: cls }, parent);
+  t.textContent = str;
+  return t;
+}
+
+// [lo, hi] of finite values, widened by frac of the span on each side (1 when the span is 0).
+export function paddedRange(values, frac = 0.1) {
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const v of values) {
+    if (Number.isFinite(v)) {
+      if (v < lo) lo = v;
+      if (v > hi) hi = v;
+    }
+  }
+  if (lo === Infinity) return [-1, 1];
+  const pad = hi > lo ? (hi - lo) * frac : 1;
+  return [lo - pad, hi + pad];
+}
+
+function linear(d0, d1, r0, r1) {
+  const k = d1 === d0 ? 0 : (r1 - r0) / (d1 - d0);
+  return (v) => r0 + (v - d0) * k;
+}
+
+// About `count` round tick values within [lo, hi].
+function ticks(lo, hi, count = 6) {
+  const span = hi - lo;
+  if (!(span > 0)) return [lo];
+  let step = 10 ** Math.floor(Math.log10(span / count));
+  const err = span / count / step;
+  if (err >= 5) step *= 10;
+  else if (err >= 2) step *= 5;
+  else if (err >= 1.5) step *= 2;
+  const out = [];
+  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(Math.abs(v) < step * 1e-9 ? 0 : v);
+  return out;
+}
+
+const fmt = (v) => String(Number(v.toPrecision(4)));
+const f2 = (v) => v.toFixed(2);
+
+// The root <svg> with axes; returns it and the data-to-pixel scales.
+function frame(kind, [x0, x1], [y0, y1], xLabel, yLabel, title) {
+  const svg = svgEl("svg", {
+    viewBox: `0 0 ${W} ${H}`,
+    class: "plot",
+    role: "img",
+    "data-testid": "plot",
+    "data-kind": kind,
+  });
+  svgEl("title", {}, svg).textContent = title;
+  const sx = linear(x0, x1, M.left, W - M.right);
+  const sy = linear(y0, y1, H - M.bottom, M.top);
+  const axes = svgEl("g", { class: "axes" }, svg);
+  svgEl("rect", { x: M.left, y: M.top, width: W - M.left - M.right, height: H - M.top - M.bottom, class: "frame" }, axes);
+  for (const t of ticks(x0, x1)) {
+    svgEl("line", { x1: f2(sx(t)), x2: f2(sx(t)), y1: H - M.bottom, y2: H - M.bottom + 5 }, axes);
+    text(axes, f2(sx(t)), H - M.bottom + 18, fmt(t), "tick x");
+  }
+  for (const t of ticks(y0, y1)) {
+    svgEl("line", { x1: M.left - 5, x2: M.left, y1: f2(sy(t)), y2: f2(sy(t)) }, axes);
+    text(axes, M.left - 8, f2(sy(t)) , fmt(t), "tick y");
+  }
+  text(axes, (M.left + W - M.right) / 2, H - 6, xLabel, "label x");
+  text(axes, 14, (M.top + H - M.bottom) / 2, yLabel, "label y").setAttribute("transform", `rotate(-90 14 ${(M.top + H - M.bottom) / 2})`);
+  return { svg, sx, sy };
+}
+
+function legend(svg, entries) {
+  const g = svgEl("g", { class: "legend", transform: `translate(${W - M.right - 170} ${M.top + 8})` }, svg);
+  svgEl("rect", { x: 0, y: 0, width: 162, height: 8 + 18 * entries.length, class: "legend-bg" }, g);
+  entries.forEach(([label, cls], i) => {
+    svgEl("rect", { x: 8, y: 7 + 18 * i, width: 12, height: 10, class: `swatch ${cls}` }, g);
+    const t = text(g, 26, 16 + 18 * i, label.length > 22 ? label.slice(0, 21) + "…" : label, "legend-text");
+    svgEl("title", {}, t).textContent = label;
+  });
+}
+
+function pathOf(xs, ys, sx, sy) {
+  return xs.map((x, i) => `${i ? "L" : "M"}${f2(sx(x))},${f2(sy(ys[i]))}`).join("");
+}
+
+// 1-D regression: training points, the mean over a grid and, when std is given, a ±2 sd band.
+export function bandPlot({ xs, ys, grid, mean, std }) {
+  const lower = std ? mean.map((m, i) => m - 2 * std[i]) : mean;
+  const upper = std ? mean.map((m, i) => m + 2 * std[i]) : mean;
+  const yr = paddedRange([...ys, ...lower, ...upper], 0.05);
+  const { svg, sx, sy } = frame("band", [grid[0], grid[grid.length - 1]], yr, "x", "y", "fit over x");
+  if (std) {
+    const back = grid.slice().reverse();
+    const d = pathOf(grid, upper, sx, sy) + pathOf(back, lower.slice().reverse(), sx, sy).replace(/^M/, "L") + "Z";
+    svgEl("path", { d, class: "band", "data-testid": "band" }, svg);
+  }
+  svgEl("path", { d: pathOf(grid, mean, sx, sy), class: "mean" }, svg);
+  xs.forEach((x, i) => svgEl("circle", { cx: f2(sx(x)), cy: f2(sy(ys[i])), r: 3.5, class: "point" }, svg));
+  legend(svg, [["training points", "point"], ["mean", "mean"], ...(std ? [["mean ± 2 sd", "band"]] : [])]);
+  return svg;
+}
+
+// Class label -> colour class (cls-0 ... cls-9, cycling), in the order of `classes`.
+export function classColours(classes) {
+  const map = new Map();
+  classes.forEach((c, i) => map.set(String(c), `cls-${i % 10}`));
+  return (label) => map.get(String(label)) || "cls-x";
+}
+
+// 2-D classification: the predicted class over an nx x ny grid of cells, training points
+// coloured by label, the points the model keeps ringed.
+export function regionsPlot({ xr, yr, nx, ny, predicted, classes, points, labels, support }) {
+  const { svg, sx, sy } = frame("regions", xr, yr, "x₁", "x₂", "decision regions");
+  const colour = classColours(classes);
+  const cw = (xr[1] - xr[0]) / nx;
+  const ch = (yr[1] - yr[0]) / ny;
+  const cells = svgEl("g", { class: "regions" }, svg);
+  for (let j = 0; j < ny; j++) {
+    for (let i = 0; i < nx; i++) {
+      const label = predicted[j * nx + i];
+      const x = sx(xr[0] + i * cw);
+      const y = sy(yr[0] + (j + 1) * ch);
+      svgEl("rect", {
+        x: f2(x), y: f2(y), width: f2(sx(xr[0] + (i + 1) * cw) - x + 0.3), height: f2(sy(yr[0] + j * ch) - y + 0.3),
+        class: `region ${colour(label)}`, "data-class": String(label),
+      }, cells);
+    }
+  }
+  for (const [a, b] of support || []) svgEl("circle", { cx: f2(sx(a)), cy: f2(sy(b)), r: 7, class: "support" }, svg);
+  points.forEach(([a, b], i) => {
+    svgEl("circle", { cx: f2(sx(a)), cy: f2(sy(b)), r: 4, class: `point ${colour(labels[i])}`, "data-class": String(labels[i]) }, svg);
+  });
+  legend(svg, [...classes.map((c) => [String(c), colour(c)]), ...(support && support.length ? [["support", "support"]] : [])]);
+  return svg;
+}
+
+// Regression on anything else: predicted against actual, with the diagonal.
+export function scatterPlot({ actual, predicted }) {
+  const r = paddedRange([...actual, ...predicted], 0.05);
+  const { svg, sx, sy } = frame("scatter", r, r, "actual", "predicted", "predicted against actual");
+  svgEl("line", { x1: f2(sx(r[0])), y1: f2(sy(r[0])), x2: f2(sx(r[1])), y2: f2(sy(r[1])), class: "diagonal" }, svg);
+  actual.forEach((a, i) => svgEl("circle", { cx: f2(sx(a)), cy: f2(sy(predicted[i])), r: 3.5, class: "point" }, svg));
+  return svg;
+}
+
+// Classification on anything else: counts of (actual, predicted) as an HTML table.
+export function confusionTable({ classes, actual, predicted }) {
+  const keys = classes.map(String);
+  const index = new Map(keys.map((k, i) => [k, i]));
+  const counts = keys.map(() => keys.map(() => 0));
+  let right = 0;
+  actual.forEach((a, i) => {
+    const r = index.get(String(a));
+    const c = index.get(String(predicted[i]));
+    if (r !== undefined && c !== undefined) counts[r][c] += 1;
+    if (String(a) === String(predicted[i])) right += 1;
+  });
+  const table = document.createElement("table");
+  table.className = "grid confusion";
+  table.dataset.testid = "plot";
+  table.dataset.kind = "confusion";
+  const caption = table.createCaption();
+  caption.textContent = `rows: actual, columns: predicted; ${right} of ${actual.length} right`;
+  const head = table.createTHead().insertRow();
+  head.appendChild(document.createElement("th"));
+  for (const k of keys) head.appendChild(document.createElement("th")).textContent = k;
+  const body = table.createTBody();
+  keys.forEach((k, r) => {
+    const row = body.insertRow();
+    row.appendChild(document.createElement("th")).textContent = k;
+    counts[r].forEach((n, c) => {
+      const cell = row.insertCell();
+      cell.textContent = String(n);
+      cell.className = n === 0 ? "num zero" : r === c ? "num hit" : "num miss";
+    });
+  });
+  return table;
+}
