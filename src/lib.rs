@@ -6,6 +6,7 @@
 //! models in the `registry`.
 
 pub mod api;
+pub mod client;
 pub mod config;
 pub mod dataset;
 pub mod estimator;

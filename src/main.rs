@@ -1,8 +1,10 @@
 //! The mercer binary: `mercer` serves; `mercer healthcheck` probes a running server (the
 //! container's HEALTHCHECK, as the slim image has no curl); `mercer config` prints the
-//! effective settings.
+//! effective settings; `train`, `predict`, `models`, `show`, `delete` and `datasets` are
+//! the HTTP client (`mercer::client`); `completions SHELL` prints shell completions.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
+use mercer::client::{self, Api, ClientError, Connection, PredictArgs, TrainArgs};
 use mercer::config::Config;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -16,6 +18,8 @@ struct Cli {
     /// A TOML file overriding config/default.toml (MERCER_* variables override both).
     #[arg(long, global = true, value_name = "PATH")]
     config: Option<PathBuf>,
+    #[command(flatten)]
+    connection: Connection,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -28,11 +32,46 @@ enum Command {
     Healthcheck,
     /// Print the effective settings as TOML.
     Config,
+    /// Upload a CSV file as a dataset and fit a model on it (waits until it is ready).
+    Train(TrainArgs),
+    /// Predict the rows of a CSV file with a model; CSV out.
+    Predict(PredictArgs),
+    /// List the models.
+    Models,
+    /// Show one model: its parameters, fitted kernel and training report.
+    Show {
+        /// The model's id.
+        id: String,
+    },
+    /// Delete a model.
+    Delete {
+        /// The model's id.
+        id: String,
+    },
+    /// List the datasets.
+    Datasets,
+    /// Print shell completions (bash, zsh, fish, elvish, powershell) to standard output.
+    Completions { shell: clap_complete::Shell },
 }
 
 fn main() -> ExitCode {
     mercer::tune_allocator();
     let cli = Cli::parse();
+    match cli.command {
+        Some(Command::Completions { shell }) => {
+            clap_complete::generate(shell, &mut Cli::command(), "mercer", &mut std::io::stdout());
+            return ExitCode::SUCCESS;
+        }
+        Some(
+            command @ (Command::Train(_)
+            | Command::Predict(_)
+            | Command::Models
+            | Command::Show { .. }
+            | Command::Delete { .. }
+            | Command::Datasets),
+        ) => return run_client(command, &cli.connection),
+        _ => {}
+    }
     let config = match Config::load(cli.config.as_deref()) {
         Ok(c) => c,
         Err(e) => {
@@ -47,7 +86,92 @@ fn main() -> ExitCode {
             print!("{}", toml::to_string(&config).expect("settings serialise"));
             ExitCode::SUCCESS
         }
+        _ => unreachable!("client commands returned above"),
     }
+}
+
+/// Runs one client command; 0 on success, 1 with the reason on stderr otherwise.
+fn run_client(command: Command, conn: &Connection) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("mercer: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(client_command(command, conn)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mercer: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn client_command(command: Command, conn: &Connection) -> Result<(), ClientError> {
+    let api = Api::new(&conn.url, conn.token.clone())?;
+    let json_out = |v: &serde_json::Value| println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+    match command {
+        Command::Train(args) => {
+            let model = client::train(&api, &args).await?;
+            if conn.json {
+                json_out(&model);
+            } else {
+                print!("{}", client::model_details(&model));
+            }
+        }
+        Command::Predict(args) => {
+            let csv = client::predict(&api, &args).await?;
+            match &args.output {
+                Some(path) => std::fs::write(path, &csv)
+                    .map_err(|e| ClientError::Other(format!("cannot write {}: {e}", path.display())))?,
+                None => std::io::stdout()
+                    .write_all(&csv)
+                    .map_err(|e| ClientError::Other(format!("cannot write the predictions: {e}")))?,
+            }
+        }
+        Command::Models => {
+            let v = api.get_json("/models").await?;
+            if conn.json {
+                json_out(&v);
+            } else {
+                print!("{}", client::model_table(v["models"].as_array().map_or(&[][..], Vec::as_slice)));
+            }
+        }
+        Command::Datasets => {
+            let v = api.get_json("/datasets").await?;
+            if conn.json {
+                json_out(&v);
+            } else {
+                print!("{}", client::dataset_table(v["datasets"].as_array().map_or(&[][..], Vec::as_slice)));
+            }
+        }
+        Command::Show { id } => {
+            let v = api.get_json(&format!("/models/{}", path_segment(&id))).await?;
+            if conn.json {
+                json_out(&v);
+            } else {
+                print!("{}", client::model_details(&v));
+            }
+        }
+        Command::Delete { id } => {
+            api.delete(&format!("/models/{}", path_segment(&id))).await?;
+            if !conn.json {
+                println!("deleted {id}");
+            }
+        }
+        Command::Serve | Command::Healthcheck | Command::Config | Command::Completions { .. } => {
+            unreachable!("not a client command")
+        }
+    }
+    Ok(())
+}
+
+/// An id as one path segment: anything but the characters of a UUID is escaped.
+fn path_segment(id: &str) -> String {
+    id.bytes()
+        .map(|b| if b.is_ascii_alphanumeric() || b == b'-' { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect()
 }
 
 fn serve(config: Config) -> ExitCode {

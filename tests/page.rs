@@ -63,7 +63,11 @@ async fn a_sample_holds_training_rows_with_their_targets_and_the_kept_points() {
     let svm = s.train(&json!({"model": "svm", "x": pts, "y": labels})).await;
     let got = sample(&s, &svm["id"]).await;
     assert_eq!(got["y"].as_array().unwrap().iter().filter(|v| *v == "red").count(), 4, "labels as given");
-    assert_eq!(got["support"].as_array().unwrap().len() as u64, svm["n_support"].as_u64().unwrap(), "the support vectors");
+    assert_eq!(
+        got["support"].as_array().unwrap().len() as u64,
+        svm["n_support"].as_u64().unwrap(),
+        "the support vectors"
+    );
 
     let text = s.train(&json!({"model": "kernel_ridge", "kernel": {"type": "spectrum", "k": 2}, "x": ["abc", "bcd", "xyz"], "y": [1, 2, 3]})).await;
     let got = sample(&s, &text["id"]).await;

@@ -311,9 +311,7 @@ fn sample_json(data: &TrainingData) -> String {
     let rows = crate::estimator::inducing::sample_rows(x.n(), x.n().min(SAMPLE_ROWS), 0x5A3F1E);
     let y: Vec<Value> = match data {
         TrainingData::Regression(d) => rows.iter().map(|&i| serde_json::json!(d.y[i])).collect(),
-        TrainingData::Classification(d) => {
-            rows.iter().map(|&i| d.classes.label(d.y[i])).collect()
-        }
+        TrainingData::Classification(d) => rows.iter().map(|&i| d.classes.label(d.y[i])).collect(),
     };
     serde_json::json!({"n_train": x.n(), "x": rows_json(x, &rows), "y": y}).to_string()
 }

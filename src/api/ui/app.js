@@ -151,7 +151,7 @@ async function refresh() {
     renderModels();
     renderDatasets(d.datasets.slice().sort(byNewest));
     const current = state.models.find((x) => x.id === state.selected);
-    if (current && current.status !== state.shownStatus) showDetails(current.id);
+    if (current && (current.status !== state.shownStatus || BUSY.has(current.status))) showDetails(current.id);
     if (state.models.some((x) => BUSY.has(x.status))) state.timer = setTimeout(refresh, 1000);
   } catch (err) {
     showError(err);
@@ -277,7 +277,7 @@ async function onTrain(ev) {
     showError(err);
     return;
   }
-  const name = field("name").value.trim() || file.name;
+  const name = field("name").value.trim() || file.name.replace(/\.csv$/i, "");
   const target = field("target").value.trim();
   const model = field("model").value;
   const submit = form.querySelector("button[type=submit]");
@@ -290,7 +290,13 @@ async function onTrain(ev) {
     say(`Stored ${ds.n_rows} rows of ${ds.n_features ?? "?"} features; training ${model}…`);
     const body = { model, kernel, dataset: ds.id, name };
     if (params !== undefined) body.params = params;
-    let m = await api("POST", "/models?wait=false", { json: body });
+    let m;
+    try {
+      m = await api("POST", "/models?wait=false", { json: body });
+    } catch (err) {
+      await api("DELETE", `/datasets/${encodeURIComponent(ds.id)}`).catch(() => {}); // the fit was refused: no orphan dataset
+      throw err;
+    }
     await refresh();
     while (BUSY.has(m.status)) {
       await sleep(400);

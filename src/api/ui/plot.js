@@ -8,7 +8,7 @@
 const NS = "http://www.w3.org/2000/svg";
 const W = 640;
 const H = 420;
-const M = { left: 58, right: 18, top: 14, bottom: 42 };
+const M = { left: 58, right: 18, top: 34, bottom: 42 };
 
 // An SVG element with attributes, appended to parent when given.
 export function svgEl(name, attrs = {}, parent = null) {
@@ -88,14 +88,18 @@ function frame(kind, [x0, x1], [y0, y1], xLabel, yLabel, title) {
   return { svg, sx, sy };
 }
 
+// One row of swatches and labels above the plot area.
 function legend(svg, entries) {
-  const g = svgEl("g", { class: "legend", transform: `translate(${W - M.right - 170} ${M.top + 8})` }, svg);
-  svgEl("rect", { x: 0, y: 0, width: 162, height: 8 + 18 * entries.length, class: "legend-bg" }, g);
-  entries.forEach(([label, cls], i) => {
-    svgEl("rect", { x: 8, y: 7 + 18 * i, width: 12, height: 10, class: `swatch ${cls}` }, g);
-    const t = text(g, 26, 16 + 18 * i, label.length > 22 ? label.slice(0, 21) + "…" : label, "legend-text");
+  const g = svgEl("g", { class: "legend", transform: `translate(${M.left} 8)` }, svg);
+  let x = 0;
+  for (const [label, cls] of entries) {
+    const short = label.length > 24 ? label.slice(0, 23) + "…" : label;
+    svgEl("rect", { x, y: 3, width: 12, height: 10, class: `swatch ${cls}` }, g);
+    const t = text(g, x + 17, 12, short, "legend-text");
     svgEl("title", {}, t).textContent = label;
-  });
+    x += 30 + 6.5 * short.length;
+    if (x > W - M.left - M.right - 60) break;
+  }
 }
 
 function pathOf(xs, ys, sx, sy) {

@@ -1,0 +1,338 @@
+"""The web page at `/` in headless Chromium, against a mercer the caller started.
+
+    scripts/install_browser_tools.sh
+    MERCER_BIND=127.0.0.1:18095 MERCER_DATA_DIR= target/release/mercer &
+    ~/.cache/mercer-browser-venv/bin/python scripts/browser_test.py http://127.0.0.1:18095 \
+        --screenshots docs/screenshots
+    # and once more against a mercer started with MERCER_API_KEYS=secret-token:
+    ~/.cache/mercer-browser-venv/bin/python scripts/browser_test.py http://127.0.0.1:18096 --token secret-token
+
+That is how CI runs it: the install script, then the release binary started in the
+background (memory only), then this script once without and once with API keys, the
+server killed after each run. The script starts no server itself.
+
+Steps (each prints one PASS/FAIL line; the exit status is 1 when any failed):
+ 1. trains over the API (urllib): a 1-D GP "gp-sine", a 2-D SVM "svm-blobs" (labels red and
+    blue), a kernel_ridge "krr-3d" on 3 features, and a model named <img src=x onerror=alert(1)>;
+ 2. opens the page: all four rows listed, the hostile name shown literally as text, no alert
+    open, no <img> in the table or the details, the page served with a Content-Security-Policy;
+ 3. gp-sine: a band plot whose band path has at least 100 points along each edge, a mean of
+    at least 100, and the 30 training points (gp.png);
+ 4. svm-blobs: decision regions of at least two classes and ringed support vectors (classifier.png);
+ 5. krr-3d: predicted against actual (scatter.png);
+ 6. trains from the page's CSV form and waits for the new model, ready and plotted (train.png);
+ 7. no SEVERE entry in the browser console;
+ 8. with --token (the server has MERCER_API_KEYS): the page asks for the token before anything
+    lists (8a, right after opening the page), and at the end no URL the page requested carries
+    the token, which travelled in Authorization headers only and is in no console line or
+    localStorage (8b). The 401s before the token was entered are the only console errors allowed.
+"""
+
+import argparse
+import json
+import math
+import os
+import random
+import re
+import sys
+import tempfile
+import traceback
+import urllib.error
+import urllib.request
+
+from selenium import webdriver
+from selenium.common.exceptions import NoAlertPresentException, NoSuchElementException, StaleElementReferenceException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+XSS_NAME = "<img src=x onerror=alert(1)>"
+WAIT = 60  # seconds for any one condition
+POINT = r"[ML]\s*-?[\d.]+\s*,\s*-?[\d.]+"  # one point of an SVG path
+
+failures = []
+
+
+def step(label, fn, *args):
+    """Runs one step; prints PASS or FAIL with the reason; returns fn's value or None."""
+    try:
+        out = fn(*args)
+        print(f"PASS {label}", flush=True)
+        return out
+    except Exception as err:  # noqa: BLE001 - every failure is reported, then counted
+        failures.append(label)
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        print(f"FAIL {label}: {type(err).__name__}: {reason}", flush=True)
+        if os.environ.get("BROWSER_TEST_TRACE"):
+            traceback.print_exc()
+        return None
+
+
+def check(cond, message):
+    if not cond:
+        raise AssertionError(message)
+
+
+class Api:
+    def __init__(self, url, token):
+        self.url = url.rstrip("/")
+        self.token = token
+
+    def call(self, method, path, body=None):
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=120) as r:
+                return r.status, dict(r.headers), json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as err:
+            raise AssertionError(f"{method} {path}: {err.code} {err.read()[:300]!r}") from None
+
+    def train(self, body):
+        status, _, model = self.call("POST", "/models", body)
+        check(status == 201 and model["status"] == "ready", f"fit {body.get('name')!r}: {status} {model.get('status')}")
+        return model
+
+
+def train_models(api):
+    rng = random.Random(7)
+    xs = [6 * i / 29 for i in range(30)]
+    gp = api.train({
+        "model": "gaussian_process", "name": "gp-sine", "params": {"noise": 0.01},
+        "x": [[x] for x in xs], "y": [math.sin(x) + rng.gauss(0, 0.1) for x in xs],
+    })
+    blobs_x, blobs_y = [], []
+    for label, (cx, cy) in (("red", (-1.2, -1.0)), ("blue", (1.2, 1.0))):
+        for _ in range(40):
+            blobs_x.append([cx + rng.gauss(0, 0.8), cy + rng.gauss(0, 0.8)])
+            blobs_y.append(label)
+    svm = api.train({"model": "svm", "name": "svm-blobs", "kernel": {"type": "rbf", "length_scale": 1.0},
+                     "x": blobs_x, "y": blobs_y})
+    rows = [[rng.uniform(-2, 2) for _ in range(3)] for _ in range(60)]
+    krr = api.train({"model": "kernel_ridge", "name": "krr-3d", "params": {"lambda": 0.1},
+                     "x": rows, "y": [a + 2 * b - c + math.sin(2 * a) for a, b, c in rows]})
+    xss = api.train({"model": "kernel_ridge", "name": XSS_NAME, "x": [[0.0], [1.0], [2.0]], "y": [0.0, 1.0, 0.5]})
+    check(svm["n_support"] >= 1, "the svm keeps no support vectors")
+    return {"gp": gp["id"], "svm": svm["id"], "krr": krr["id"], "xss": xss["id"]}
+
+
+def start_browser():
+    options = webdriver.ChromeOptions()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+
+
+def wait(driver, cond, what, timeout=WAIT):
+    try:
+        return WebDriverWait(driver, timeout, poll_frequency=0.2,
+                             ignored_exceptions=(StaleElementReferenceException, NoSuchElementException)).until(cond)
+    except Exception:
+        message = driver.find_element(By.CSS_SELECTOR, "[data-testid=message]").text
+        raise AssertionError(f"timed out waiting for {what} (message area: {message!r})") from None
+
+
+def row(driver, model_id):
+    return driver.find_element(By.CSS_SELECTOR, f'tr[data-testid=model-row][data-id="{model_id}"]')
+
+
+def open_page(driver, url):
+    driver.get(url)
+    wait(driver, lambda d: d.execute_script("return document.readyState") == "complete", "the page to load")
+
+
+def token_form_then_list(driver, url, token, ids):
+    open_page(driver, url)
+    form = driver.find_element(By.CSS_SELECTOR, "[data-testid=token-form]")
+    wait(driver, lambda d: form.is_displayed(), "the token form")
+    check(not driver.find_elements(By.CSS_SELECTOR, "[data-testid=model-row]"), "models listed without a token")
+    field = driver.find_element(By.CSS_SELECTOR, "[data-testid=token]")
+    field.send_keys("not-the-token")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait(driver, lambda d: form.is_displayed() and "not accepted" in d.find_element(By.CSS_SELECTOR, "[data-testid=message]").text,
+         "the token form again after a wrong token")
+    field.send_keys(token)
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait(driver, lambda d: all(row(d, i) for i in ids.values()), "the models after the token")
+    check(not form.is_displayed(), "the token form is still shown")
+
+
+def list_page(driver, url, ids, token_mode):
+    if not token_mode:
+        open_page(driver, url)
+    wait(driver, lambda d: all(row(d, i) for i in ids.values()), "all four models in the table")
+    names = {k: row(driver, i).find_element(By.CSS_SELECTOR, "td.name").get_attribute("textContent") for k, i in ids.items()}
+    check(names == {"gp": "gp-sine", "svm": "svm-blobs", "krr": "krr-3d", "xss": XSS_NAME}, f"names as listed: {names}")
+    check(XSS_NAME in row(driver, ids["xss"]).get_attribute("textContent"), "the hostile name is not shown literally")
+    row(driver, ids["xss"]).click()
+    wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, "[data-testid=details] h2").get_attribute("textContent") == XSS_NAME,
+         "the hostile model's details")
+    wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid=details] svg[data-testid=plot]"), "its plot")
+    try:
+        alert = driver.switch_to.alert
+        text = alert.text
+        alert.dismiss()
+        raise AssertionError(f"an alert is open: {text!r}")
+    except NoAlertPresentException:
+        pass
+    check(not driver.find_elements(By.CSS_SELECTOR, "[data-testid=models] img"), "an <img> element in the models table")
+    check(not driver.find_elements(By.CSS_SELECTOR, "[data-testid=details] img"), "an <img> element in the details")
+    with urllib.request.urlopen(url.rstrip("/") + "/", timeout=30) as r:
+        csp = r.headers.get("Content-Security-Policy", "")
+    check("script-src 'self'" in csp and "unsafe-inline" not in csp, f"Content-Security-Policy of /: {csp!r}")
+
+
+def select_model(driver, model_id, name, kind):
+    row(driver, model_id).click()
+    sel = f"[data-testid=details] svg[data-testid=plot][data-kind={kind}]"
+
+    def shown(d):
+        title = d.find_element(By.CSS_SELECTOR, "[data-testid=details] h2").get_attribute("textContent")
+        return title == name and d.find_elements(By.CSS_SELECTOR, sel)
+
+    wait(driver, shown, f"a {kind} plot of {name}")
+    return driver.find_element(By.CSS_SELECTOR, sel)
+
+
+def screenshot(driver, shots, name):
+    if shots:
+        driver.save_screenshot(os.path.join(shots, name))
+
+
+def gp_band(driver, ids, shots):
+    svg = select_model(driver, ids["gp"], "gp-sine", "band")
+    d = svg.find_element(By.CSS_SELECTOR, "path.band[data-testid=band]").get_attribute("d") or ""
+    band = len(re.findall(POINT, d))
+    check(band >= 200, f"the band path has {band} points: fewer than 100 along each edge")
+    mean = len(re.findall(POINT, svg.find_element(By.CSS_SELECTOR, "path.mean").get_attribute("d") or ""))
+    check(mean >= 100, f"the mean path has {mean} points")
+    n = len(svg.find_elements(By.CSS_SELECTOR, "circle.point"))
+    check(n == 30, f"{n} training points drawn, 30 expected")
+    screenshot(driver, shots, "gp.png")
+
+
+def svm_regions(driver, ids, shots):
+    svg = select_model(driver, ids["svm"], "svm-blobs", "regions")
+    classes = driver.execute_script(
+        "return [...new Set([...arguments[0].querySelectorAll('.region')].map(r => r.getAttribute('data-class')))]", svg)
+    check(len(classes) >= 2, f"regions of {classes}")
+    check(set(classes) <= {"red", "blue"}, f"unexpected region classes {classes}")
+    supports = len(svg.find_elements(By.CSS_SELECTOR, ".support"))
+    check(supports >= 1, "no support vector ringed")
+    screenshot(driver, shots, "classifier.png")
+
+
+def krr_scatter(driver, ids, shots):
+    svg = select_model(driver, ids["krr"], "krr-3d", "scatter")
+    n = len(svg.find_elements(By.CSS_SELECTOR, "circle.point"))
+    check(n == 60, f"{n} points in the scatter, 60 expected")
+    check(svg.find_elements(By.CSS_SELECTOR, ".diagonal"), "no diagonal")
+    screenshot(driver, shots, "scatter.png")
+
+
+def train_from_form(driver, shots):
+    rng = random.Random(11)
+    fd, path = tempfile.mkstemp(prefix="mercer-ui-", suffix=".csv")
+    name = os.path.basename(path)[: -len(".csv")]  # the page names the model after the file
+    with os.fdopen(fd, "w") as f:
+        f.write("a,b,y\n")
+        for _ in range(40):
+            a, b = rng.uniform(-1, 1), rng.uniform(-1, 1)
+            f.write(f"{a:.5f},{b:.5f},{a * a - b + rng.gauss(0, 0.05):.5f}\n")
+    try:
+        form = driver.find_element(By.CSS_SELECTOR, "[data-testid=train-form]")
+        form.find_element(By.CSS_SELECTOR, "[data-testid=csv-file]").send_keys(path)
+        form.find_element(By.CSS_SELECTOR, "[data-testid=target]").send_keys("y")
+        Select(form.find_element(By.CSS_SELECTOR, "[data-testid=model]")).select_by_value("kernel_ridge")
+        form.find_element(By.CSS_SELECTOR, "[data-testid=train-submit]").click()
+
+        def ready_row(d):
+            for tr in d.find_elements(By.CSS_SELECTOR, "tr[data-testid=model-row]"):
+                if tr.find_element(By.CSS_SELECTOR, "td.name").get_attribute("textContent") == name:
+                    return "ready" in tr.find_element(By.CSS_SELECTOR, ".status").get_attribute("textContent")
+            return False
+
+        wait(driver, ready_row, f"a ready row named {name}")
+        wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, "[data-testid=details] h2").get_attribute("textContent") == name
+             and d.find_elements(By.CSS_SELECTOR, "[data-testid=details] [data-testid=plot]"), "the new model's plot")
+        ds = [r.text for r in driver.find_elements(By.CSS_SELECTOR, "[data-testid=datasets] tbody tr")]
+        check(any(r.startswith(name) for r in ds), f"the dataset {name} is not listed")
+        message = driver.find_element(By.CSS_SELECTOR, "[data-testid=message]")
+        check("error" not in (message.get_attribute("class") or ""), f"error shown: {message.text!r}")
+        screenshot(driver, shots, "train.png")
+    finally:
+        os.unlink(path)
+
+
+def console_clean(entries, token_mode):
+    severe = [e for e in entries if e["level"] == "SEVERE"]
+    if token_mode:  # the page's requests before the token was entered answer 401, and Chromium logs them
+        severe = [e for e in severe if not (e.get("source") == "network" and "status of 401" in e["message"])]
+    check(not severe, " | ".join(e["message"][:160] for e in severe[:4]))
+
+
+def token_not_leaked(driver, token, console):
+    urls = driver.execute_script(
+        "return [location.href, ...performance.getEntries().map(e => e.name)]")
+    check(not [u for u in urls if token in u], "a URL in performance.getEntries() carries the token")
+    sent_with_header = 0
+    for entry in driver.get_log("performance"):
+        msg = json.loads(entry["message"])["message"]
+        if msg.get("method") != "Network.requestWillBeSent":
+            continue
+        req = msg["params"]["request"]
+        check(token not in req["url"], f"a request URL carries the token: {req['url'][:80]}")
+        auth = {k.lower(): v for k, v in req.get("headers", {}).items()}.get("authorization", "")
+        sent_with_header += auth == f"Bearer {token}"
+    check(sent_with_header > 0, "no request carried the token in its Authorization header")
+    check(not [e for e in console if token in e["message"]], "the token appears in the console")
+    stored = driver.execute_script("return [JSON.stringify(localStorage), JSON.stringify(sessionStorage)]")
+    check(token not in stored[0], "the token is in localStorage")
+    check(token in stored[1], "the token is not in sessionStorage")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("url", help="mercer's base URL, e.g. http://127.0.0.1:18095")
+    parser.add_argument("--screenshots", metavar="DIR", help="write gp.png, classifier.png, scatter.png, train.png here")
+    parser.add_argument("--token", help="the server runs with MERCER_API_KEYS and this is one of them")
+    args = parser.parse_args()
+    shots = args.screenshots
+    if shots:
+        os.makedirs(shots, exist_ok=True)
+    url = args.url.rstrip("/") + "/"
+
+    ids = step("1 train gp-sine, svm-blobs, krr-3d and the hostile name over the API", train_models, Api(args.url, args.token))
+    if ids is None:
+        print("0 passed, 1 failed")
+        return 1
+    driver = start_browser()
+    try:
+        if args.token:
+            step("8a the page asks for the token on 401, rejects a wrong one, lists with the right one",
+                 token_form_then_list, driver, url, args.token, ids)
+        step("2 models listed; the hostile name is literal text, no alert, no <img>, CSP served",
+             list_page, driver, url, ids, bool(args.token))
+        step("3 gp-sine: band plot, band and mean paths of >= 100 points, 30 training points", gp_band, driver, ids, shots)
+        step("4 svm-blobs: decision regions of >= 2 classes, support vectors ringed", svm_regions, driver, ids, shots)
+        step("5 krr-3d: predicted against actual", krr_scatter, driver, ids, shots)
+        step("6 train from the CSV form: new model ready, listed and plotted", train_from_form, driver, shots)
+        console = driver.get_log("browser")
+        step("7 browser console has no SEVERE entry", console_clean, console, bool(args.token))
+        if args.token:
+            step("8b the token is in no URL, no console line, no localStorage; sent as a bearer header",
+                 token_not_leaked, driver, args.token, console)
+        if failures and shots:
+            driver.save_screenshot(os.path.join(shots, "failure.png"))
+    finally:
+        driver.quit()
+    total = 7 + (2 if args.token else 0)
+    print(f"{total - len(failures)} passed, {len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+//! The command-line client: `mercer train`, `predict`, `models`, `show`, `delete`,
+//! `datasets`, over the HTTP API with reqwest. Tables for people, `--json` for scripts;
+//! progress bars on a terminal only; exit status 0 on success, 1 with the server's
+//! problem (title, detail, pointers) or the transport error on stderr otherwise.
+
+mod http;
+mod output;
+
+pub use http::{Api, ClientError};
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{json, Map, Value};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where the server is and how to authenticate: every client subcommand takes these.
+#[derive(Args, Debug, Clone)]
+pub struct Connection {
+    /// The server's base URL.
+    #[arg(long, env = "MERCER_URL", default_value = "http://127.0.0.1:8080", global = true)]
+    pub url: String,
+    /// Bearer token, when the server has API keys (MERCER_TOKEN; never printed).
+    #[arg(long, env = "MERCER_TOKEN", hide_env_values = true, global = true)]
+    pub token: Option<String>,
+    /// Print the server's JSON instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct TrainArgs {
+    /// A CSV file: a header row, then one row per sample.
+    pub file: PathBuf,
+    /// The target column (default: the last one).
+    #[arg(long)]
+    pub target: Option<String>,
+    /// The model: kernel_ridge, gaussian_process, svm, gp_classifier, kernel_perceptron,
+    /// kernel_logistic, nadaraya_watson, rbf_network.
+    #[arg(long)]
+    pub model: String,
+    /// A kernel type with its defaults (rbf, matern, laplacian, ...).
+    #[arg(long, conflicts_with = "kernel_json")]
+    pub kernel: Option<String>,
+    /// A whole kernel as JSON, e.g. '{"type": "matern", "nu": 2.5}'.
+    #[arg(long, value_name = "JSON")]
+    pub kernel_json: Option<String>,
+    /// A model parameter, key=value; the value is read as JSON where it parses
+    /// (numbers, true, {"value": 1, "fixed": true}), else as a string. Repeatable.
+    #[arg(long = "param", value_name = "KEY=VALUE")]
+    pub params: Vec<String>,
+    /// Fit the kernel's hyperparameters (params.optimize = true).
+    #[arg(long)]
+    pub optimize: bool,
+    /// A label for the dataset and the model.
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct PredictArgs {
+    /// The model's id.
+    pub id: String,
+    /// A CSV file of query rows (a header row; columns matched by name for models fitted on
+    /// a CSV dataset).
+    pub file: PathBuf,
+    /// Add the variance and standard deviation (Gaussian processes).
+    #[arg(long)]
+    pub variance: bool,
+    /// Write the predictions here instead of standard output.
+    #[arg(short = 'o', long = "output", value_name = "OUT.csv")]
+    pub output: Option<PathBuf>,
+}
+
+/// Uploads the CSV as a dataset, fits on it, and waits (with a progress bar) until the
+/// model is ready; returns the model resource.
+pub async fn train(api: &Api, args: &TrainArgs) -> Result<Value, ClientError> {
+    let kernel = match (&args.kernel, &args.kernel_json) {
+        (Some(t), _) => Some(json!({"type": t})),
+        (None, Some(text)) => {
+            Some(serde_json::from_str::<Value>(text).map_err(|e| ClientError::Other(format!("--kernel-json: {e}")))?)
+        }
+        (None, None) => None,
+    };
+    let mut params = Map::new();
+    for p in &args.params {
+        let (key, raw) =
+            p.split_once('=').ok_or_else(|| ClientError::Other(format!("--param {p}: expected KEY=VALUE")))?;
+        let value = serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()));
+        params.insert(key.to_string(), value);
+    }
+    if args.optimize {
+        params.insert("optimize".into(), Value::Bool(true));
+    }
+    let mut query = Vec::new();
+    if let Some(t) = &args.target {
+        query.push(format!("target={}", encode(t)));
+    }
+    if let Some(n) = &args.name {
+        query.push(format!("name={}", encode(n)));
+    }
+    let path = if query.is_empty() { "/datasets".to_string() } else { format!("/datasets?{}", query.join("&")) };
+    let dataset = api.upload_csv(&path, &args.file).await?;
+    let mut body = json!({"model": args.model, "dataset": dataset["id"], "params": params});
+    if let Some(k) = kernel {
+        body["kernel"] = k;
+    }
+    if let Some(n) = &args.name {
+        body["name"] = json!(n);
+    }
+    let model = api.post_json("/models?wait=false", &body).await?;
+    let id = model["id"].as_str().ok_or_else(|| ClientError::Other("the server answered no model id".into()))?;
+    wait_ready(api, id).await
+}
+
+/// Polls the model until it is ready (returned) or failed (its problem as the error).
+async fn wait_ready(api: &Api, id: &str) -> Result<Value, ClientError> {
+    let bar = ProgressBar::new_spinner()
+        .with_style(ProgressStyle::with_template("{spinner} fitting {msg}").expect("a valid template"));
+    bar.enable_steady_tick(Duration::from_millis(120));
+    let mut delay = Duration::from_millis(50);
+    let result = loop {
+        let model = match api.get_json(&format!("/models/{id}")).await {
+            Ok(m) => m,
+            Err(e) => break Err(e),
+        };
+        match model["status"].as_str() {
+            Some("ready") => break Ok(model),
+            Some("failed") => {
+                let e = &model["error"];
+                let text = |k: &str| e[k].as_str().unwrap_or("").to_string();
+                break Err(ClientError::Problem {
+                    status: e["status"].as_u64().unwrap_or(422) as u16,
+                    title: text("title"),
+                    detail: text("detail"),
+                    pointers: Vec::new(),
+                });
+            }
+            status => {
+                let p = &model["progress"];
+                let mut msg = format!("{} ({})", id, status.unwrap_or("?"));
+                if let Some(phase) = p["phase"].as_str() {
+                    msg = format!("{msg}: {phase}, iteration {}", p["iteration"]);
+                    if let Some(o) = p["objective"].as_f64() {
+                        msg.push_str(&format!(", objective {o:.6}"));
+                    }
+                }
+                bar.set_message(msg);
+            }
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_millis(500));
+    };
+    bar.finish_and_clear();
+    result
+}
+
+/// POSTs the CSV to the model and returns the CSV answer.
+pub async fn predict(api: &Api, args: &PredictArgs) -> Result<Vec<u8>, ClientError> {
+    let body = tokio::fs::read(&args.file)
+        .await
+        .map_err(|e| ClientError::Other(format!("cannot read {}: {e}", args.file.display())))?;
+    let path = format!("/models/{}/predict?variance={}", encode(&args.id), args.variance);
+    api.predict_csv(&path, body).await
+}
+
+pub use output::{dataset_table, model_details, model_table};
+
+/// Percent-encodes a query value or path segment.
+fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}

@@ -1,0 +1,158 @@
+//! The command-line client end to end: the built `mercer` binary against a server started
+//! in-process, from a CSV file to a model, predictions, listings and a delete; and its
+//! failures: a bad CSV, a wrong token, an unreachable server, each a non-zero exit with
+//! the reason on stderr.
+
+mod common;
+
+use assert_cmd::Command;
+use common::TestServer;
+use mercer::config::Config;
+use serde_json::Value;
+use std::path::PathBuf;
+
+fn temp_file(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mercer-cli-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Runs the client off the async threads (the server lives on them) and returns
+/// (exit code, stdout, stderr).
+async fn mercer(url: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut cmd = Command::cargo_bin("mercer").unwrap();
+    cmd.env_remove("MERCER_TOKEN").env("MERCER_URL", url).args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap()).await.unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+}
+
+fn sine_csv(n: usize) -> String {
+    let mut s = String::from("x,noise,y\n");
+    for i in 0..n {
+        let x = i as f64 * 6.0 / n as f64;
+        s.push_str(&format!("{x},{},{}\n", (i % 3) as f64 * 0.01, x.sin()));
+    }
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn from_a_csv_file_to_predictions_listings_and_a_delete() {
+    let s = TestServer::default().await;
+    let train = temp_file("train.csv", &sine_csv(40));
+    let path = train.to_str().unwrap();
+    let (code, out, err) = mercer(
+        &s.url,
+        &[
+            "train",
+            path,
+            "--target",
+            "y",
+            "--model",
+            "gaussian_process",
+            "--kernel",
+            "rbf",
+            "--param",
+            "noise=0.01",
+            "--param",
+            "normalize_y=true",
+            "--optimize",
+            "--name",
+            "sine",
+            "--json",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let model: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((model["status"].as_str(), model["name"].as_str()), (Some("ready"), Some("sine")));
+    assert_eq!(model["params"]["normalize_y"], true);
+    assert_eq!(model["params"]["optimize"], true);
+    assert_ne!(model["kernel"]["length_scale"], 1.0, "optimised");
+    assert!(err.is_empty(), "no progress bar when stderr is not a terminal: {err:?}");
+    let id = model["id"].as_str().unwrap();
+
+    // Query columns by name, in another order, with an extra one.
+    let query = temp_file("query.csv", "y,x,noise\n0,1.0,0\n0,2.5,0\n");
+    let (code, out, err) = mercer(&s.url, &["predict", id, query.to_str().unwrap(), "--variance"], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "prediction,variance,std");
+    let first: Vec<f64> = lines[1].split(',').map(|v| v.parse().unwrap()).collect();
+    assert!((first[0] - 1f64.sin()).abs() < 0.05 && first[1] >= 0.0, "{out}");
+    let out_file = query.with_file_name("out.csv");
+    let (code, out, _) =
+        mercer(&s.url, &["predict", id, query.to_str().unwrap(), "-o", out_file.to_str().unwrap()], &[]).await;
+    assert_eq!((code, out.as_str()), (0, ""));
+    assert_eq!(std::fs::read_to_string(&out_file).unwrap().lines().next(), Some("prediction"));
+
+    let (code, out, _) = mercer(&s.url, &["models"], &[]).await;
+    assert_eq!(code, 0);
+    assert!(
+        out.starts_with("ID") && out.contains(id) && out.contains("gaussian_process") && out.contains("sine"),
+        "{out}"
+    );
+    let (code, out, _) = mercer(&s.url, &["datasets", "--json"], &[]).await;
+    let datasets: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((code, datasets["datasets"][0]["target"].as_str()), (0, Some("y")));
+    let (code, out, _) = mercer(&s.url, &["show", id], &[]).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("status      ready") && out.contains("kernel:") && out.contains("\"type\": \"rbf\""), "{out}");
+    let (code, out, _) = mercer(&s.url, &["delete", id], &[]).await;
+    assert_eq!((code, out.trim()), (0, format!("deleted {id}").as_str()));
+    let (code, _, err) = mercer(&s.url, &["show", id], &[]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("Not Found (404)"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_exit_non_zero_with_the_reason() {
+    let s = TestServer::start(Config { api_keys: "right-token".into(), ..Config::for_tests() }).await;
+    let bad = temp_file("bad.csv", "a,b,y\n1,2,3\n4,oops,6\n");
+    let args = ["train", bad.to_str().unwrap(), "--model", "kernel_ridge"];
+    let (code, _, err) = mercer(&s.url, &args, &[("MERCER_TOKEN", "right-token")]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("Unprocessable Entity (422)") && err.contains("at /line/3"), "{err}");
+    assert!(err.contains("column `b`"), "the message names the column: {err}");
+
+    let good = temp_file("good.csv", &sine_csv(10));
+    let (code, _, err) =
+        mercer(&s.url, &["train", good.to_str().unwrap(), "--model", "kernel_ridge", "--token", "wrong"], &[]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("Unauthorized (401)"), "{err}");
+    assert!(!err.contains("wrong"), "the token is never printed: {err}");
+
+    let (code, _, err) = mercer(
+        &s.url,
+        &["train", good.to_str().unwrap(), "--model", "kernel_ridge", "--param", "lambda=-1"],
+        &[("MERCER_TOKEN", "right-token")],
+    )
+    .await;
+    assert_eq!(code, 1);
+    assert!(err.contains("at /params/lambda"), "{err}");
+
+    let (code, _, err) = mercer("http://127.0.0.1:9", &["models"], &[]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("cannot reach http://127.0.0.1:9"), "{err}");
+
+    let (code, _, err) =
+        mercer(&s.url, &["train", "/nonexistent.csv", "--model", "svm"], &[("MERCER_TOKEN", "right-token")]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("cannot read /nonexistent.csv"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_name_every_subcommand() {
+    for shell in ["bash", "zsh", "fish"] {
+        let (code, out, _) = mercer("http://unused", &["completions", shell], &[]).await;
+        assert_eq!(code, 0);
+        for sub in ["train", "predict", "models", "show", "delete", "datasets"] {
+            assert!(out.contains(sub), "{shell} completions lack {sub}");
+        }
+    }
+}
