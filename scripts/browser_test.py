@@ -1,11 +1,11 @@
 """The web page at `/` in headless Chromium, against a mercer the caller started.
 
     scripts/install_browser_tools.sh
-    MERCER_BIND=127.0.0.1:18095 MERCER_DATA_DIR= target/release/mercer &
-    ~/.cache/mercer-browser-venv/bin/python scripts/browser_test.py http://127.0.0.1:18095 \
+    MERCER_BIND=127.0.0.1:18097 MERCER_DATA_DIR= target/release/mercer &
+    ~/.cache/mercer-browser-venv/bin/python scripts/browser_test.py http://127.0.0.1:18097 \
         --screenshots docs/screenshots
     # and once more against a mercer started with MERCER_API_KEYS=secret-token:
-    ~/.cache/mercer-browser-venv/bin/python scripts/browser_test.py http://127.0.0.1:18096 --token secret-token
+    ~/.cache/mercer-browser-venv/bin/python scripts/browser_test.py http://127.0.0.1:18098 --token secret-token
 
 That is how CI runs it: the install script, then the release binary started in the
 background (memory only), then this script once without and once with API keys, the
@@ -296,7 +296,7 @@ def token_not_leaked(driver, token, console):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("url", help="mercer's base URL, e.g. http://127.0.0.1:18095")
+    parser.add_argument("url", help="mercer's base URL, e.g. http://127.0.0.1:18097")
     parser.add_argument("--screenshots", metavar="DIR", help="write gp.png, classifier.png, scatter.png, train.png here")
     parser.add_argument("--token", help="the server runs with MERCER_API_KEYS and this is one of them")
     args = parser.parse_args()
