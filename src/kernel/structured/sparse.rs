@@ -13,12 +13,14 @@ use nalgebra::DMatrix;
 use rayon::prelude::*;
 use std::borrow::Borrow;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::hash::Hash;
 
 /// One row: (feature id, weight), sorted by id, ids distinct.
 pub(super) type SparseRow = Vec<(u32, f64)>;
 
-type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+/// foldhash: several times faster than SipHash on the short keys interned here, and
+/// seeded per map, so client-chosen k-mers and tokens cannot be made to collide.
+type IdMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// How a row's features become weights.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -32,7 +34,7 @@ pub(super) enum Weights {
 /// One point set's rows as sparse vectors over interned features, with an inverted index
 /// (feature -> rows holding it) for products against any other rows.
 pub(super) struct Index<K> {
-    ids: FxMap<K, u32>,
+    ids: IdMap<K, u32>,
     pub rows: Vec<SparseRow>,
     /// Each row's inner product with itself (its size, for token sets).
     pub selfs: Vec<f64>,
@@ -50,7 +52,7 @@ impl<K: Hash + Eq> Index<K> {
         R: IntoIterator<Item = &'a B>,
         B: ?Sized + Hash + Eq + ToOwned<Owned = K> + 'a,
     {
-        let mut interned: FxMap<&'a B, u32> = HashMap::default();
+        let mut interned: IdMap<&'a B, u32> = HashMap::default();
         let rows: Vec<SparseRow> = rows
             .into_iter()
             .map(|r| {
@@ -61,7 +63,7 @@ impl<K: Hash + Eq> Index<K> {
                 to_row(row_ids.collect(), weights)
             })
             .collect();
-        let ids: FxMap<K, u32> = interned.into_iter().map(|(k, id)| (k.to_owned(), id)).collect();
+        let ids: IdMap<K, u32> = interned.into_iter().map(|(k, id)| (k.to_owned(), id)).collect();
         let selfs = rows.iter().map(|r| self_dot(r)).collect();
         let mut postings: Vec<Vec<u32>> = vec![Vec::new(); ids.len()];
         for (i, row) in rows.iter().enumerate() {
@@ -76,7 +78,7 @@ impl<K: Hash + Eq> Index<K> {
     /// Another row in this index's ids. Features the index never saw get ids past its
     /// vocabulary (`unseen` numbers them across one batch of rows): they count in the
     /// row's own norm or size but match nothing.
-    pub fn query<'q, Q>(&self, features: impl IntoIterator<Item = &'q Q>, unseen: &mut FxMap<&'q Q, u32>) -> SparseRow
+    pub fn query<'q, Q>(&self, features: impl IntoIterator<Item = &'q Q>, unseen: &mut IdMap<&'q Q, u32>) -> SparseRow
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized + 'q,
@@ -180,46 +182,8 @@ pub(super) fn self_dot(a: &[(u32, f64)]) -> f64 {
 pub(super) type Finish<'a> = &'a (dyn Fn(usize, usize, f64) -> f64 + Sync);
 
 /// A fresh numbering of unseen query features, for [`Index::query`].
-pub(super) fn unseen<'q, Q: ?Sized>() -> FxMap<&'q Q, u32> {
+pub(super) fn unseen<'q, Q: ?Sized>() -> IdMap<&'q Q, u32> {
     HashMap::default()
-}
-
-/// FxHash (rustc's): a multiply-rotate hash, several times faster than SipHash on the
-/// short keys interned here. Keys come from the client, but a collision only costs time
-/// within one request's own Gram build.
-#[derive(Default, Clone, Copy)]
-pub(super) struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut buf = [0u8; 8];
-            buf[..chunk.len()].copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(buf));
-        }
-    }
-
-    fn write_u32(&mut self, v: u32) {
-        self.add(v as u64);
-    }
-
-    fn write_u64(&mut self, v: u64) {
-        self.add(v);
-    }
-
-    fn write_usize(&mut self, v: usize) {
-        self.add(v as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-impl FxHasher {
-    fn add(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
 }
 
 #[cfg(test)]
