@@ -27,6 +27,7 @@ FAMILIES = {
     "mercer_fit_duration_seconds": "histogram",
     "mercer_fits": "counter",
     "mercer_predict_rows": "counter",
+    "mercer_predict_batch_rows": "histogram",
     "mercer_fit_queue_depth": "gauge",
     "mercer_fits_running": "gauge",
     "mercer_models": "gauge",

@@ -66,6 +66,8 @@ pub struct Metrics {
     pub fits: Family<FitOutcomeLabels, Counter>,
     pub predict_rows: Family<ModelLabels, Counter>,
     pub predict_duration: HistogramFamily<ModelLabels>,
+    /// Rows per batched predict call (concurrent requests stacked into one).
+    pub predict_batch_rows: Histogram,
     pub fit_queue_depth: Gauge,
     pub fits_running: Gauge,
     pub models: Family<StatusLabels, Gauge>,
@@ -89,6 +91,9 @@ impl Metrics {
         let fits = Family::<FitOutcomeLabels, Counter>::default();
         let predict_rows = Family::<ModelLabels, Counter>::default();
         let predict_duration: HistogramFamily<ModelLabels> = Family::new_with_constructor(latency_histogram);
+        // 1 .. 64 rows, the batcher's cap.
+        let predict_batch_rows =
+            Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(1.0, 2.0, 7));
         let fit_queue_depth = Gauge::default();
         let fits_running = Gauge::default();
         let models = Family::<StatusLabels, Gauge>::default();
@@ -106,6 +111,11 @@ impl Metrics {
             "mercer_predict_duration_seconds",
             "Predict computation time by model",
             predict_duration.clone(),
+        );
+        registry.register(
+            "mercer_predict_batch_rows",
+            "Rows per predict call that stacked concurrent requests to one model",
+            predict_batch_rows.clone(),
         );
         registry.register("mercer_fit_queue_depth", "Fits waiting for a worker", fit_queue_depth.clone());
         registry.register("mercer_fits_running", "Fits running now", fits_running.clone());
@@ -129,6 +139,7 @@ impl Metrics {
             fits,
             predict_rows,
             predict_duration,
+            predict_batch_rows,
             fit_queue_depth,
             fits_running,
             models,

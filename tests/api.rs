@@ -589,6 +589,7 @@ async fn metrics_families_have_the_contract_names_types_and_labels() {
         ("mercer_fit_duration_seconds", "histogram", "mercer_fit_duration_seconds_bucket", set(&["le", "model"])),
         ("mercer_fits", "counter", "mercer_fits_total", set(&["model", "outcome"])),
         ("mercer_predict_rows", "counter", "mercer_predict_rows_total", set(&["model"])),
+        ("mercer_predict_batch_rows", "histogram", "mercer_predict_batch_rows_bucket", set(&["le"])),
         ("mercer_fit_queue_depth", "gauge", "mercer_fit_queue_depth", set(&[])),
         ("mercer_fits_running", "gauge", "mercer_fits_running", set(&[])),
         ("mercer_models", "gauge", "mercer_models", set(&["status"])),
@@ -705,4 +706,57 @@ async fn large_bodies_parse_off_the_async_threads_with_the_same_errors() {
     let (status, p) = problem(s.post("/models", &bad).await).await;
     assert_eq!(status, 400, "{p}");
     assert_eq!(pointers(&p), vec!["/x/2000/3".to_string()]);
+}
+
+/// Concurrent small predicts to one model are stacked into shared predict calls (the
+/// batcher), and each client still gets exactly the answer for its own rows: the same,
+/// to round-off, as those rows inside one large request that is never batched.
+#[tokio::test]
+async fn concurrent_predicts_are_batched_and_each_gets_its_own_rows() {
+    let s = TestServer::default().await;
+    // n = 400: a row's variance costs 400^2 flops, enough to be batched.
+    let (x, y) = sine(400);
+    let body = json!({"model": "gaussian_process", "kernel": {"type": "rbf", "length_scale": 0.8},
+        "params": {"noise": 0.01}, "x": x, "y": y});
+    let m = s.train(&body).await;
+    let path = format!("/models/{}/predict", m["id"].as_str().unwrap());
+    let rows: Vec<Vec<f64>> = (0..96).map(|i| vec![0.05 + i as f64 * 0.061]).collect();
+    // One request of all 96 rows: over the batcher's row cap, so it runs alone.
+    let whole: Value = s.post(&path, &json!({"x": rows})).await.json().await.unwrap();
+    // 48 requests of 1, 2 or 3 rows at once.
+    let mut parts = Vec::new();
+    let mut at = 0;
+    for i in 0.. {
+        let k = [1, 2, 3][i % 3].min(rows.len() - at);
+        if k == 0 {
+            break;
+        }
+        parts.push((at, k));
+        at += k;
+    }
+    let answers = futures_util::future::join_all(parts.iter().map(|&(at, k)| {
+        let (s, path) = (&s, &path);
+        let q = json!({"x": rows[at..at + k]});
+        async move { s.post(path, &q).await.json::<Value>().await.unwrap() }
+    }))
+    .await;
+    for (&(at, k), answer) in parts.iter().zip(&answers) {
+        for key in ["predictions", "variance", "std"] {
+            let got = answer[key].as_array().unwrap();
+            assert_eq!(got.len(), k, "{key} of rows {at}..{}", at + k);
+            for (j, v) in got.iter().enumerate() {
+                let (v, want) = (v.as_f64().unwrap(), whole[key][at + j].as_f64().unwrap());
+                assert!((v - want).abs() <= 1e-12 * (1.0 + want.abs()), "{key}[{}]: {v} vs {want}", at + j);
+            }
+        }
+    }
+    // Every row of the small requests went through the batcher.
+    let metrics = s.get("/metrics").await.text().await.unwrap();
+    let sample = |name: &str| -> f64 {
+        let line = metrics.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{name} in /metrics"));
+        line.rsplit_once(' ').unwrap().1.parse().unwrap()
+    };
+    assert_eq!(sample("mercer_predict_batch_rows_sum "), rows.len() as f64);
+    let calls = sample("mercer_predict_batch_rows_count ");
+    assert!((1.0..=parts.len() as f64).contains(&calls), "{calls} batches for {} requests", parts.len());
 }

@@ -218,6 +218,34 @@ pub struct Prediction {
 }
 
 impl Prediction {
+    /// Cuts a prediction of stacked rows back into one per part, `sizes` giving each
+    /// part's row count in order. Not for covariances, which span the parts.
+    pub fn split(self, sizes: &[usize]) -> Vec<Prediction> {
+        debug_assert!(self.covariance.is_none(), "a covariance cannot be split by rows");
+        debug_assert_eq!(sizes.iter().sum::<usize>(), self.values.len().max(self.classes.as_ref().map_or(0, Vec::len)));
+        let rows = |m: &DMatrix<f64>, at: usize, len: usize| m.rows(at, len).into_owned();
+        let mut at = 0;
+        sizes
+            .iter()
+            .map(|&len| {
+                let range = at..at + len;
+                let part = Prediction {
+                    values: self.values.get(range.clone()).map_or_else(Vec::new, <[f64]>::to_vec),
+                    variance: self.variance.as_ref().map(|v| v[range.clone()].to_vec()),
+                    covariance: None,
+                    classes: self.classes.as_ref().map(|c| c[range.clone()].to_vec()),
+                    decision: self.decision.as_ref().map(|d| match d {
+                        Decision::Binary(v) => Decision::Binary(v[range.clone()].to_vec()),
+                        Decision::PerClass(m) => Decision::PerClass(rows(m, at, len)),
+                    }),
+                    probabilities: self.probabilities.as_ref().map(|p| rows(p, at, len)),
+                };
+                at += len;
+                part
+            })
+            .collect()
+    }
+
     /// Whether every number in it is finite (JSON has no NaN or infinity).
     pub fn is_finite(&self) -> bool {
         let all = |v: &[f64]| v.iter().all(|x| x.is_finite());

@@ -8,12 +8,14 @@
 //! runs a direct loop over the same blocks.
 
 use super::hyper::Scales;
+use super::points::PrepKey;
 use super::{Kernel, Nu, Points, RbfWidth};
 use crate::linalg::Parallelism;
 use faer::{Accum, MatMut, Par};
 use nalgebra::DMatrix;
 use rayon::prelude::*;
 use std::f64::consts::PI;
+use std::sync::Arc;
 use wide::f64x4;
 
 /// Output columns per block: wide enough that faer's per-call overhead is small, narrow
@@ -146,6 +148,19 @@ pub(super) fn build(k: &Kernel, x: &Points, z: Option<&Points>, par: Parallelism
         return out;
     }
     if let Some(leaf) = leaf(k) {
+        if let (Base::SqDist, Some(z)) = (leaf.base, z) {
+            // A cross matrix against a model's kept points: their scaled, centred copy
+            // and norms are made once and kept with them, not once per predict.
+            let cached = CentredSide::cached(x, leaf.scales.as_ref());
+            let side = &cached.1;
+            let zs = match &leaf.scales {
+                Some(s) => z.scaled(s),
+                None => std::borrow::Cow::Borrowed(z),
+            };
+            let zc = zs.affine(&side.mu, &vec![1.0; side.mu.len()]);
+            let z_norms = sq_norms(&zc);
+            return fill(Base::SqDist, &side.points, &side.norms, Some((&zc, &z_norms)), par, &*leaf.map);
+        }
         return match &leaf.scales {
             Some(s) => {
                 let (xs, zs) = (x.scaled(s), z.map(|z| z.scaled(s)));
@@ -219,26 +234,82 @@ pub(super) fn map4(col: &mut [f64], f: impl Fn(f64x4) -> f64x4) {
     }
 }
 
+/// Points divided by their length scales and centred on their mean, with the squared
+/// norms of the result: one side of |x - z|^2 = |x|^2 + |z|^2 - 2 x.z.
+struct CentredSide {
+    points: Points,
+    mu: Vec<f64>,
+    norms: Vec<f64>,
+}
+
+impl CentredSide {
+    /// Distances do not change under a shift; centring on x's mean keeps |x|^2 small,
+    /// and with it the cancellation error of |x|^2 + |z|^2 - 2 x.z.
+    fn new(x: &Points) -> CentredSide {
+        let mu = x.mean();
+        let points = x.affine(&mu, &vec![1.0; mu.len()]);
+        let norms = sq_norms(&points);
+        CentredSide { points, mu, norms }
+    }
+
+    /// [`CentredSide::new`] of `x` scaled by `scales`, kept with `x` (see `PrepKey`),
+    /// behind the exact scales it was made for.
+    fn cached(x: &Points, scales: Option<&Scales>) -> Arc<(Vec<u64>, CentredSide)> {
+        let bits: Vec<u64> = match scales {
+            None => vec![],
+            Some(Scales::Isotropic(l)) => vec![l.to_bits()],
+            Some(Scales::PerFeature(ls)) => std::iter::once(u64::MAX).chain(ls.iter().map(|l| l.to_bits())).collect(),
+        };
+        let key = bits.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b).wrapping_mul(0x0100_0000_01b3));
+        let make = || {
+            let side = match scales {
+                Some(s) => CentredSide::new(&x.scaled(s)),
+                None => CentredSide::new(x),
+            };
+            let bytes = side.points.memory_bytes() + 8 * (side.mu.len() + side.norms.len() + bits.len());
+            ((bits.clone(), side), bytes)
+        };
+        let entry: Arc<(Vec<u64>, CentredSide)> = x.prepared(PrepKey::Centred(key), make);
+        if entry.0 == bits {
+            return entry;
+        }
+        // Two scale vectors with one fingerprint: correct, just not cached.
+        Arc::new(make().0)
+    }
+}
+
+fn sq_norms(p: &Points) -> Vec<f64> {
+    (0..p.n()).map(|i| p.point(i).iter().map(|v| v * v).sum()).collect()
+}
+
 /// K[i, j] = map(base(x_i, z_j)); z = None means z = x and a symmetric result.
 fn compute(base: Base, x: &Points, z: Option<&Points>, par: Parallelism, map: Map<'_>) -> DMatrix<f64> {
-    // Distances do not change under a shift; centring on x's mean keeps |x|^2 small, and
-    // with it the cancellation error of |x|^2 + |z|^2 - 2 x.z.
-    let centred;
-    let (x, z) = match base {
+    match base {
         Base::SqDist => {
-            let mu = x.mean();
-            let one = vec![1.0; mu.len()];
-            centred = (x.affine(&mu, &one), z.map(|z| z.affine(&mu, &one)));
-            (&centred.0, centred.1.as_ref())
+            let side = CentredSide::new(x);
+            let zc = z.map(|z| z.affine(&side.mu, &vec![1.0; side.mu.len()]));
+            let z_norms = zc.as_ref().map(sq_norms);
+            let z = zc.as_ref().zip(z_norms.as_deref());
+            fill(base, &side.points, &side.norms, z, par, map)
         }
-        _ => (x, z),
-    };
+        _ => fill(base, x, &[], z.map(|z| (z, &[][..])), par, map),
+    }
+}
+
+/// K[i, j] = map(base(x_i, z_j)) from prepared sides (for distances: centred, with
+/// their squared norms; other bases ignore the norms); z = None means z = x and a
+/// symmetric result.
+fn fill(
+    base: Base,
+    x: &Points,
+    x_norms: &[f64],
+    z: Option<(&Points, &[f64])>,
+    par: Parallelism,
+    map: Map<'_>,
+) -> DMatrix<f64> {
     let symmetric = z.is_none();
-    let z = z.unwrap_or(x);
+    let (z, z_norms) = z.unwrap_or((x, x_norms));
     let (n, m) = (x.n(), z.n());
-    let norms = |p: &Points| -> Vec<f64> { (0..p.n()).map(|i| p.point(i).iter().map(|v| v * v).sum()).collect() };
-    let x_norms = norms(x);
-    let z_norms = if symmetric { x_norms.clone() } else { norms(z) };
 
     let mut out = crate::linalg::zeros(n, m);
     if n == 0 || m == 0 {

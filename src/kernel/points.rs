@@ -37,6 +37,9 @@ pub(super) enum PrepKey {
     SubsequenceSelf(usize, u64),
     /// The token index of the set kernels.
     Sets,
+    /// Numeric points divided by length scales (this fingerprint of them) and centred,
+    /// with their squared norms: the training side of a distance kernel's cross matrix.
+    Centred(u64),
 }
 
 /// Values derived from a point set, built on first use.
@@ -81,18 +84,21 @@ impl RowKind {
 
 impl Points {
     fn new(repr: Repr) -> Points {
-        let cache = (!matches!(repr, Repr::Numeric(_))).then(Default::default);
-        Points(repr, cache)
+        Points(repr, Some(Default::default()))
     }
 
     /// The value derived from these points for `key`, built by `make` (the value and the
-    /// bytes it holds) on first use and shared by every clone of them. Only for strings
-    /// and token lists.
+    /// bytes it holds) on first use and shared by every clone of them.
     pub(super) fn prepared<T: Any + Send + Sync>(&self, key: PrepKey, make: impl FnOnce() -> (T, usize)) -> Arc<T> {
-        let cache = self.1.as_ref().expect("only strings and token lists keep derived values");
+        let cache = self.1.as_ref().expect("every constructor makes a cache");
         // Held while building: concurrent predicts wait for one build instead of each
         // doing it.
         let mut map = cache.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let PrepKey::Centred(_) = key {
+            // One centred copy at a time: a hyperparameter search meets new length
+            // scales at every step, and a served model needs only its own.
+            map.retain(|k, _| !matches!(k, PrepKey::Centred(_)) || *k == key);
+        }
         let (value, _) = map.entry(key).or_insert_with(|| {
             let (value, bytes) = make();
             (Arc::new(value), bytes)
@@ -194,6 +200,30 @@ impl Points {
             Repr::Numeric(m) => Repr::Numeric(m.columns(start, len).into_owned()),
             Repr::Text(t) => Repr::Text(t[start..start + len].into()),
             Repr::Tokens(t) => Repr::Tokens(t[start..start + len].into()),
+        })
+    }
+
+    /// The points of every part, in order, as one set; the parts must be of one kind (and
+    /// numeric parts of one width). For stacking concurrent requests into one batch.
+    pub fn concat(parts: &[&Points]) -> Points {
+        let first = parts.first().expect("at least one part");
+        Points::new(match &first.0 {
+            Repr::Numeric(m) => {
+                let (d, n) = (m.nrows(), parts.iter().map(|p| p.n()).sum::<usize>());
+                let mut data = Vec::with_capacity(n * d);
+                for p in parts {
+                    let m = p.as_matrix();
+                    assert_eq!(m.nrows(), d, "points of different widths reached Points::concat");
+                    data.extend_from_slice(m.as_slice());
+                }
+                Repr::Numeric(DMatrix::from_vec(d, n, data))
+            }
+            Repr::Text(_) => {
+                Repr::Text(parts.iter().flat_map(|p| p.texts().expect("one kind per batch").iter().cloned()).collect())
+            }
+            Repr::Tokens(_) => Repr::Tokens(
+                parts.iter().flat_map(|p| p.token_lists().expect("one kind per batch").iter().cloned()).collect(),
+            ),
         })
     }
 

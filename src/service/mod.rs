@@ -5,6 +5,7 @@
 //! a [`ServiceError`] variant, mapped to a status in one place (`api::problem`). Models
 //! are here; uploaded datasets in [`datasets`].
 
+mod batch;
 mod catalog;
 pub mod datasets;
 mod training;
@@ -129,6 +130,8 @@ pub struct Service {
     /// HTTP requests being handled now (drain waits for them).
     in_flight: tokio::sync::watch::Sender<usize>,
     heavy_predict_slots: Semaphore,
+    /// Stacks concurrent small predictions to one model into one call.
+    batcher: batch::Batcher,
 }
 
 impl Service {
@@ -154,6 +157,7 @@ impl Service {
         let ready = tokio::sync::watch::Sender::new(!store.is_durable());
         let metrics = Metrics::new();
         store.observe(Arc::new(metrics.store_observer()));
+        let batcher = batch::Batcher::new(cores, metrics.predict_batch_rows.clone());
         Service {
             config,
             registry: Registry::new(cache_limit),
@@ -170,6 +174,7 @@ impl Service {
             heavy_predicts: AtomicUsize::new(0),
             in_flight: tokio::sync::watch::Sender::new(0),
             heavy_predict_slots: Semaphore::new(cores),
+            batcher,
         }
     }
 
@@ -255,7 +260,8 @@ impl Service {
         self.registry.list()
     }
 
-    /// Predicts `x` with a ready model. Small predictions run inline; large ones on a
+    /// Predicts `x` with a ready model. Trivial predictions run inline; other small ones
+    /// are batched with concurrent requests to the model (`batch`); large ones run on a
     /// blocking thread, at most one per core at a time.
     pub async fn predict(
         self: &Arc<Self>,
@@ -291,7 +297,14 @@ impl Service {
         let m = points.n();
         let started = Instant::now();
         let cost = fitted.predictor().predict_cost(m, &opts);
-        let prediction = if cost <= self.config.predict_inline_max_flops {
+        let small = cost <= self.config.predict_inline_max_flops;
+        let batched = small && cost > batch::BATCH_MIN_FLOPS && !opts.covariance && m <= batch::MAX_BATCH_ROWS;
+        let prediction = if batched {
+            match self.batcher.predict(id, fitted.clone(), points, opts).await {
+                Some(p) => p,
+                None => return Err(internal_predict_failure(id)),
+            }
+        } else if small {
             fitted.predictor().predict(&points, &opts, Parallelism::Sequential)
         } else {
             let _permit = self.heavy_predict_slots.acquire().await.map_err(|_| ServiceError::Draining)?;
@@ -307,13 +320,7 @@ impl Service {
             });
             match task.await {
                 Ok(Ok(p)) => p,
-                _ => {
-                    tracing::error!(model_id = %id, "predict panicked");
-                    return Err(ServiceError::FitFailed(Failure {
-                        kind: FailureKind::Internal,
-                        detail: "the prediction failed with an internal error".into(),
-                    }));
-                }
+                _ => return Err(internal_predict_failure(id)),
             }
         };
         if !prediction.is_finite() {
@@ -398,4 +405,13 @@ pub enum QueryRows {
     /// A CSV body (header row; columns by name for models fitted on a CSV dataset), as
     /// received: no copy of it is made.
     Csv(bytes::Bytes),
+}
+
+/// A predict that panicked: logged, and answered as an internal failure.
+fn internal_predict_failure(id: Uuid) -> ServiceError {
+    tracing::error!(model_id = %id, "predict panicked");
+    ServiceError::FitFailed(Failure {
+        kind: FailureKind::Internal,
+        detail: "the prediction failed with an internal error".into(),
+    })
 }
