@@ -16,6 +16,7 @@ use crate::kernel::{Kernel, Points};
 use crate::linalg::{self, Cholesky, Parallelism};
 use crate::spec::{FieldError, ObjectReader};
 use nalgebra::{DMatrix, DVector};
+use rayon::prelude::*;
 use serde_json::{json, Value};
 
 /// The most extra optimiser starts one fit may ask for: each costs a full search.
@@ -127,17 +128,35 @@ impl GaussianProcess {
         // W = alpha alpha^T - K^-1, lower triangle, off-diagonal entries doubled: then
         // 1/2 tr(W dK) = 1/2 sum_{i >= j} W'_ij dK_ij for symmetric dK.
         let mut w = chol.inverse_lower(par);
-        for j in 0..n {
-            w[(j, j)] = alpha[j] * alpha[j] - w[(j, j)];
+        let a = alpha.as_slice();
+        let w_column = |(j, wc): (usize, &mut [f64])| {
+            wc[j] = a[j] * a[j] - wc[j];
             for i in j + 1..n {
-                w[(i, j)] = 2.0 * (alpha[i] * alpha[j] - w[(i, j)]);
+                wc[i] = 2.0 * (a[i] * a[j] - wc[i]);
             }
+        };
+        if par.is_parallel() {
+            w.as_mut_slice().par_chunks_mut(n.max(1)).enumerate().for_each(w_column);
+        } else {
+            w.as_mut_slice().chunks_mut(n.max(1)).enumerate().for_each(w_column);
         }
+        // Columns in parallel; each column's sum is then added in column order, so the
+        // result does not depend on the number of threads (the search's path must not).
+        let column_dots = |d: &DMatrix<f64>| -> Vec<f64> {
+            let dot = |(j, (wc, dc)): (usize, (&[f64], &[f64]))| -> f64 {
+                wc[j..].iter().zip(&dc[j..]).map(|(a, b)| a * b).sum::<f64>()
+            };
+            let columns = w.as_slice().chunks(n.max(1)).zip(d.as_slice().chunks(n.max(1)));
+            if par.is_parallel() {
+                columns.collect::<Vec<_>>().into_par_iter().enumerate().map(dot).collect()
+            } else {
+                columns.enumerate().map(dot).collect()
+            }
+        };
         let lower_dot = |d: &DMatrix<f64>| -> f64 {
             let mut acc = 0.0;
-            for j in 0..n {
-                let (wc, dc) = (&w.as_slice()[j * n..(j + 1) * n], &d.as_slice()[j * n..(j + 1) * n]);
-                acc += wc[j..].iter().zip(&dc[j..]).map(|(a, b)| a * b).sum::<f64>();
+            for c in column_dots(d) {
+                acc += c;
             }
             0.5 * acc
         };

@@ -55,6 +55,9 @@ pub(super) fn gram_with_gradient(k: &Kernel, x: &Points, z: Option<&Points>, par
                         }
                     })
                     .collect();
+            if parts.iter().flatten().count() == 1 {
+                return scaled_part(ks, parts, scalar);
+            }
             let matrices: Vec<&DMatrix<f64>> = parts.iter().flatten().map(|(kp, _)| kp).collect();
             // The product of every non-constant part except the one at `skip`, times `scalar`.
             let others = |skip: usize| -> Option<DMatrix<f64>> {
@@ -171,6 +174,26 @@ pub(super) fn gram_with_gradient(k: &Kernel, x: &Points, z: Option<&Points>, par
         | Kernel::Fisher(_) => (super::gram::build(k, x, z, par), Vec::new()),
         _ => pointwise_gram_with_gradient(k, x, z, par),
     }
+}
+
+/// A product of constants and one other kernel (C * RBF, the usual GP kernel): that
+/// kernel's matrices scaled in place, rather than copied as the general product does.
+/// The same arithmetic (each entry times the constants' product), so the same bits.
+fn scaled_part(ks: &[Kernel], parts: Vec<Option<GramGrad>>, scalar: f64) -> GramGrad {
+    let at = parts.iter().position(Option::is_some).expect("one part is not constant");
+    let (mut kmat, mut part_grads) = parts.into_iter().flatten().next().expect("one part is not constant");
+    kmat *= scalar;
+    part_grads.iter_mut().for_each(|g| *g *= scalar);
+    let mut grads = Vec::new();
+    for (i, kernel) in ks.iter().enumerate() {
+        match kernel {
+            // d(v * rest)/dlog v is the product itself.
+            Kernel::Constant { value } if !value.fixed => grads.push(kmat.clone()),
+            _ if i == at => grads.append(&mut part_grads),
+            _ => {}
+        }
+    }
+    (kmat, grads)
 }
 
 /// k(x_i, x_i) and its derivatives, one vector per free hyperparameter in theta's order:
