@@ -138,7 +138,23 @@ pub(super) fn leaf(k: &Kernel) -> Option<Leaf> {
     }
 }
 
+/// How much of a symmetric K(X, X) a caller reads.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Half {
+    /// Both triangles.
+    Full,
+    /// The lower triangle and the diagonal; the strict upper triangle holds finite
+    /// values of no meaning. A Cholesky factorisation reads no more, and mirroring
+    /// n^2 / 2 entries it would overwrite costs a pass over the matrix.
+    Lower,
+}
+
 pub(super) fn build(k: &Kernel, x: &Points, z: Option<&Points>, par: Parallelism) -> DMatrix<f64> {
+    build_half(k, x, z, par, Half::Full)
+}
+
+pub(super) fn build_half(k: &Kernel, x: &Points, z: Option<&Points>, par: Parallelism, half: Half) -> DMatrix<f64> {
+    let build = |k: &Kernel, x: &Points, z: Option<&Points>, par| build_half(k, x, z, par, half);
     let (n, m) = (x.n(), z.map_or(x.n(), Points::n));
     if let Some((base, map)) = super::structured::feature_map(k) {
         let zm = z.map(&map);
@@ -159,14 +175,14 @@ pub(super) fn build(k: &Kernel, x: &Points, z: Option<&Points>, par: Parallelism
             };
             let zc = zs.affine(&side.mu, &vec![1.0; side.mu.len()]);
             let z_norms = sq_norms(&zc);
-            return fill(Base::SqDist, &side.points, &side.norms, Some((&zc, &z_norms)), par, &*leaf.map);
+            return fill(Base::SqDist, &side.points, &side.norms, Some((&zc, &z_norms)), par, &*leaf.map, half);
         }
         return match &leaf.scales {
             Some(s) => {
                 let (xs, zs) = (x.scaled(s), z.map(|z| z.scaled(s)));
-                compute(leaf.base, &xs, zs.as_deref(), par, &*leaf.map)
+                compute(leaf.base, &xs, zs.as_deref(), par, &*leaf.map, half)
             }
-            None => compute(leaf.base, x, z, par, &*leaf.map),
+            None => compute(leaf.base, x, z, par, &*leaf.map, half),
         };
     }
     match k {
@@ -204,7 +220,7 @@ pub(super) fn build(k: &Kernel, x: &Points, z: Option<&Points>, par: Parallelism
 /// Squared distances |(x_i - z_j) / l|^2, z None meaning Z = X (for the gradients).
 pub(super) fn scaled_sq_distances(x: &Points, z: Option<&Points>, scales: &Scales, par: Parallelism) -> DMatrix<f64> {
     let zs = z.map(|z| z.scaled(scales));
-    compute(Base::SqDist, &x.scaled(scales), zs.as_deref(), par, &|_| {})
+    compute(Base::SqDist, &x.scaled(scales), zs.as_deref(), par, &|_| {}, Half::Full)
 }
 
 /// Applies `f` to every entry of `m`, four lanes at a time, split across cores.
@@ -283,16 +299,16 @@ fn sq_norms(p: &Points) -> Vec<f64> {
 }
 
 /// K[i, j] = map(base(x_i, z_j)); z = None means z = x and a symmetric result.
-fn compute(base: Base, x: &Points, z: Option<&Points>, par: Parallelism, map: Map<'_>) -> DMatrix<f64> {
+fn compute(base: Base, x: &Points, z: Option<&Points>, par: Parallelism, map: Map<'_>, half: Half) -> DMatrix<f64> {
     match base {
         Base::SqDist => {
             let side = CentredSide::new(x);
             let zc = z.map(|z| z.affine(&side.mu, &vec![1.0; side.mu.len()]));
             let z_norms = zc.as_ref().map(sq_norms);
             let z = zc.as_ref().zip(z_norms.as_deref());
-            fill(base, &side.points, &side.norms, z, par, map)
+            fill(base, &side.points, &side.norms, z, par, map, half)
         }
-        _ => fill(base, x, &[], z.map(|z| (z, &[][..])), par, map),
+        _ => fill(base, x, &[], z.map(|z| (z, &[][..])), par, map, half),
     }
 }
 
@@ -306,6 +322,7 @@ fn fill(
     z: Option<(&Points, &[f64])>,
     par: Parallelism,
     map: Map<'_>,
+    half: Half,
 ) -> DMatrix<f64> {
     let symmetric = z.is_none();
     let (z, z_norms) = z.unwrap_or((x, x_norms));
@@ -376,7 +393,7 @@ fn fill(
     } else {
         chunks.enumerate().for_each(|(b, c)| fill(b, c));
     }
-    if symmetric {
+    if symmetric && half == Half::Full {
         mirror_lower(&mut out, par);
     }
     out
@@ -482,6 +499,20 @@ mod tests {
                     let diag = k.diag(&x);
                     for i in 0..n {
                         assert!((diag[i] - g[(i, i)]).abs() <= 1e-12 * diag[i].abs().max(1.0));
+                    }
+                    // The lower half a factorisation reads: the same bits, and the same factor.
+                    let lower = k.gram_lower(&x, par);
+                    for j in 0..n {
+                        for i in j..n {
+                            assert_eq!(lower[(i, j)].to_bits(), g[(i, j)].to_bits(), "{k:?} lower ({i},{j})");
+                        }
+                    }
+                    assert!(lower.iter().all(|v| v.is_finite()));
+                    if n > 1 {
+                        let shifted = |a: &DMatrix<f64>| a + DMatrix::from_diagonal_element(n, n, n as f64);
+                        let f1 = crate::linalg::Cholesky::factor(shifted(&g), par).unwrap();
+                        let f2 = crate::linalg::Cholesky::factor(shifted(&lower), par).unwrap();
+                        assert_eq!(f1.l(), f2.l(), "{k:?} factor");
                     }
                 }
             }

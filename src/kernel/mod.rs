@@ -261,6 +261,13 @@ impl Kernel {
         gram::build(self, x, None, par)
     }
 
+    /// K(X, X) for a Cholesky factorisation: its lower triangle and diagonal as
+    /// [`Kernel::gram`]'s, bit for bit, and no upper triangle (finite values of no
+    /// meaning there).
+    pub fn gram_lower(&self, x: &Points, par: Parallelism) -> DMatrix<f64> {
+        gram::build_half(self, x, None, par, gram::Half::Lower)
+    }
+
     /// The cross-kernel matrix K(X, Z) with K[i, j] = k(x_i, z_j), n x m. `white`
     /// contributes nothing here: X and Z are different point sets.
     pub fn cross(&self, x: &Points, z: &Points, par: Parallelism) -> DMatrix<f64> {
