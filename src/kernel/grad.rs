@@ -127,18 +127,18 @@ pub(super) fn gram_with_gradient(k: &Kernel, x: &Points, z: Option<&Points>, par
         }
         Kernel::Rbf(RbfWidth::LengthScale(h)) => {
             let mut r2 = super::gram::scaled_sq_distances(x, z, &h.value, par);
-            let mut kmat = r2.clone();
-            super::gram::map_matrix(&mut kmat, par, &|v| (v * -0.5).exp());
-            let grads = if h.fixed {
-                vec![]
-            } else {
-                match &h.value {
-                    Scales::Isotropic(_) => {
-                        r2.component_mul_assign(&kmat);
-                        vec![r2]
-                    }
-                    Scales::PerFeature(ls) => per_feature(x, z, ls, par, |q, i, j| q * kmat[(i, j)]),
-                }
+            // One pass: K = exp(-r2 / 2) into a new matrix and, for one length scale,
+            // dK/dlog l = r2 K in place of r2 (a copy of r2 and a second pass saved).
+            let isotropic = !h.fixed && matches!(h.value, Scales::Isotropic(_));
+            let mut kmat = crate::linalg::zeros(n, m);
+            super::gram::map_matrix_into(&mut r2, &mut kmat, par, &|r| {
+                let k = (r * -0.5).exp();
+                (if isotropic { r * k } else { r }, k)
+            });
+            let grads = match &h.value {
+                _ if h.fixed => vec![],
+                Scales::Isotropic(_) => vec![r2],
+                Scales::PerFeature(ls) => per_feature(x, z, ls, par, |q, i, j| q * kmat[(i, j)]),
             };
             (kmat, grads)
         }

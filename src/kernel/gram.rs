@@ -223,13 +223,39 @@ pub(super) fn scaled_sq_distances(x: &Points, z: Option<&Points>, scales: &Scale
     compute(Base::SqDist, &x.scaled(scales), zs.as_deref(), par, &|_| {}, Half::Full)
 }
 
-/// Applies `f` to every entry of `m`, four lanes at a time, split across cores.
-pub(super) fn map_matrix(m: &mut DMatrix<f64>, par: Parallelism, f: &(dyn Fn(f64x4) -> f64x4 + Sync)) {
+/// (a, b) <- f(a) entry by entry, four lanes at a time, split across cores: a map that
+/// writes its input's place and a second matrix of the same shape in one pass.
+pub(super) fn map_matrix_into(
+    a: &mut DMatrix<f64>,
+    b: &mut DMatrix<f64>,
+    par: Parallelism,
+    f: &(dyn Fn(f64x4) -> (f64x4, f64x4) + Sync),
+) {
+    assert_eq!(a.shape(), b.shape());
     let chunk = 1 << 16;
+    let pass = |(ca, cb): (&mut [f64], &mut [f64])| {
+        let mut lanes = ca.chunks_exact_mut(4).zip(cb.chunks_exact_mut(4));
+        for (la, lb) in &mut lanes {
+            let (va, vb) = f(f64x4::new([la[0], la[1], la[2], la[3]]));
+            la.copy_from_slice(&va.to_array());
+            lb.copy_from_slice(&vb.to_array());
+        }
+        let done = ca.len() / 4 * 4;
+        let (ra, rb) = (&mut ca[done..], &mut cb[done..]);
+        if !ra.is_empty() {
+            let mut buf = [0.0; 4];
+            buf[..ra.len()].copy_from_slice(ra);
+            let (va, vb) = f(f64x4::new(buf));
+            let k = ra.len();
+            ra.copy_from_slice(&va.to_array()[..k]);
+            rb.copy_from_slice(&vb.to_array()[..k]);
+        }
+    };
+    let pairs = a.as_mut_slice().chunks_mut(chunk).zip(b.as_mut_slice().chunks_mut(chunk));
     if par.is_parallel() {
-        m.as_mut_slice().par_chunks_mut(chunk).for_each(|c| map4(c, f));
+        pairs.collect::<Vec<_>>().into_par_iter().for_each(pass);
     } else {
-        m.as_mut_slice().chunks_mut(chunk).for_each(|c| map4(c, f));
+        pairs.for_each(pass);
     }
 }
 
