@@ -25,7 +25,7 @@ URL=http://127.0.0.1:$PORT
 work=$(mktemp -d)
 MERCER_BIND=127.0.0.1:$PORT MERCER_DATA_DIR= MERCER_LOG=warn "$BIN" 2>"$work/server.log" &
 pid=$!
-trap 'kill -9 $pid 2>/dev/null || true; rm -rf "$work"' EXIT
+trap 'kill -9 $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$work"' EXIT
 curl -fsS --retry 50 --retry-delay 0 --retry-all-errors --retry-max-time 30 -o /dev/null "$URL/readyz"
 
 "$PY" - "$work" <<'PY'
@@ -37,7 +37,7 @@ def data(n, seed):
     rng = np.random.RandomState(seed)
     X = rng.randn(n, D)
     return X, np.sin(2.0 * X.sum(axis=1) / np.sqrt(D)) + 0.1 * rng.randn(n)
-for n, name in ((4000, "fit4000"), (1000, "fit1000")):
+for n, name in ((4000, "fit4000"), (1000, "fit1000"), (20, "fit20")):
     X, y = data(n, 0)
     json.dump({"model": "gaussian_process", "kernel": {"type": "rbf", "length_scale": 2.0},
                "params": {"noise": 0.01}, "x": X.tolist(), "y": y.tolist()}, open(f"{work}/{name}.json", "w"))
@@ -65,6 +65,8 @@ printf '| predict 1000 rows + variance, n = 4000 | %d MiB | %d MiB | %d MiB | K*
 
 post "$work/fit1000.json" /models
 id1000=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$work/out.json")
+post "$work/fit20.json" /models
+id20=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$work/out.json")
 cat > "$work/post.lua" <<LUA
 local f = assert(io.open("$work/q1.json", "rb"))
 wrk.method = "POST"
@@ -80,14 +82,17 @@ load() {  # url [lua]: "req/s p50 p99"
 }
 wrk -t2 -c16 -d1s "$URL/healthz" >/dev/null  # warm-up
 read -r h_rps h_p50 h_p99 < <(load "$URL/healthz")
+wrk -t2 -c16 -d1s -s "$work/post.lua" "$URL/models/$id20/predict" >/dev/null
+read -r t_rps t_p50 t_p99 < <(load "$URL/models/$id20/predict" "$work/post.lua")
 wrk -t2 -c16 -d1s -s "$work/post.lua" "$URL/models/$id1000/predict" >/dev/null
 read -r p_rps p_p50 p_p99 < <(load "$URL/models/$id1000/predict" "$work/post.lua")
 echo
 echo "| wrk, 16 connections, ${SECS} s | req/s | p50 | p99 |"
 echo "|---|---|---|---|"
 echo "| GET /healthz (the HTTP stack's ceiling) | $h_rps | $h_p50 | $h_p99 |"
+echo "| POST 1-row predict + variance, n = 20 GP (the predict route, no real work) | $t_rps | $t_p50 | $t_p99 |"
 echo "| POST 1-row predict + variance, n = 1000 GP | $p_rps | $p_p50 | $p_p99 |"
-python3 -c "import sys; print(f'\nsingle-row predict at {float(sys.argv[1]) / float(sys.argv[2]):.0%} of the ceiling')" "$p_rps" "$h_rps"
+python3 -c "import sys; a, b, c = map(float, sys.argv[1:]); print(f'\nsingle-row predict at n = 1000: {a / b:.0%} of the ceiling, {a / c:.0%} of the bare predict route')" "$p_rps" "$h_rps" "$t_rps"
 curl -fsS "$URL/metrics" | python3 -c '
 import sys
 s = {l.split(" ")[0]: float(l.split(" ")[1]) for l in sys.stdin if l.startswith("mercer_predict_batch_rows_")}
