@@ -319,6 +319,28 @@ impl Cholesky {
         }
     }
 
+    /// The diagonal of (L L^T)^-1 without forming it: [A^-1]_ii = |L^-1 e_i|^2, and
+    /// L^-1 e_i is zero above row i, so columns are solved by blocks against the trailing
+    /// part of L only: n^3 / 3 flops and an n x 256 workspace, not n x n.
+    pub fn inverse_diagonal(&self, par: Parallelism) -> Vec<f64> {
+        const COLUMNS: usize = 256;
+        let n = self.n();
+        let l = self.l_ref();
+        let mut out = Vec::with_capacity(n);
+        for j0 in (0..n).step_by(COLUMNS) {
+            let b = COLUMNS.min(n - j0);
+            let rows = n - j0;
+            let mut e = faer::Mat::<f64>::zeros(rows, b);
+            for c in 0..b {
+                e[(c, c)] = 1.0;
+            }
+            solve_lower_triangular_in_place(l.submatrix(j0, j0, rows, rows), e.as_mut(), par.faer());
+            out.extend((0..b).map(|c| e.col(c).iter().map(|v| v * v).sum::<f64>()));
+        }
+        clear_upper_vector_state();
+        out
+    }
+
     /// (L L^T)^-1, formed once from the factor; only its lower triangle is filled (the
     /// inverse is symmetric, and its users read the lower triangle).
     pub fn inverse_lower(&self, par: Parallelism) -> DMatrix<f64> {
@@ -472,6 +494,26 @@ mod tests {
             assert!((l * &v - &b).amax() < 1e-10 * n as f64, "n = {n}");
             let ld = a.clone().cholesky().unwrap().l().diagonal().map(|d| d.ln()).sum() * 2.0;
             assert!((chol.log_det() - ld).abs() < 1e-9 * ld.abs().max(1.0));
+        }
+    }
+
+    /// The blocked diagonal of the inverse equals the full inverse's, across the block
+    /// boundary (n > 256).
+    #[test]
+    fn inverse_diagonal_is_the_inverse_s_diagonal() {
+        for n in [1, 7, 300, 530] {
+            let a = spd(n, 40 + n as u64);
+            let chol = Cholesky::factor(a.clone(), Parallelism::Parallel).unwrap();
+            let inv = a.clone().try_inverse().unwrap();
+            let d = chol.inverse_diagonal(Parallelism::Parallel);
+            assert_eq!(d.len(), n);
+            for (i, v) in d.iter().enumerate() {
+                assert!(
+                    (v - inv[(i, i)]).abs() <= 1e-10 * inv[(i, i)].abs(),
+                    "n = {n}, i = {i}: {v} vs {}",
+                    inv[(i, i)]
+                );
+            }
         }
     }
 

@@ -100,3 +100,100 @@ async fn overflowing_numbers_are_422_not_nulls() {
     let (status, p) = problem(r).await;
     assert_eq!((status, pointers(&p)), (422, vec!["/x".to_string()]), "{p}");
 }
+
+/// `params.loo` on exact GP and kernel ridge fits: the closed-form leave-one-out equals
+/// scikit-learn refitted without each row (tests/fixtures/generate_loo.py: rbf, C * rbf
+/// with normalize_y, matern; kernel ridge with rbf and polynomial).
+#[tokio::test]
+async fn leave_one_out_matches_scikit_learn_refits() {
+    let s = TestServer::default().await;
+    let fixtures: Value =
+        serde_json::from_str(&std::fs::read_to_string("tests/fixtures/loo_reference.json").unwrap()).unwrap();
+    for case in fixtures["cases"].as_array().unwrap() {
+        let name = case["name"].as_str().unwrap();
+        let body = json!({"model": case["model"], "kernel": case["kernel"], "params": case["params"],
+                          "x": case["x"], "y": case["y"]});
+        let m = s.train(&body).await;
+        assert_eq!(m["params"]["loo"], true, "{name}: echoed");
+        let loo = &m["training"]["loo"];
+        for key in ["rmse", "mean_log_predictive_density"] {
+            match case["loo"].get(key) {
+                Some(want) => {
+                    let (got, want) = (loo[key].as_f64().unwrap(), want.as_f64().unwrap());
+                    assert!((got - want).abs() <= 1e-9 * want.abs(), "{name} {key}: {got} vs {want}");
+                }
+                None => assert!(loo.get(key).is_none(), "{name}: no {key} for kernel ridge: {loo}"),
+            }
+        }
+    }
+    // Without loo there is none; with nystrom it is refused where it was asked for.
+    let (x, y) = sine(30);
+    let plain = s.train(&json!({"model": "kernel_ridge", "kernel": {"type": "rbf"}, "x": x, "y": y})).await;
+    assert!(plain["training"].get("loo").is_none() && plain["params"]["loo"] == false);
+    let r = s
+        .post(
+            "/models",
+            &json!({"model": "gaussian_process", "kernel": {"type": "rbf"}, "x": x, "y": y,
+                    "params": {"loo": true, "approximation": "nystrom", "inducing_points": 10}}),
+        )
+        .await;
+    let (status, p) = problem(r).await;
+    assert_eq!((status, pointers(&p)), (422, vec!["/params/loo".to_string()]));
+}
+
+/// The closed form against its definition computed here: refit without each row and
+/// predict it, for a GP (mean and density, noise included) and for kernel ridge.
+#[test]
+fn leave_one_out_equals_refits_without_each_row() {
+    use mercer::estimator::{
+        Estimator, FitContext, GaussianProcess, KernelRidge, PredictOptions, Predictor, TrainingSet,
+    };
+    use mercer::kernel::{Kernel, Points};
+    use mercer::linalg::Parallelism;
+    let ctx = FitContext::new(Parallelism::Sequential);
+    let (x, y) = sine(25);
+    let y: Vec<f64> = y.iter().enumerate().map(|(i, v)| 3.0 * v + 0.05 * ((i * 7) % 5) as f64).collect();
+    let without = |i: usize| {
+        let rows: Vec<Vec<f64>> = x.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, r)| r.clone()).collect();
+        let ys = y.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, v)| *v).collect();
+        TrainingSet { x: Points::from_rows(&rows), y: ys }
+    };
+    let all = TrainingSet { x: Points::from_rows(&x), y: y.clone() };
+    let at = |i: usize| Points::from_rows(&[x[i].clone()]);
+    let n = x.len() as f64;
+
+    let rbf = Kernel::from_json(&json!({"type": "rbf", "length_scale": 0.9})).unwrap();
+    let gp = GaussianProcess::from_json(rbf.clone(), &json!({"noise": 0.02, "loo": true}), "/params").unwrap();
+    let loo = gp.fit(&all, &ctx).unwrap().report().loo.clone().unwrap();
+    let (mut sq, mut density) = (0.0, 0.0);
+    for (i, yi) in y.iter().enumerate() {
+        let p = gp.fit(&without(i), &ctx).unwrap().predict(
+            &at(i),
+            &PredictOptions { include_noise: true, ..Default::default() },
+            Parallelism::Sequential,
+        );
+        let (mu, s2) = (p.values[0], p.variance.unwrap()[0]);
+        sq += (yi - mu).powi(2);
+        density += -0.5 * (2.0 * std::f64::consts::PI * s2).ln() - (yi - mu).powi(2) / (2.0 * s2);
+    }
+    let want_rmse = (sq / n).sqrt();
+    assert!((loo.rmse - want_rmse).abs() <= 1e-9 * want_rmse, "{} vs {want_rmse}", loo.rmse);
+    let got = loo.mean_log_predictive_density.unwrap();
+    assert!((got - density / n).abs() <= 1e-9 * (density / n).abs(), "{got} vs {}", density / n);
+
+    let krr = KernelRidge::from_json(rbf, &json!({"lambda": 0.3, "loo": true}), "/params").unwrap();
+    let loo = krr.fit(&all, &ctx).unwrap().report().loo.clone().unwrap();
+    assert!(loo.mean_log_predictive_density.is_none());
+    let sq: f64 = (0..x.len())
+        .map(|i| {
+            let p = krr.fit(&without(i), &ctx).unwrap().predict(
+                &at(i),
+                &PredictOptions::default(),
+                Parallelism::Sequential,
+            );
+            (y[i] - p.values[0]).powi(2)
+        })
+        .sum();
+    let want = (sq / n).sqrt();
+    assert!((loo.rmse - want).abs() <= 1e-9 * want, "{} vs {want}", loo.rmse);
+}

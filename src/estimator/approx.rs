@@ -52,11 +52,13 @@ pub struct Approximation {
     /// M; None: min(n, 1024).
     pub inducing_points: Option<u64>,
     pub selection: Selection,
+    /// Exact fits: report the closed-form leave-one-out in `training.loo`.
+    pub loo: bool,
 }
 
 impl Default for Approximation {
     fn default() -> Self {
-        Approximation { mode: Mode::Auto, inducing_points: None, selection: Selection::Kmeans }
+        Approximation { mode: Mode::Auto, inducing_points: None, selection: Selection::Kmeans, loo: false }
     }
 }
 
@@ -88,7 +90,22 @@ impl Approximation {
                 ))
             }
         };
-        Ok(Approximation { mode, inducing_points, selection })
+        let loo = obj.bool("loo")?.unwrap_or(false);
+        let approx = Approximation { mode, inducing_points, selection, loo };
+        approx.check_loo(&obj.pointer("loo"))?;
+        Ok(approx)
+    }
+
+    /// `loo` needs the exact solve: with nystrom (asked for, or what auto resolved to)
+    /// there is no n x n factor to read it from.
+    pub fn check_loo(&self, pointer: &str) -> Result<(), FieldError> {
+        if self.loo && self.mode == Mode::Nystrom {
+            return Err(FieldError::invalid(
+                pointer,
+                "leave-one-out is computed from the exact fit only; this fit is nystrom (set approximation to exact, or loo to false)",
+            ));
+        }
+        Ok(())
     }
 
     /// For models without an approximate form: `approximation` may only be auto or exact.
@@ -112,6 +129,7 @@ impl Approximation {
         out.insert("approximation".into(), json!(self.mode.name()));
         out.insert("inducing_points".into(), json!(self.inducing_points));
         out.insert("inducing_selection".into(), json!(self.selection.name()));
+        out.insert("loo".into(), json!(self.loo));
     }
 }
 
@@ -141,6 +159,8 @@ mod tests {
             (json!({"approximation": "sparse"}), "/params/approximation"),
             (json!({"inducing_points": 0}), "/params/inducing_points"),
             (json!({"inducing_selection": "random"}), "/params/inducing_selection"),
+            (json!({"loo": 1}), "/params/loo"),
+            (json!({"loo": true, "approximation": "nystrom"}), "/params/loo"),
         ] {
             assert_eq!(read(v).unwrap_err().pointer, at);
         }

@@ -304,7 +304,9 @@ impl GaussianProcess {
                 "the targets are too large: the log marginal likelihood overflows; rescale y or set normalize_y",
             )));
         }
-        let report = TrainingReport { log_marginal_likelihood: Some(lml), jitter: Some(chol.jitter()), ..search };
+        let loo =
+            self.approx.loo.then(|| super::LeaveOneOut::from_factor(&chol, alpha.as_slice(), y_std, true, ctx.par));
+        let report = TrainingReport { log_marginal_likelihood: Some(lml), jitter: Some(chol.jitter()), loo, ..search };
         Ok(GaussianProcessModel {
             spec: self.clone(),
             x: data.x.clone(),
@@ -527,7 +529,7 @@ mod tests {
         assert_eq!(
             g.params_json(),
             json!({"noise": {"value": 0.1, "bounds": [1e-3, 1.0]}, "normalize_y": false, "optimize": false, "restarts": 0, "seed": 3,
-                   "approximation": "auto", "inducing_points": null, "inducing_selection": "kmeans"})
+                   "approximation": "auto", "inducing_points": null, "inducing_selection": "kmeans", "loo": false})
         );
         let k = crate::kernel::default_kernel();
         let e = GaussianProcess::from_json(k.clone(), &json!({"noise": -1.0}), "/params").unwrap_err();

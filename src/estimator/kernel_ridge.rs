@@ -99,7 +99,9 @@ impl Estimator for KernelRidge {
             &|| ctx.cancel.is_cancelled(),
         )?;
         let alpha = chol.solve_vec(&DVector::from_column_slice(&data.y));
-        let report = TrainingReport { jitter: Some(chol.jitter()), ..Default::default() };
+        let loo =
+            self.approx.loo.then(|| super::LeaveOneOut::from_factor(&chol, alpha.as_slice(), 1.0, false, ctx.par));
+        let report = TrainingReport { jitter: Some(chol.jitter()), loo, ..Default::default() };
         Ok(KernelRidgeModel { spec: self.clone(), x: data.x.clone(), alpha: alpha.as_slice().to_vec(), report })
     }
 }

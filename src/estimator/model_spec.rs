@@ -179,6 +179,7 @@ impl ModelSpec {
         if a.mode == approx::Mode::Auto {
             a.mode = if n <= exact_max_rows && exact_fits { approx::Mode::Exact } else { approx::Mode::Nystrom };
         }
+        a.check_loo("/params/loo")?;
         if a.mode == approx::Mode::Nystrom && a.m(n) > n {
             return Err(FieldError::invalid(
                 "/params/inducing_points",
