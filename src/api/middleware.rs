@@ -95,7 +95,8 @@ where
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with(PROBLEM_CONTENT_TYPE));
-    if is_problem {
+    // Open Inference Protocol routes answer errors in that protocol's own form.
+    if is_problem || response.extensions().get::<super::oip::ProtocolError>().is_some() {
         return response;
     }
     let (slug, detail) = match status {

@@ -5,6 +5,7 @@ pub mod datasets;
 pub mod extract;
 pub mod middleware;
 pub mod models;
+pub mod oip;
 pub mod ops;
 pub mod problem;
 pub mod types;
@@ -29,7 +30,7 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Every route the router serves: method, path, and whether it needs the API key.
 /// openapi.yaml must list exactly these (tests/spec_routes.rs checks both directions).
-pub const ROUTES: [(&str, &str, bool); 16] = [
+pub const ROUTES: [(&str, &str, bool); 22] = [
     ("GET", "/", false),
     ("GET", "/ui/{file}", false),
     ("GET", "/healthz", false),
@@ -46,6 +47,12 @@ pub const ROUTES: [(&str, &str, bool); 16] = [
     ("GET", "/datasets", true),
     ("GET", "/datasets/{id}", true),
     ("DELETE", "/datasets/{id}", true),
+    ("GET", "/v2", true),
+    ("GET", "/v2/health/live", false),
+    ("GET", "/v2/health/ready", false),
+    ("GET", "/v2/models/{id}", true),
+    ("GET", "/v2/models/{id}/ready", true),
+    ("POST", "/v2/models/{id}/infer", true),
 ];
 
 /// The route's handler; every body but an upload's is bounded by `body_limit`
@@ -69,6 +76,12 @@ fn handler(method: &str, path: &str, body_limit: usize) -> MethodRouter<Arc<Serv
         ("GET", "/models/{id}/sample") => get(models::sample),
         ("GET", "/") => get(ui::index),
         ("GET", "/ui/{file}") => get(ui::file),
+        ("GET", "/v2") => get(oip::server_metadata),
+        ("GET", "/v2/health/live") => get(oip::live),
+        ("GET", "/v2/health/ready") => get(oip::ready),
+        ("GET", "/v2/models/{id}") => get(oip::model_metadata),
+        ("GET", "/v2/models/{id}/ready") => get(oip::model_ready),
+        ("POST", "/v2/models/{id}/infer") => post(oip::infer),
         _ => unreachable!("ROUTES names only routes with a handler: {method} {path}"),
     })
 }

@@ -1,0 +1,283 @@
+//! The Open Inference Protocol v2 (KServe's REST "v2" API, which Triton, MLServer and
+//! KServe clients speak) over the same models: a model's name is its id.
+//!
+//! One input tensor `x`: `[m, d]` numbers (FP64; FP32 and integer types are widened),
+//! or `[m]` BYTES for models over strings. Outputs are the predict route's fields as
+//! tensors. Errors are the protocol's `{"error": "..."}`, with the status the predict
+//! route would give (409 for a model that is not ready).
+
+use super::problem::ApiError;
+use crate::dataset::rows::Row;
+use crate::estimator::{Decision, PredictOptions, Prediction};
+use crate::kernel::RowKind;
+use crate::linalg::Parallelism;
+use crate::service::{QueryRows, Service, ServiceError};
+use axum::body::Bytes;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use uuid::Uuid;
+
+/// A protocol error: `{"error": message}` with a 4xx (or 5xx) status.
+pub struct OipError(StatusCode, String);
+
+/// Marks a response as the protocol's own error, which the problem+json middleware
+/// leaves as it is.
+#[derive(Clone, Copy)]
+pub struct ProtocolError;
+
+impl IntoResponse for OipError {
+    fn into_response(self) -> Response {
+        let mut response = (self.0, Json(json!({"error": self.1}))).into_response();
+        response.extensions_mut().insert(ProtocolError);
+        response
+    }
+}
+
+impl From<ServiceError> for OipError {
+    fn from(e: ServiceError) -> Self {
+        let problem = ApiError::Service(e).to_problem();
+        let fields: Vec<String> = problem.errors.iter().map(|f| format!("{}: {}", f.pointer, f.message)).collect();
+        let message = if fields.is_empty() { problem.detail } else { fields.join("; ") };
+        OipError(StatusCode::from_u16(problem.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), message)
+    }
+}
+
+fn bad(message: impl Into<String>) -> OipError {
+    OipError(StatusCode::BAD_REQUEST, message.into())
+}
+
+fn model_id(id: Result<Path<String>, PathRejection>) -> Result<Uuid, OipError> {
+    let Path(raw) = id.map_err(|e| bad(format!("invalid path: {}", e.body_text())))?;
+    Uuid::parse_str(&raw).map_err(|_| OipError(StatusCode::NOT_FOUND, format!("no model named {raw}")))
+}
+
+/// GET /v2: server metadata.
+pub async fn server_metadata() -> Json<Value> {
+    Json(json!({"name": "mercer", "version": env!("CARGO_PKG_VERSION"), "extensions": []}))
+}
+
+/// GET /v2/health/live.
+pub async fn live() -> Json<Value> {
+    Json(json!({"live": true}))
+}
+
+/// GET /v2/health/ready: 503 while starting or draining, as /readyz.
+pub async fn ready(State(service): State<Arc<Service>>) -> Response {
+    let ready = service.is_ready();
+    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let mut response = (status, Json(json!({"ready": ready}))).into_response();
+    response.extensions_mut().insert(ProtocolError);
+    response
+}
+
+/// GET /v2/models/{id}/ready: 200 when ready, 409 when not (yet, or failed).
+pub async fn model_ready(
+    State(service): State<Arc<Service>>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Response, OipError> {
+    let id = model_id(id)?;
+    let entry = service.lookup(id).await?;
+    let ready = service.fitted(&entry).await.is_ok();
+    let status = if ready { StatusCode::OK } else { StatusCode::CONFLICT };
+    let mut response = (status, Json(json!({"name": id.to_string(), "ready": ready}))).into_response();
+    response.extensions_mut().insert(ProtocolError);
+    Ok(response)
+}
+
+/// GET /v2/models/{id}: the input tensor and the output tensors a prediction returns
+/// (those of a one-row prediction of the model's first kept point, so that they are
+/// exactly what `infer` gives).
+pub async fn model_metadata(
+    State(service): State<Arc<Service>>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Json<Value>, OipError> {
+    let id = model_id(id)?;
+    let entry = service.lookup(id).await?;
+    let fitted = service.fitted(&entry).await?;
+    let predictor = fitted.predictor();
+    let input = match predictor.row_kind() {
+        RowKind::Numeric => json!({"name": "x", "datatype": "FP64", "shape": [-1, predictor.n_features()]}),
+        RowKind::Text => json!({"name": "x", "datatype": "BYTES", "shape": [-1]}),
+        RowKind::Tokens => json!({"name": "x", "datatype": "BYTES", "shape": [-1, -1]}),
+    };
+    let probe_model = fitted.clone();
+    // A one-row predict of a large GP is n^2 flops: off the async threads.
+    let probe = tokio::task::spawn_blocking(move || {
+        let predictor = probe_model.predictor();
+        let support = predictor.support();
+        (support.n() > 0).then(|| {
+            let p = predictor.predict(&support.slice(0, 1), &PredictOptions::default(), Parallelism::Sequential);
+            tensors(p, predictor.classes())
+        })
+    })
+    .await
+    .map_err(|_| OipError(StatusCode::INTERNAL_SERVER_ERROR, "the model's metadata could not be computed".into()))?;
+    let outputs: Vec<Value> = probe
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| {
+            let mut shape = t["shape"].clone();
+            shape[0] = json!(-1);
+            json!({"name": t["name"], "datatype": t["datatype"], "shape": shape})
+        })
+        .collect();
+    Ok(Json(json!({
+        "name": id.to_string(),
+        "versions": [],
+        "platform": format!("mercer/{}", entry.kind.name()),
+        "inputs": [input],
+        "outputs": outputs,
+    })))
+}
+
+#[derive(Deserialize)]
+pub struct InferRequest {
+    id: Option<String>,
+    inputs: Vec<InputTensor>,
+    #[serde(default)]
+    outputs: Option<Vec<RequestedOutput>>,
+    #[serde(default, rename = "parameters")]
+    _parameters: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct InputTensor {
+    name: String,
+    shape: Vec<i64>,
+    datatype: String,
+    data: Value,
+    #[serde(default, rename = "parameters")]
+    _parameters: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct RequestedOutput {
+    name: String,
+    #[serde(default, rename = "parameters")]
+    _parameters: Option<Value>,
+}
+
+/// POST /v2/models/{id}/infer.
+pub async fn infer(
+    State(service): State<Arc<Service>>,
+    id: Result<Path<String>, PathRejection>,
+    body: Bytes,
+) -> Result<Json<Value>, OipError> {
+    let id = model_id(id)?;
+    // JSON whatever the Content-Type, as every route of the contract.
+    let request: InferRequest =
+        serde_json::from_slice(&body).map_err(|e| bad(format!("malformed inference request: {e}")))?;
+    let [input] = &request.inputs[..] else {
+        return Err(bad(format!("expected one input tensor `x`, got {}", request.inputs.len())));
+    };
+    if input.name != "x" {
+        return Err(bad(format!("unknown input `{}`: the model takes one input, `x`", input.name)));
+    }
+    let rows = rows_of(input)?;
+    let wanted: Option<Vec<&str>> = request.outputs.as_ref().map(|o| o.iter().map(|o| o.name.as_str()).collect());
+    let wants = |name: &str| wanted.as_ref().is_none_or(|w| w.contains(&name));
+    let opts = PredictOptions {
+        variance: wants("variance") || wants("std"),
+        covariance: false,
+        include_noise: false,
+        probabilities: wants("probabilities"),
+    };
+    let (fitted, prediction) = service.predict(id, QueryRows::Json(rows), opts).await?;
+    let all = tensors(prediction, fitted.predictor().classes());
+    if let Some(w) = &wanted {
+        if let Some(missing) = w.iter().find(|n| !all.iter().any(|t| t["name"] == **n)) {
+            return Err(bad(format!("unknown output `{missing}` for this model")));
+        }
+    }
+    let outputs: Vec<Value> = all.into_iter().filter(|t| wants(t["name"].as_str().unwrap_or(""))).collect();
+    let mut answer = json!({"model_name": id.to_string(), "outputs": outputs});
+    if let Some(rid) = request.id {
+        answer["id"] = json!(rid);
+    }
+    Ok(Json(answer))
+}
+
+/// The rows of tensor `x`: `[m, d]` numbers, or `[m]` strings for BYTES.
+fn rows_of(t: &InputTensor) -> Result<Vec<Row>, OipError> {
+    let flat = flatten(&t.data);
+    let count = t.shape.iter().try_fold(1i64, |a, &s| if s < 0 { None } else { a.checked_mul(s) });
+    if count.is_none_or(|c| c as u64 != flat.len() as u64) {
+        return Err(bad(format!("input `x`: shape {:?} does not match its {} data elements", t.shape, flat.len())));
+    }
+    match t.datatype.as_str() {
+        "BYTES" => {
+            if t.shape.len() != 1 {
+                return Err(bad(format!("input `x`: BYTES takes shape [m], one string per row, not {:?}", t.shape)));
+            }
+            flat.iter()
+                .map(|v| {
+                    v.as_str()
+                        .map(|s| Row::Text(s.to_string()))
+                        .ok_or_else(|| bad("input `x`: BYTES elements must be strings"))
+                })
+                .collect()
+        }
+        "FP64" | "FP32" | "FP16" | "INT8" | "INT16" | "INT32" | "INT64" | "UINT8" | "UINT16" | "UINT32" | "UINT64" => {
+            let [m, d] = t.shape[..] else {
+                return Err(bad(format!("input `x`: shape must be [m, d], not {:?}", t.shape)));
+            };
+            // With d = 0 the data's length would not bound m.
+            if d < 1 {
+                return Err(bad(format!("input `x`: rows need at least one feature, not shape {:?}", t.shape)));
+            }
+            let numbers: Vec<f64> = flat
+                .iter()
+                .map(|v| v.as_f64().ok_or_else(|| bad(format!("input `x`: {} elements must be numbers", t.datatype))))
+                .collect::<Result<_, _>>()?;
+            let d = d as usize;
+            Ok((0..m as usize).map(|i| Row::Numbers(numbers[i * d..(i + 1) * d].to_vec())).collect())
+        }
+        other => Err(bad(format!("input `x`: unsupported datatype `{other}`"))),
+    }
+}
+
+/// Row-major elements of flat or nested data.
+fn flatten(v: &Value) -> Vec<&Value> {
+    match v {
+        Value::Array(items) => items.iter().flat_map(flatten).collect(),
+        other => vec![other],
+    }
+}
+
+/// The prediction's fields as output tensors.
+fn tensors(p: Prediction, classes: Option<&crate::estimator::ClassLabels>) -> Vec<Value> {
+    let tensor = |name: &str, datatype: &str, shape: Vec<usize>, data: Value| json!({"name": name, "datatype": datatype, "shape": shape, "data": data});
+    let m = p.values.len().max(p.classes.as_ref().map_or(0, Vec::len));
+    let mut out = Vec::new();
+    match (classes, &p.classes) {
+        (Some(labels), Some(index)) => {
+            let values: Vec<Value> = index.iter().map(|&k| labels.label(k)).collect();
+            let datatype = if values.iter().all(Value::is_number) { "FP64" } else { "BYTES" };
+            out.push(tensor("predictions", datatype, vec![m], Value::Array(values)));
+        }
+        _ => out.push(tensor("predictions", "FP64", vec![m], json!(p.values))),
+    }
+    if let Some(v) = &p.variance {
+        out.push(tensor("variance", "FP64", vec![m], json!(v)));
+        out.push(tensor("std", "FP64", vec![m], json!(v.iter().map(|x| x.sqrt()).collect::<Vec<_>>())));
+    }
+    if let Some(pr) = &p.probabilities {
+        let data: Vec<f64> = (0..pr.nrows()).flat_map(|i| pr.row(i).iter().copied().collect::<Vec<_>>()).collect();
+        out.push(tensor("probabilities", "FP64", vec![pr.nrows(), pr.ncols()], json!(data)));
+    }
+    match &p.decision {
+        Some(Decision::Binary(v)) => out.push(tensor("decision_function", "FP64", vec![m], json!(v))),
+        Some(Decision::PerClass(d)) => {
+            let data: Vec<f64> = (0..d.nrows()).flat_map(|i| d.row(i).iter().copied().collect::<Vec<_>>()).collect();
+            out.push(tensor("decision_function", "FP64", vec![d.nrows(), d.ncols()], json!(data)));
+        }
+        None => {}
+    }
+    out
+}
