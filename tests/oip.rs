@@ -86,6 +86,27 @@ async fn classifiers_answer_labels_as_bytes_and_string_models_take_bytes() {
     let (_, meta) = body(s.get(&format!("/v2/models/{id}")).await).await;
     assert_eq!(meta["outputs"][0], json!({"name": "predictions", "datatype": "BYTES", "shape": [-1]}));
 
+    // Three classes: probabilities and decisions come as [m, classes], row-major.
+    let x3: Vec<Vec<f64>> =
+        (0..45).map(|i| vec![(i % 3) as f64 * 2.0 + (i % 5) as f64 * 0.1, (i % 7) as f64 * 0.1]).collect();
+    let y3: Vec<String> = (0..45).map(|i| format!("c{}", i % 3)).collect();
+    let svm3 = s
+        .train(&json!({"model": "svm", "kernel": {"type": "rbf", "gamma": 0.5}, "params": {"probability": true},
+                       "x": x3, "y": y3}))
+        .await;
+    let id3 = svm3["id"].as_str().unwrap();
+    let q = [[0.1, 0.2], [4.2, 0.3]];
+    let req = json!({"inputs": [{"name": "x", "shape": [2, 2], "datatype": "FP64", "data": q}]});
+    let (_, answer) = body(s.post(&format!("/v2/models/{id3}/infer"), &req).await).await;
+    let (_, want) = body(s.post(&format!("/models/{id3}/predict"), &json!({"x": q})).await).await;
+    for key in ["probabilities", "decision_function"] {
+        let t = output(&answer, key);
+        assert_eq!(t["shape"], json!([2, 3]), "{key}");
+        let rows: Vec<Value> =
+            want[key].as_array().unwrap().iter().flat_map(|r| r.as_array().unwrap().clone()).collect();
+        assert_eq!(t["data"], Value::Array(rows), "{key} row-major");
+    }
+
     let texts = ["aaab", "aaba", "abaa", "baaa", "cccd", "ccdc", "cdcc", "dccc"];
     let labels = [1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0];
     let m = s

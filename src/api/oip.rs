@@ -268,13 +268,13 @@ fn tensors(p: Prediction, classes: Option<&crate::estimator::ClassLabels>) -> Ve
         out.push(tensor("std", "FP64", vec![m], json!(v.iter().map(|x| x.sqrt()).collect::<Vec<_>>())));
     }
     if let Some(pr) = &p.probabilities {
-        let data: Vec<f64> = (0..pr.nrows()).flat_map(|i| pr.row(i).iter().copied().collect::<Vec<_>>()).collect();
+        let data = pr.transpose().as_slice().to_vec(); // row-major
         out.push(tensor("probabilities", "FP64", vec![pr.nrows(), pr.ncols()], json!(data)));
     }
     match &p.decision {
         Some(Decision::Binary(v)) => out.push(tensor("decision_function", "FP64", vec![m], json!(v))),
         Some(Decision::PerClass(d)) => {
-            let data: Vec<f64> = (0..d.nrows()).flat_map(|i| d.row(i).iter().copied().collect::<Vec<_>>()).collect();
+            let data = d.transpose().as_slice().to_vec(); // row-major
             out.push(tensor("decision_function", "FP64", vec![d.nrows(), d.ncols()], json!(data)));
         }
         None => {}
