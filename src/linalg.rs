@@ -220,6 +220,16 @@ fn llt_params(n: usize) -> faer::Spec<faer::linalg::cholesky::llt::factor::LltPa
 /// Jitter exponents of the contract: 1e-10, 1e-9, ..., 1e-4 times the mean diagonal.
 const JITTER_EXPONENTS: std::ops::RangeInclusive<i32> = -10..=-4;
 
+/// What the jitter exponents multiply: the mean diagonal, or 1 when that is zero (an
+/// all-zero kernel) or not finite, where it would give useless jitter.
+fn jitter_scale(mean_diag: f64) -> f64 {
+    if mean_diag.is_finite() && mean_diag > 0.0 {
+        mean_diag
+    } else {
+        1.0
+    }
+}
+
 /// A lower Cholesky factor L with A + jitter I = L L^T.
 #[derive(Debug, Clone)]
 pub struct Cholesky {
@@ -254,9 +264,7 @@ impl Cholesky {
         let mut a = build();
         assert!(a.is_square(), "Cholesky of a non-square matrix");
         let n = a.nrows();
-        let mean_diag = a.diagonal().sum() / n.max(1) as f64;
-        // A zero (all-zero kernel) or non-finite mean would give useless jitter: use 1.
-        let scale = if mean_diag.is_finite() && mean_diag > 0.0 { mean_diag } else { 1.0 };
+        let scale = jitter_scale(a.diagonal().sum() / n.max(1) as f64);
         let mut stack_mem = MemBuffer::new(cholesky_in_place_scratch::<f64>(n, par.faer(), Default::default()));
         let mut attempt = |a: &mut DMatrix<f64>| -> Result<(), Stopped> {
             let view = MatMut::from_column_major_slice_mut(a.as_mut_slice(), n, n);
@@ -355,6 +363,73 @@ impl Cholesky {
         );
         clear_upper_vector_state();
         out
+    }
+
+    /// The factor of the matrix grown by k rows and columns, [[A, C], [C^T, D]], from this
+    /// factor of A (`cross` is C, n x k; `corner` is D, k x k): L' = [[L, 0], [B^T, M]]
+    /// with B = L^-1 C and M = chol(D + jitter I - B^T B). O(n^2 k + k^3) instead of the
+    /// O((n + k)^3 / 3) of a new factorisation. This factor's jitter is added to D's
+    /// diagonal, so L' factors the grown matrix plus the same jitter; whether that is the
+    /// jitter a new factorisation would choose is the caller's question
+    /// ([`Cholesky::jitter_rule_holds`]).
+    ///
+    /// Fails with `NotPositiveDefinite` (pivot counted from the first row of A) when the
+    /// grown matrix plus this jitter is not numerically positive definite.
+    pub fn extend(
+        &self,
+        mut cross: DMatrix<f64>,
+        mut corner: DMatrix<f64>,
+        par: Parallelism,
+    ) -> Result<Cholesky, LinalgError> {
+        let n = self.n();
+        let k = corner.nrows();
+        assert_eq!(cross.shape(), (n, k), "the cross block is n x k");
+        assert!(corner.is_square(), "the corner block is square");
+        self.solve_l_in_place(&mut cross, par);
+        for i in 0..k {
+            corner[(i, i)] += self.jitter;
+        }
+        sub_at_a(&mut corner, &cross, par);
+        let m = Cholesky::factor(corner, Parallelism::Sequential).map_err(|e| match e {
+            LinalgError::NotPositiveDefinite { index, .. } => {
+                LinalgError::NotPositiveDefinite { index: n + index, max_jitter: self.jitter }
+            }
+            other => other,
+        })?;
+        let size = n + k;
+        let mut l = zeros(size, size);
+        let (old, b, m) = (self.l.as_slice(), &cross, m.l());
+        let fill = |(j, col): (usize, &mut [f64])| {
+            if j < n {
+                col[j..n].copy_from_slice(&old[j * n + j..(j + 1) * n]);
+                for c in 0..k {
+                    col[n + c] = b[(j, c)];
+                }
+            } else {
+                let c = j - n;
+                col[j..].copy_from_slice(&m.as_slice()[c * k + c..(c + 1) * k]);
+            }
+        };
+        if par.is_parallel() {
+            use rayon::prelude::*;
+            l.as_mut_slice().par_chunks_mut(size).enumerate().for_each(fill);
+        } else {
+            l.as_mut_slice().chunks_mut(size).enumerate().for_each(fill);
+        }
+        clear_upper_vector_state();
+        Ok(Cholesky { l, jitter: self.jitter })
+    }
+
+    /// Whether a new factorisation of a matrix whose diagonal has mean `mean_diag` would
+    /// use this factor's jitter, given that it needs no less (true when this factor has
+    /// none). The jitter is a power of ten times the mean diagonal: a grown matrix with
+    /// another mean would get another amount at the same step.
+    pub fn jitter_rule_holds(&self, mean_diag: f64) -> bool {
+        if self.jitter == 0.0 {
+            return true;
+        }
+        let scale = jitter_scale(mean_diag);
+        JITTER_EXPONENTS.into_iter().any(|e| (scale * 10f64.powi(e) - self.jitter).abs() <= 1e-12 * self.jitter)
     }
 
     /// A factor computed earlier (the durable store): `l` lower triangular, zeros above.
@@ -515,6 +590,46 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Growing a factor by blocks of rows gives the factor of the grown matrix, across
+    /// several block sizes and the parallel path; a grown matrix that is not positive
+    /// definite fails at a pivot among the new rows.
+    #[test]
+    fn extended_factor_is_the_factor_of_the_grown_matrix() {
+        for (n, k, par) in
+            [(1, 1, Parallelism::Sequential), (9, 4, Parallelism::Sequential), (600, 10, Parallelism::Parallel)]
+        {
+            let a = spd(n + k, 7 + n as u64);
+            let head = Cholesky::factor(a.view((0, 0), (n, n)).into_owned(), par).unwrap();
+            let grown =
+                head.extend(a.view((0, n), (n, k)).into_owned(), a.view((n, n), (k, k)).into_owned(), par).unwrap();
+            let whole = Cholesky::factor(a.clone(), par).unwrap();
+            let tol = 1e-12 * (n + k) as f64 * a.amax();
+            assert!((grown.l() - whole.l()).amax() < tol, "n = {n}, k = {k}");
+            assert_eq!(grown.l().upper_triangle(), DMatrix::from_diagonal(&grown.l().diagonal()));
+        }
+        let a = spd(5, 3);
+        let head = Cholesky::factor(a.clone(), Parallelism::Sequential).unwrap();
+        // A new row equal to the first: the grown matrix is singular.
+        let cross = a.view((0, 0), (5, 1)).into_owned();
+        let corner = a.view((0, 0), (1, 1)).into_owned();
+        let e = head.extend(cross, corner, Parallelism::Sequential).unwrap_err();
+        assert!(matches!(e, LinalgError::NotPositiveDefinite { index: 5, .. }), "{e:?}");
+    }
+
+    #[test]
+    fn jitter_rule_holds_only_for_the_same_step_of_the_same_mean() {
+        // Rank 3 of 6: needs jitter.
+        let b = seeded_matrix(6, 3, 2);
+        let a = &b * b.transpose();
+        let chol = Cholesky::factor_with_jitter(|| a.clone(), Parallelism::Sequential).unwrap();
+        assert!(chol.jitter() > 0.0);
+        let mean = a.diagonal().sum() / 6.0;
+        assert!(chol.jitter_rule_holds(mean));
+        assert!(!chol.jitter_rule_holds(mean * 1.5));
+        let none = Cholesky::factor(spd(3, 1), Parallelism::Sequential).unwrap();
+        assert!(none.jitter_rule_holds(123.0));
     }
 
     /// Running on two threads changes no bit of a factor, an inverse or a solve (faer

@@ -7,6 +7,7 @@
 //! `alpha = noise`, including `normalize_y` (centre, divide by the ddof-0 std).
 
 use super::approx::Approximation;
+use super::online::{self, AppendError};
 use super::{
     regularised_gram, weighted_columns, Estimator, FitContext, FitError, PredictOptions, Prediction, Predictor,
     TrainingReport, TrainingSet,
@@ -206,6 +207,8 @@ pub struct GaussianProcessModel {
     x: Points,
     alpha: Vec<f64>,
     chol: Cholesky,
+    /// The training targets as given (None for models stored before online updates).
+    y: Option<Vec<f64>>,
     /// y was fitted as (y - y_mean) / y_std.
     y_mean: f64,
     y_std: f64,
@@ -224,6 +227,9 @@ impl GaussianProcessModel {
         s.jitter = self.chol.jitter();
         s.y_mean = self.y_mean;
         s.y_std = self.y_std;
+        if let Some(y) = &self.y {
+            s.arrays.push(("y".into(), y.clone()));
+        }
     }
 
     pub(super) fn restore(
@@ -231,11 +237,28 @@ impl GaussianProcessModel {
         x: Points,
         alpha: Vec<f64>,
         chol: Cholesky,
+        y: Option<Vec<f64>>,
         y_mean: f64,
         y_std: f64,
         report: TrainingReport,
     ) -> GaussianProcessModel {
-        GaussianProcessModel { spec, x, alpha, chol, y_mean, y_std, report }
+        GaussianProcessModel { spec, x, alpha, chol, y, y_mean, y_std, report }
+    }
+
+    /// This model with `new` rows appended (see [`super::online`]).
+    pub fn append(&self, new: &TrainingSet, par: Parallelism) -> Result<GaussianProcessModel, AppendError> {
+        let y = self.y.as_deref().ok_or_else(AppendError::without_targets)?;
+        let data = online::grown_set(&self.x, y, new);
+        let chol = online::grown_factor(
+            &self.spec.kernel,
+            self.spec.noise.value,
+            Some(&self.chol),
+            &self.x,
+            &new.x,
+            &data.x,
+            par,
+        )?;
+        Ok(self.spec.with_factor(chol, data, self.report.clone(), par)?)
     }
 
     pub fn log_marginal_likelihood(&self) -> f64 {
@@ -274,7 +297,7 @@ impl Estimator for GaussianProcess {
         let y = DVector::from_iterator(data.y.len(), data.y.iter().map(|v| (v - y_mean) / y_std));
         let (spec, search) =
             if self.optimize { self.optimise(&data.x, &y, ctx)? } else { (self.clone(), TrainingReport::default()) };
-        spec.fit_fixed(data, y, y_mean, y_std, search, ctx)
+        spec.fit_fixed(data, search, ctx)
     }
 }
 
@@ -283,9 +306,6 @@ impl GaussianProcess {
     fn fit_fixed(
         &self,
         data: &TrainingSet,
-        y: DVector<f64>,
-        y_mean: f64,
-        y_std: f64,
         search: TrainingReport,
         ctx: &FitContext,
     ) -> Result<GaussianProcessModel, FitError> {
@@ -295,6 +315,20 @@ impl GaussianProcess {
             &|| ctx.cancel.is_cancelled(),
         )?;
         ctx.cancel.check()?;
+        self.with_factor(chol, data.clone(), search, ctx.par)
+    }
+
+    /// The fitted model given the factor of K + noise I over `data.x`; `search` is the
+    /// report of how the hyperparameters were found.
+    fn with_factor(
+        &self,
+        chol: Cholesky,
+        data: TrainingSet,
+        search: TrainingReport,
+        par: Parallelism,
+    ) -> Result<GaussianProcessModel, FitError> {
+        let (y_mean, y_std) = if self.normalize_y { normalisation(&data.y) } else { (0.0, 1.0) };
+        let y = DVector::from_iterator(data.y.len(), data.y.iter().map(|v| (v - y_mean) / y_std));
         let alpha = chol.solve_vec(&y);
         let lml = log_marginal_likelihood_of(&y, &alpha, &chol);
         if !lml.is_finite() {
@@ -304,14 +338,14 @@ impl GaussianProcess {
                 "the targets are too large: the log marginal likelihood overflows; rescale y or set normalize_y",
             )));
         }
-        let loo =
-            self.approx.loo.then(|| super::LeaveOneOut::from_factor(&chol, alpha.as_slice(), y_std, true, ctx.par));
+        let loo = self.approx.loo.then(|| super::LeaveOneOut::from_factor(&chol, alpha.as_slice(), y_std, true, par));
         let report = TrainingReport { log_marginal_likelihood: Some(lml), jitter: Some(chol.jitter()), loo, ..search };
         Ok(GaussianProcessModel {
             spec: self.clone(),
-            x: data.x.clone(),
+            x: data.x,
             alpha: alpha.as_slice().to_vec(),
             chol,
+            y: Some(data.y),
             y_mean,
             y_std,
             report,
@@ -370,7 +404,8 @@ impl Predictor for GaussianProcessModel {
     }
 
     fn memory_bytes(&self) -> usize {
-        self.x.memory_bytes() + self.alpha.len() * 8 + self.chol.n() * self.chol.n() * 8
+        let y = self.y.as_ref().map_or(0, Vec::len);
+        self.x.memory_bytes() + (self.alpha.len() + y) * 8 + self.chol.n() * self.chol.n() * 8
     }
 
     fn predict_cost(&self, m: usize, opts: &PredictOptions) -> f64 {

@@ -6,6 +6,7 @@
 //! inducing points (`nystrom.rs` computes the weights).
 
 use super::approx::{Approximation, Mode};
+use super::online::{self, AppendError};
 use super::{
     regularised_gram, weighted_columns, Estimator, FitContext, FitError, PredictOptions, Prediction, Predictor,
     TrainingReport, TrainingSet,
@@ -55,7 +56,7 @@ impl KernelRidge {
     ) -> Result<KernelRidgeModel, FitError> {
         let (weights, jitter) = super::nystrom::ridge_weights(&self.kernel, self.lambda, &z, &data.x, &data.y, ctx)?;
         let report = super::nystrom::report(z.n(), jitter);
-        Ok(KernelRidgeModel { spec: self.clone(), x: z, alpha: weights, report })
+        Ok(KernelRidgeModel { spec: self.clone(), x: z, alpha: weights, y: None, chol: None, report })
     }
 }
 
@@ -64,6 +65,13 @@ pub struct KernelRidgeModel {
     spec: KernelRidge,
     x: Points,
     alpha: Vec<f64>,
+    /// Exact fits: the training targets as given (None for Nystrom fits and for models
+    /// stored before online updates).
+    y: Option<Vec<f64>>,
+    /// The factor of K + lambda I, kept once rows have been appended: the fit itself
+    /// does not keep it (n^2 values that prediction never reads), so the first append
+    /// factorises anew and later ones grow the factor.
+    chol: Option<Cholesky>,
     report: TrainingReport,
 }
 
@@ -75,10 +83,49 @@ impl KernelRidgeModel {
     pub(super) fn store_into(&self, s: &mut super::StoredFit) {
         s.put_points(&self.x);
         s.alpha = self.alpha.clone();
+        if let Some(y) = &self.y {
+            s.arrays.push(("y".into(), y.clone()));
+        }
+        if let Some(chol) = &self.chol {
+            s.factor = chol.l().as_slice().to_vec();
+            s.jitter = chol.jitter();
+        }
     }
 
-    pub(super) fn restore(spec: KernelRidge, x: Points, alpha: Vec<f64>, report: TrainingReport) -> KernelRidgeModel {
-        KernelRidgeModel { spec, x, alpha, report }
+    pub(super) fn restore(
+        spec: KernelRidge,
+        x: Points,
+        alpha: Vec<f64>,
+        y: Option<Vec<f64>>,
+        chol: Option<Cholesky>,
+        report: TrainingReport,
+    ) -> KernelRidgeModel {
+        KernelRidgeModel { spec, x, alpha, y, chol, report }
+    }
+
+    /// This model with `new` rows appended (see [`super::online`]).
+    pub fn append(&self, new: &TrainingSet, par: Parallelism) -> Result<KernelRidgeModel, AppendError> {
+        if self.report.approximation.as_deref() == Some("nystrom") {
+            return Err(AppendError::Unsupported(
+                "online updates need an exact model; this kernel_ridge was fitted with approximation nystrom".into(),
+            ));
+        }
+        let y = self.y.as_deref().ok_or_else(AppendError::without_targets)?;
+        let data = online::grown_set(&self.x, y, new);
+        let (kernel, lambda) = (&self.spec.kernel, self.spec.lambda);
+        let chol = online::grown_factor(kernel, lambda, self.chol.as_ref(), &self.x, &new.x, &data.x, par)?;
+        let alpha = chol.solve_vec(&DVector::from_column_slice(&data.y));
+        let loo =
+            self.spec.approx.loo.then(|| super::LeaveOneOut::from_factor(&chol, alpha.as_slice(), 1.0, false, par));
+        let report = TrainingReport { jitter: Some(chol.jitter()), loo, ..self.report.clone() };
+        Ok(KernelRidgeModel {
+            spec: self.spec.clone(),
+            x: data.x,
+            alpha: alpha.as_slice().to_vec(),
+            y: Some(data.y),
+            chol: Some(chol),
+            report,
+        })
     }
 }
 
@@ -102,7 +149,14 @@ impl Estimator for KernelRidge {
         let loo =
             self.approx.loo.then(|| super::LeaveOneOut::from_factor(&chol, alpha.as_slice(), 1.0, false, ctx.par));
         let report = TrainingReport { jitter: Some(chol.jitter()), loo, ..Default::default() };
-        Ok(KernelRidgeModel { spec: self.clone(), x: data.x.clone(), alpha: alpha.as_slice().to_vec(), report })
+        Ok(KernelRidgeModel {
+            spec: self.clone(),
+            x: data.x.clone(),
+            alpha: alpha.as_slice().to_vec(),
+            y: Some(data.y.clone()),
+            chol: None,
+            report,
+        })
     }
 }
 
@@ -129,7 +183,9 @@ impl Predictor for KernelRidgeModel {
     }
 
     fn memory_bytes(&self) -> usize {
-        self.x.memory_bytes() + self.alpha.len() * 8
+        let y = self.y.as_ref().map_or(0, Vec::len);
+        let factor = self.chol.as_ref().map_or(0, |c| c.n() * c.n());
+        self.x.memory_bytes() + (self.alpha.len() + y + factor) * 8
     }
 
     fn predict_cost(&self, m: usize, _opts: &PredictOptions) -> f64 {

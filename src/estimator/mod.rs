@@ -20,6 +20,7 @@ pub mod mixture;
 mod model_spec;
 pub mod nadaraya_watson;
 pub(crate) mod nystrom;
+pub mod online;
 pub mod rbf_network;
 mod search;
 pub mod sparse_gp;

@@ -2,13 +2,15 @@
 //! the store's file format carries, [`FittedModel`] the closed set of fitted models the
 //! service dispatches over.
 
+use super::online::AppendError;
 use super::{
     ClassLabels, GaussianProcess, GaussianProcessModel, GpClassifier, GpClassifierModel, KernelLogistic,
     KernelLogisticModel, KernelPerceptron, KernelPerceptronModel, KernelRidge, KernelRidgeModel, ModelKind,
     NadarayaWatson, NadarayaWatsonModel, Predictor, RbfNetwork, RbfNetworkModel, SparseGpModel, Svm, SvmModel,
-    TrainingReport,
+    TrainingReport, TrainingSet,
 };
 use crate::kernel::{Kernel, Points, RowKind};
+use crate::linalg::Parallelism;
 use crate::spec::FieldError;
 use nalgebra::DMatrix;
 use serde::Serialize;
@@ -212,7 +214,7 @@ impl FittedModel {
         report.approximation.get_or_insert_with(|| "exact".into());
         let x = s.take_points()?;
         let bad = |e: FieldError| RestoreError(format!("params: {e}"));
-        let arrays = StoredArrays(std::mem::take(&mut s.arrays));
+        let mut arrays = StoredArrays(std::mem::take(&mut s.arrays));
         match kind {
             ModelKind::Svm => {
                 let spec = Svm::from_json(kernel, &params, "/params").map_err(bad)?;
@@ -238,10 +240,21 @@ impl FittedModel {
         if s.alpha.len() != x.n() {
             return Err(RestoreError(format!("{} coefficients for {} points", s.alpha.len(), x.n())));
         }
+        // Exact GP and kernel ridge keep their targets for online updates (absent from
+        // files written before them).
+        let y = arrays.take("y", Some(x.n())).ok();
         match kind {
             ModelKind::KernelRidge => {
                 let spec = KernelRidge::from_json(kernel, &params, "/params").map_err(bad)?;
-                Ok(FittedModel::KernelRidge(KernelRidgeModel::restore(spec, x, s.alpha, report)))
+                let n = x.n();
+                let chol = match s.factor.len() {
+                    0 => None,
+                    len if len == n * n => {
+                        Some(crate::linalg::Cholesky::from_factor(DMatrix::from_vec(n, n, s.factor), s.jitter))
+                    }
+                    len => return Err(RestoreError(format!("factor has {len} entries, expected {}", n * n))),
+                };
+                Ok(FittedModel::KernelRidge(KernelRidgeModel::restore(spec, x, s.alpha, y, chol, report)))
             }
             ModelKind::NadarayaWatson => {
                 let spec = NadarayaWatson::from_json(kernel, &params, "/params").map_err(bad)?;
@@ -268,10 +281,27 @@ impl FittedModel {
                 }
                 let factor = crate::linalg::Cholesky::from_factor(DMatrix::from_vec(n, n, s.factor), s.jitter);
                 Ok(FittedModel::GaussianProcess(GaussianProcessModel::restore(
-                    spec, x, s.alpha, factor, s.y_mean, s.y_std, report,
+                    spec, x, s.alpha, factor, y, s.y_mean, s.y_std, report,
                 )))
             }
             other => Err(RestoreError(format!("model {} cannot be stored", other.name()))),
+        }
+    }
+
+    /// This model with `new` rows appended, equal to a refit on all the rows with the
+    /// same hyperparameters: exact Gaussian processes and kernel ridge only.
+    pub fn append(&self, new: &TrainingSet, par: Parallelism) -> Result<FittedModel, AppendError> {
+        match self {
+            FittedModel::GaussianProcess(m) => Ok(FittedModel::GaussianProcess(m.append(new, par)?)),
+            FittedModel::KernelRidge(m) => Ok(FittedModel::KernelRidge(m.append(new, par)?)),
+            FittedModel::SparseGp(_) => Err(AppendError::Unsupported(
+                "online updates need an exact model; this gaussian_process was fitted with approximation nystrom"
+                    .into(),
+            )),
+            other => Err(AppendError::Unsupported(format!(
+                "online updates apply to gaussian_process and kernel_ridge models, not {}",
+                other.kind().name()
+            ))),
         }
     }
 

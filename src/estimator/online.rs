@@ -1,0 +1,199 @@
+//! Online updates: rows appended to a fitted exact Gaussian process or kernel ridge model
+//! with its hyperparameters unchanged, equal to a refit on all the rows.
+//!
+//! The Cholesky factor of K + s I grows by a block ([`Cholesky::extend`]): O(n^2 k + k^3)
+//! for k rows instead of O((n + k)^3 / 3). A refit chooses its jitter afresh, so the
+//! block update is used only when the refit would choose the jitter the factor already
+//! has; otherwise (the grown matrix needs more jitter, or a mean diagonal moved the
+//! jitter's scale) the grown matrix is factorised anew, exactly as the refit would.
+
+use super::{regularised_gram, FitError, TrainingSet};
+use crate::kernel::{Kernel, Points};
+use crate::linalg::{Cholesky, LinalgError, Parallelism};
+
+/// Why rows could not be appended.
+#[derive(Debug, thiserror::Error)]
+pub enum AppendError {
+    /// This model cannot take rows (another kind, an approximation, or a model stored
+    /// before online updates kept its targets).
+    #[error("{0}")]
+    Unsupported(String),
+    /// The grown problem cannot be solved (not positive definite even with jitter).
+    #[error(transparent)]
+    Fit(#[from] FitError),
+}
+
+impl AppendError {
+    pub(super) fn without_targets() -> AppendError {
+        AppendError::Unsupported(
+            "this model was stored by a version of mercer that did not keep its training targets; refit it to append rows"
+                .into(),
+        )
+    }
+}
+
+/// The factor of K(old ++ new) + reg I, given `chol`, the factor over `old` (None: there
+/// is none, factorise anew). `all` is old ++ new.
+pub(super) fn grown_factor(
+    kernel: &Kernel,
+    reg: f64,
+    chol: Option<&Cholesky>,
+    old: &Points,
+    new: &Points,
+    all: &Points,
+    par: Parallelism,
+) -> Result<Cholesky, FitError> {
+    if let Some(chol) = chol {
+        let n = all.n() as f64;
+        let mean_diag = (kernel.diag(all).sum() + reg * n) / n;
+        if chol.jitter_rule_holds(mean_diag) {
+            let cross = kernel.cross(old, new, par);
+            let mut corner = kernel.gram(new, par);
+            for i in 0..new.n() {
+                corner[(i, i)] += reg;
+            }
+            match chol.extend(cross, corner, par) {
+                Ok(grown) => return Ok(grown),
+                // The refit would need (more) jitter: it factorises the whole matrix anew.
+                Err(LinalgError::NotPositiveDefinite { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok(Cholesky::factor_with_jitter(|| regularised_gram(kernel, all, reg, par), par)?)
+}
+
+/// The training set with `new` appended to `x`, `y`.
+pub(super) fn grown_set(x: &Points, y: &[f64], new: &TrainingSet) -> TrainingSet {
+    TrainingSet { x: Points::concat(&[x, &new.x]), y: y.iter().chain(&new.y).copied().collect() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimator::{FitContext, FittedModel, ModelKind, ModelSpec, PredictOptions, TrainingData};
+    use serde_json::{json, Value};
+
+    fn rows(n: usize, seed: f64) -> TrainingSet {
+        let x: Vec<Vec<f64>> =
+            (0..n).map(|i| vec![((i as f64 + seed) * 0.731).sin() * 3.0, ((i as f64) * 0.37 + seed).cos()]).collect();
+        let y = x.iter().map(|r| r[0].sin() + 0.5 * r[1] + 3.0).collect();
+        TrainingSet { x: Points::from_rows(&x), y }
+    }
+
+    fn fit(model: ModelKind, kernel: Value, params: Value, data: &TrainingSet) -> FittedModel {
+        let spec = ModelSpec::from_json(model, Kernel::from_json(&kernel).unwrap(), Some(&params)).unwrap();
+        spec.fit(&TrainingData::Regression(data.clone()), &FitContext::sequential()).unwrap()
+    }
+
+    fn close(a: f64, b: f64, scale: f64) -> bool {
+        (a - b).abs() <= 1e-9 * b.abs().max(scale)
+    }
+
+    /// Predictions (and variances), the report's likelihood, jitter and leave-one-out of
+    /// `grown` equal those of `refit` to 1e-9 relative.
+    fn assert_same(grown: &FittedModel, refit: &FittedModel, what: &str) {
+        let q = rows(17, 9.5).x;
+        let opts = PredictOptions::default();
+        let (a, b) = (grown.predictor(), refit.predictor());
+        assert_eq!(a.n_support(), b.n_support(), "{what}");
+        let (pa, pb) = (a.predict(&q, &opts, Parallelism::Sequential), b.predict(&q, &opts, Parallelism::Sequential));
+        for (x, y) in pa.values.iter().zip(&pb.values) {
+            assert!(close(*x, *y, 1.0), "{what}: prediction {x} vs refit {y}");
+        }
+        if let (Some(va), Some(vb)) = (&pa.variance, &pb.variance) {
+            for (x, y) in va.iter().zip(vb) {
+                assert!(close(*x, *y, 1e-3), "{what}: variance {x} vs refit {y}");
+            }
+        }
+        let (ra, rb) = (a.report(), b.report());
+        assert_eq!(ra.jitter, rb.jitter, "{what}: jitter");
+        if let (Some(x), Some(y)) = (ra.log_marginal_likelihood, rb.log_marginal_likelihood) {
+            assert!(close(x, y, 1.0), "{what}: lml {x} vs refit {y}");
+        }
+        assert_eq!(ra.loo.is_some(), rb.loo.is_some(), "{what}: loo");
+        if let (Some(x), Some(y)) = (&ra.loo, &rb.loo) {
+            assert!(close(x.rmse, y.rmse, 1e-6), "{what}: loo rmse {} vs refit {}", x.rmse, y.rmse);
+        }
+    }
+
+    /// Many small appends in a row (1, 1, 3, 5, 10 rows) equal one refit on all rows after
+    /// each step, for a GP with normalize_y (its mean and scale move with every append)
+    /// and kernel ridge with leave-one-out; the grown model also survives the store.
+    #[test]
+    fn many_small_appends_equal_refits() {
+        let all = rows(60, 0.0);
+        let cases = [
+            (ModelKind::GaussianProcess, json!({"noise": 0.01, "normalize_y": true, "loo": true})),
+            (ModelKind::GaussianProcess, json!({"noise": 1e-6})),
+            (ModelKind::KernelRidge, json!({"lambda": 0.1, "loo": true})),
+        ];
+        for (kind, params) in cases {
+            let kernel = json!({"type": "rbf", "length_scale": 1.3});
+            let mut n = 40;
+            let head = TrainingSet { x: all.x.slice(0, n), y: all.y[..n].to_vec() };
+            let mut model = fit(kind, kernel.clone(), params.clone(), &head);
+            for k in [1, 1, 3, 5, 10] {
+                let new = TrainingSet { x: all.x.slice(n, k), y: all.y[n..n + k].to_vec() };
+                model = model.append(&new, Parallelism::Sequential).unwrap();
+                n += k;
+                let refit = fit(
+                    kind,
+                    kernel.clone(),
+                    params.clone(),
+                    &TrainingSet { x: all.x.slice(0, n), y: all.y[..n].to_vec() },
+                );
+                assert_same(&model, &refit, &format!("{params} at n = {n}"));
+            }
+            let restored = FittedModel::from_stored(model.to_stored()).unwrap();
+            let more = TrainingSet { x: rows(3, 4.0).x, y: vec![1.0, 2.0, 3.5] };
+            let a = restored.append(&more, Parallelism::Sequential).unwrap();
+            let b = model.append(&more, Parallelism::Sequential).unwrap();
+            assert_same(&a, &b, &format!("{params} after the store"));
+        }
+    }
+
+    /// A GP without noise, fitted without jitter; a new row repeating a training row makes
+    /// the grown matrix singular, so the append needs jitter, which a refit chooses afresh;
+    /// later appends then grow the jittered factor, still equal to refits.
+    #[test]
+    fn an_append_that_needs_jitter_equals_the_refit() {
+        let all = rows(30, 1.0);
+        let kernel = json!({"type": "matern", "nu": 2.5, "length_scale": 0.5});
+        let params = json!({"noise": 0.0});
+        let model = fit(ModelKind::GaussianProcess, kernel.clone(), params.clone(), &all);
+        assert_eq!(model.predictor().report().jitter, Some(0.0));
+        let dup = TrainingSet { x: all.x.slice(4, 1), y: vec![all.y[4]] };
+        let grown = model.append(&dup, Parallelism::Sequential).unwrap();
+        let data = grown_set(&all.x, &all.y, &dup);
+        let refit = fit(ModelKind::GaussianProcess, kernel.clone(), params.clone(), &data);
+        assert!(grown.predictor().report().jitter.unwrap() > 0.0);
+        assert_same(&grown, &refit, "the duplicate row");
+        let later = rows(4, 7.0);
+        let grown = grown.append(&later, Parallelism::Sequential).unwrap();
+        let data = grown_set(&data.x, &data.y, &later);
+        let refit = fit(ModelKind::GaussianProcess, kernel, params, &data);
+        assert_same(&grown, &refit, "rows after the jitter");
+    }
+
+    #[test]
+    fn other_models_and_approximations_cannot_append() {
+        let data = rows(30, 2.0);
+        let new = rows(2, 3.0);
+        let kernel = json!({"type": "rbf"});
+        let nystrom = json!({"approximation": "nystrom", "inducing_points": 10});
+        for (kind, params, says) in [
+            (ModelKind::GaussianProcess, nystrom.clone(), "approximation nystrom"),
+            (ModelKind::KernelRidge, nystrom, "approximation nystrom"),
+            (ModelKind::NadarayaWatson, json!({}), "not nadaraya_watson"),
+        ] {
+            let e = fit(kind, kernel.clone(), params, &data).append(&new, Parallelism::Sequential).unwrap_err();
+            assert!(matches!(&e, AppendError::Unsupported(m) if m.contains(says)), "{e}");
+        }
+        // A file of a version before online updates has no targets.
+        let mut stored = fit(ModelKind::GaussianProcess, kernel, json!({}), &data).to_stored();
+        stored.arrays.retain(|(name, _)| name != "y");
+        let e = FittedModel::from_stored(stored).unwrap().append(&new, Parallelism::Sequential).unwrap_err();
+        assert!(matches!(&e, AppendError::Unsupported(m) if m.contains("refit")), "{e}");
+    }
+}
