@@ -238,8 +238,7 @@ impl GaussianProcessModel {
         alpha: Vec<f64>,
         chol: Cholesky,
         y: Option<Vec<f64>>,
-        y_mean: f64,
-        y_std: f64,
+        (y_mean, y_std): (f64, f64),
         report: TrainingReport,
     ) -> GaussianProcessModel {
         GaussianProcessModel { spec, x, alpha, chol, y, y_mean, y_std, report }

@@ -281,7 +281,13 @@ impl FittedModel {
                 }
                 let factor = crate::linalg::Cholesky::from_factor(DMatrix::from_vec(n, n, s.factor), s.jitter);
                 Ok(FittedModel::GaussianProcess(GaussianProcessModel::restore(
-                    spec, x, s.alpha, factor, y, s.y_mean, s.y_std, report,
+                    spec,
+                    x,
+                    s.alpha,
+                    factor,
+                    y,
+                    (s.y_mean, s.y_std),
+                    report,
                 )))
             }
             other => Err(RestoreError(format!("model {} cannot be stored", other.name()))),
