@@ -177,6 +177,35 @@ impl ModelEntry {
         })
     }
 
+    /// The same model at its next version (an online update): `n_train` rows, ready, as
+    /// `summary` shows it.
+    pub fn next_version(&self, n_train: usize, summary: Arc<ModelSummary>) -> ModelEntry {
+        ModelEntry {
+            id: self.id,
+            name: self.name.clone(),
+            kind: self.kind,
+            metadata: self.metadata.clone(),
+            created_at: self.created_at,
+            n_train,
+            n_features: self.n_features,
+            requested_kernel: self.requested_kernel.clone(),
+            requested_params: self.requested_params.clone(),
+            origin: self.origin.clone(),
+            cancel: CancelToken::default(),
+            progress: Progress::default(),
+            started: RwLock::new(None),
+            ready_at: RwLock::new(Some(Instant::now())),
+            state: RwLock::new(ModelState::Ready(summary)),
+            sample: RwLock::new(self.sample()),
+            status_tx: tokio::sync::watch::Sender::new(Status::Ready),
+        }
+    }
+
+    /// 1 after the fit (and until it is done), one more after each online update.
+    pub fn version(&self) -> u64 {
+        self.summary().map_or(1, |s| s.version)
+    }
+
     pub fn state(&self) -> ModelState {
         self.state.read().unwrap_or_else(|p| p.into_inner()).clone()
     }

@@ -50,6 +50,12 @@ impl Blobs for Switchable {
     fn put_file<'a>(&'a self, key: &'a str, file: &'a Path) -> BlobFuture<'a, ()> {
         guarded!(self, "put", key, self.inner.put_file(key, file))
     }
+    fn put_if<'a>(&'a self, key: &'a str, bytes: Bytes, tag: &'a str) -> BlobFuture<'a, ()> {
+        guarded!(self, "put", key, self.inner.put_if(key, bytes, tag))
+    }
+    fn tag<'a>(&'a self, key: &'a str) -> BlobFuture<'a, Option<String>> {
+        guarded!(self, "head", key, self.inner.tag(key))
+    }
     fn get<'a>(&'a self, key: &'a str) -> BlobFuture<'a, Bytes> {
         guarded!(self, "get", key, self.inner.get(key))
     }

@@ -2,7 +2,9 @@
 
 use super::extract::JsonBody;
 use super::problem::ApiError;
-use super::types::{ModelList, ModelResource, PredictBody, PredictQuery, PredictResponse, TrainBody, TrainQuery};
+use super::types::{
+    ModelList, ModelResource, ObservationsBody, PredictBody, PredictQuery, PredictResponse, TrainBody, TrainQuery,
+};
 use crate::estimator::PredictOptions;
 use crate::service::{QueryRows, Service, TrainInput, TrainOutcome};
 use axum::body::Bytes;
@@ -113,6 +115,16 @@ pub async fn predict(
         return Ok(([(header::CONTENT_TYPE, csv)], answer.to_csv()).into_response());
     }
     Ok(Json(answer).into_response())
+}
+
+/// Appends rows to a ready exact GP or kernel ridge model: 200 with its next version.
+pub async fn observations(
+    State(service): State<Arc<Service>>,
+    id: Result<Path<String>, PathRejection>,
+    JsonBody(body): JsonBody<ObservationsBody>,
+) -> Result<Json<ModelResource>, ApiError> {
+    let entry = service.append_observations(model_id(id)?, body.x, body.y).await?;
+    Ok(Json(ModelResource::of(&entry)))
 }
 
 /// A path segment that is not a UUID names no model: 404, as for an unknown UUID.

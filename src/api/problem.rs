@@ -122,6 +122,7 @@ impl ApiError {
                     Problem::new(StatusCode::NOT_FOUND, "not-found", e.to_string())
                 }
                 ServiceError::NotReady { .. } => Problem::new(StatusCode::CONFLICT, "not-ready", e.to_string()),
+                ServiceError::Contended { detail } => Problem::new(StatusCode::CONFLICT, "conflict", detail),
                 ServiceError::QueueFull { retry_after } => Problem::new(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "queue-full",

@@ -70,6 +70,14 @@ fn yes() -> bool {
     true
 }
 
+/// POST /models/{id}/observations
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObservationsBody {
+    pub x: Vec<Row>,
+    pub y: Vec<crate::service::Target>,
+}
+
 /// POST /models/{id}/predict
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -163,6 +171,8 @@ pub struct ModelResource {
     pub metadata: Option<Value>,
     pub created_at: String,
     pub memory_bytes: usize,
+    /// 1 after the fit (and before it), one more after each online update.
+    pub version: u64,
     /// The dataset it was fitted on, and that dataset's feature columns.
     /// While training: the phase, iteration, elapsed time and objective of the fit.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -194,6 +204,7 @@ impl ModelResource {
             metadata: e.metadata.clone(),
             created_at: humantime::format_rfc3339_millis(e.created_at).to_string(),
             memory_bytes: 0,
+            version: e.version(),
             progress: None,
             dataset: e.origin.dataset.map(|d| d.to_string()),
             features: e.origin.features.clone(),

@@ -234,11 +234,15 @@ impl Service {
     /// abandoned.
     pub async fn delete(&self, id: Uuid) -> Result<(), ServiceError> {
         let entry = self.lookup(id).await?;
+        // An append in flight finishes (stored and acknowledged) before the delete.
+        let lock = self.model_lock(id);
+        let _turn = lock.lock().await;
         if self.store.is_durable() {
             self.store.delete_model(id).await.map_err(|e| self.store_failure("cannot delete the stored model", e))?;
         }
         self.tombstone(id);
         self.registry.remove(id);
+        self.model_locks.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
         if self.pool.withdraw(entry.id) {
             self.metrics.record_fit(entry.kind.name(), "cancelled", 0.0);
         }

@@ -8,6 +8,7 @@
 mod batch;
 mod catalog;
 pub mod datasets;
+mod observations;
 mod training;
 
 use crate::config::Config;
@@ -96,6 +97,9 @@ pub enum ServiceError {
     /// The store refused an operation that must be durable.
     #[error("{0}")]
     Storage(String),
+    /// Other writers kept changing the model while an update ran.
+    #[error("{detail}")]
+    Contended { detail: String },
     /// The store cannot be reached: nothing that needs it can be acknowledged.
     #[error("{detail}")]
     StoreUnavailable { detail: String, retry_after: Duration },
@@ -118,6 +122,8 @@ pub struct Service {
     dataset_catalog: RwLock<HashMap<Uuid, (crate::dataset::DatasetInfo, Instant)>>,
     /// Models and datasets deleted here lately: a listing must not bring them back.
     tombstones: Mutex<HashMap<Uuid, Instant>>,
+    /// Serialises appends to and deletes of one model.
+    model_locks: Mutex<HashMap<Uuid, Arc<tokio::sync::Mutex<()>>>>,
     /// One store read per model at a time.
     loading: Mutex<HashMap<Uuid, Arc<tokio::sync::Mutex<()>>>>,
     sync_lock: tokio::sync::Mutex<()>,
@@ -167,6 +173,7 @@ impl Service {
             dataset_catalog: Default::default(),
             tombstones: Mutex::default(),
             loading: Mutex::default(),
+            model_locks: Mutex::default(),
             sync_lock: tokio::sync::Mutex::new(()),
             last_sync: Mutex::new(None),
             ready,

@@ -278,19 +278,7 @@ impl Service {
             // The registry's cache, which never evicts then, is the only copy.
             return Ok(());
         }
-        let created = entry.created_at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        let model = StoredModel {
-            id: entry.id,
-            name: entry.name.clone(),
-            metadata: entry.metadata.as_ref().map(Value::to_string),
-            created_at_unix_nanos: created.as_nanos(),
-            n_train: entry.n_train as u64,
-            n_features: entry.n_features as u64,
-            fit: fitted.to_stored(),
-            extra: serde_json::to_string(&entry.origin).expect("an origin serialises"),
-            sample: entry.sample().map_or_else(String::new, |s| s.to_string()),
-        };
-        let head = ModelHead::of(&model, entry.kind, summary);
+        let (model, head) = stored_model(entry, fitted, summary);
         self.store.block_on(self.store.save_model(&model, &head))
     }
 
@@ -299,6 +287,28 @@ impl Service {
             tracing::error!(model_id = %id, error = %e, "cannot remove a stored model");
         }
     }
+}
+
+/// What the store keeps of a ready model: its file's body and head.
+pub(super) fn stored_model(
+    entry: &ModelEntry,
+    fitted: &crate::estimator::FittedModel,
+    summary: &ModelSummary,
+) -> (StoredModel, ModelHead) {
+    let created = entry.created_at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let model = StoredModel {
+        id: entry.id,
+        name: entry.name.clone(),
+        metadata: entry.metadata.as_ref().map(Value::to_string),
+        created_at_unix_nanos: created.as_nanos(),
+        n_train: entry.n_train as u64,
+        n_features: entry.n_features as u64,
+        fit: fitted.to_stored(),
+        extra: serde_json::to_string(&entry.origin).expect("an origin serialises"),
+        sample: entry.sample().map_or_else(String::new, |s| s.to_string()),
+    };
+    let head = ModelHead::of(&model, entry.kind, summary);
+    (model, head)
 }
 
 /// Training rows kept with a model for plots, at most this many.
@@ -329,7 +339,7 @@ pub(super) fn rows_json(p: &crate::kernel::Points, indices: &[usize]) -> Vec<Val
         .collect()
 }
 
-fn failure_of(e: FitError) -> Failure {
+pub(super) fn failure_of(e: FitError) -> Failure {
     match e {
         FitError::Factorisation(LinalgError::NotPositiveDefinite { .. }) => Failure {
             kind: FailureKind::Unprocessable,

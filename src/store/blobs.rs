@@ -25,6 +25,10 @@ pub enum BlobError {
     /// Network failure, timeout, throttling, a 5xx: the store may come back.
     #[error("the store cannot be reached ({op} {key}): {message}")]
     Unavailable { op: &'static str, key: String, message: String },
+    /// A conditional write found the object changed (or gone) since the version it was
+    /// conditioned on.
+    #[error("{key}: changed since it was read")]
+    Conflict { key: String },
     /// A local file operation failed for another reason.
     #[error("{key}: {message}")]
     Io { key: String, message: String },
@@ -54,6 +58,14 @@ pub trait Blobs: Send + Sync + 'static {
     /// Stores the content of a local file (large objects: uploaded datasets) under `key`
     /// and removes the file. Same guarantee as [`Blobs::put`].
     fn put_file<'a>(&'a self, key: &'a str, file: &'a Path) -> BlobFuture<'a, ()>;
+
+    /// Stores `bytes` under `key` only if the object there is still the version `tag`
+    /// names (compare-and-swap); `Conflict` if it changed or went away meanwhile.
+    fn put_if<'a>(&'a self, key: &'a str, bytes: Bytes, tag: &'a str) -> BlobFuture<'a, ()>;
+
+    /// A tag naming the version of the object now under `key` (None: no object), for
+    /// [`Blobs::put_if`]: its ETag, or for a file its identity.
+    fn tag<'a>(&'a self, key: &'a str) -> BlobFuture<'a, Option<String>>;
 
     fn get<'a>(&'a self, key: &'a str) -> BlobFuture<'a, Bytes>;
 

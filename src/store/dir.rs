@@ -66,6 +66,30 @@ pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// A file's version: every write renames a new file over the name, so its inode changes
+/// with every version (size and modification time guard against an inode reused).
+fn file_tag(m: &fs::Metadata) -> String {
+    use std::os::unix::fs::MetadataExt;
+    format!("{}-{}-{}.{}", m.ino(), m.size(), m.mtime(), m.mtime_nsec())
+}
+
+/// An exclusive advisory lock on a directory (flock), released when dropped.
+struct DirLock {
+    _held: File,
+}
+
+impl DirLock {
+    fn exclusive(dir: &Path) -> io::Result<DirLock> {
+        use std::os::fd::AsRawFd;
+        let f = File::open(dir)?;
+        // SAFETY: flock on a descriptor this File owns; it blocks until the lock is ours.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(DirLock { _held: f })
+    }
+}
+
 /// Writes `bytes` to `path` atomically and durably.
 fn write_durably(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path.parent().expect("object paths have a parent");
@@ -103,6 +127,47 @@ impl Blobs for DirBlobs {
                 sync_dir(&dir)
             })()
             .map_err(|e| classify(&k, e))
+        })
+    }
+
+    fn put_if<'a>(&'a self, key: &'a str, bytes: Bytes, tag: &'a str) -> BlobFuture<'a, ()> {
+        let (path, k, expected) = (self.path(key), key.to_string(), tag.to_string());
+        blocking(key, move || {
+            let dir = path.parent().expect("object paths have a parent").to_path_buf();
+            let tmp = dir.join(format!(".{}.tmp", Uuid::new_v4()));
+            let result = (|| -> Result<(), BlobError> {
+                let io = |e: io::Error| classify(&k, e);
+                let mut f = File::create(&tmp).map_err(io)?;
+                f.write_all(&bytes).map_err(io)?;
+                f.sync_all().map_err(io)?;
+                // The compare and the rename under one lock on the directory, which every
+                // process sharing it takes for conditional writes.
+                let lock = DirLock::exclusive(&dir).map_err(io)?;
+                let current = match fs::metadata(&path) {
+                    Ok(m) => Some(file_tag(&m)),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+                    Err(e) => return Err(io(e)),
+                };
+                if current.as_deref() != Some(expected.as_str()) {
+                    return Err(BlobError::Conflict { key: k.clone() });
+                }
+                fs::rename(&tmp, &path).map_err(io)?;
+                drop(lock);
+                sync_dir(&dir).map_err(io)
+            })();
+            if result.is_err() {
+                let _ = fs::remove_file(&tmp);
+            }
+            result
+        })
+    }
+
+    fn tag<'a>(&'a self, key: &'a str) -> BlobFuture<'a, Option<String>> {
+        let (path, k) = (self.path(key), key.to_string());
+        blocking(key, move || match fs::metadata(&path) {
+            Ok(m) => Ok(Some(file_tag(&m))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(classify(&k, e)),
         })
     }
 

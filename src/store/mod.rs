@@ -68,6 +68,14 @@ pub struct ModelSummary {
     pub training: Value,
     /// Bytes the fitted state holds once decoded.
     pub memory_bytes: usize,
+    /// 1 after the fit, one more after each online update (heads written before online
+    /// updates have none: 1).
+    #[serde(default = "first_version")]
+    pub version: u64,
+}
+
+fn first_version() -> u64 {
+    1
 }
 
 impl ModelSummary {
@@ -80,6 +88,7 @@ impl ModelSummary {
             classes: p.classes().map(|c| c.to_json()),
             training: serde_json::to_value(p.report()).expect("a report serialises"),
             memory_bytes: p.memory_bytes(),
+            version: 1,
         }
     }
 }
@@ -121,6 +130,11 @@ impl StoreError {
     /// Whether the disk or bucket is full (the request gets 507 rather than a generic 5xx).
     pub fn is_out_of_space(&self) -> bool {
         matches!(self, StoreError::Blob(BlobError::OutOfSpace { .. }))
+    }
+
+    /// Whether a conditional write lost to another writer.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, StoreError::Blob(BlobError::Conflict { .. }))
     }
 
     /// Whether the store could not be reached (503 with Retry-After: it may come back).
@@ -236,6 +250,22 @@ impl Store {
         let key = model_key(model.id);
         let budget = bulk(bytes.len() as u64);
         Ok(self.call("put", &key, budget, self.blobs.put(&key, bytes)).await?)
+    }
+
+    /// The tag of the stored version of a model (None: not stored), for
+    /// [`Store::replace_model`].
+    pub async fn model_tag(&self, id: Uuid) -> Result<Option<String>, StoreError> {
+        let key = model_key(id);
+        Ok(self.call("head", &key, SMALL_CALL, self.blobs.tag(&key)).await?)
+    }
+
+    /// Writes a new version of a model over the stored version `tag` names; a
+    /// [`StoreError::is_conflict`] error if another writer replaced or deleted it since.
+    pub async fn replace_model(&self, model: &StoredModel, head: &ModelHead, tag: &str) -> Result<(), StoreError> {
+        let bytes = bytes::Bytes::from(format::encode(model, head));
+        let key = model_key(model.id);
+        let budget = bulk(bytes.len() as u64);
+        Ok(self.call("put", &key, budget, self.blobs.put_if(&key, bytes, tag)).await?)
     }
 
     pub async fn delete_model(&self, id: Uuid) -> Result<(), StoreError> {

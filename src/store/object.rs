@@ -7,10 +7,14 @@
 
 use super::blobs::{BlobError, BlobFuture, Blobs, ObjectInfo};
 use bytes::Bytes;
+use object_store::aws::S3ConditionalPut;
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::memory::InMemory;
 use object_store::path::Path as ObjectPath;
-use object_store::{BackoffConfig, ClientConfigKey, ObjectStore, ObjectStoreExt, RetryConfig, WriteMultipart};
+use object_store::{
+    BackoffConfig, ClientConfigKey, ObjectStore, ObjectStoreExt, PutMode, PutOptions, RetryConfig, UpdateVersion,
+    WriteMultipart,
+};
 use std::io::Read;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -63,6 +67,8 @@ impl ObjectBlobs {
             // large model still has minutes to stream.
             .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::ReadTimeout), "10s")
             .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::Timeout), "300s")
+            // If-Match on PUT: online updates replace a model only if no one else has.
+            .with_conditional_put(S3ConditionalPut::ETagMatch)
             .build()
             .map_err(|e| OpenError::Client(e.to_string()))?;
         Ok(ObjectBlobs {
@@ -151,6 +157,31 @@ impl Blobs for ObjectBlobs {
             }
             let _ = std::fs::remove_file(file);
             Ok(())
+        })
+    }
+
+    fn put_if<'a>(&'a self, key: &'a str, bytes: Bytes, tag: &'a str) -> BlobFuture<'a, ()> {
+        Box::pin(async move {
+            let version = UpdateVersion { e_tag: Some(tag.to_string()), version: None };
+            let opts = PutOptions { mode: PutMode::Update(version), ..Default::default() };
+            match self.store.put_opts(&self.path(key), bytes.into(), opts).await {
+                Ok(_) => Ok(()),
+                Err(object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. }) => {
+                    Err(BlobError::Conflict { key: key.into() })
+                }
+                Err(e) => Err(classify("put", key, e)),
+            }
+        })
+    }
+
+    fn tag<'a>(&'a self, key: &'a str) -> BlobFuture<'a, Option<String>> {
+        Box::pin(async move {
+            match self.store.head(&self.path(key)).await {
+                // A store without ETags cannot compare versions: every put_if conflicts.
+                Ok(meta) => Ok(Some(meta.e_tag.unwrap_or_default())),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(classify("head", key, e)),
+            }
         })
     }
 

@@ -1,0 +1,236 @@
+//! Online updates (POST /models/{id}/observations): rows appended to a ready exact
+//! Gaussian process or kernel ridge model, stored, then swapped in whole.
+//!
+//! Appends to one model are serialised: here by a per-model lock (which DELETE takes
+//! too), across replicas by a conditional write: a new version replaces the stored
+//! object only if that is still the version the update started from; if another replica
+//! got there first, the update is redone on its version. Nothing is acknowledged before
+//! it is stored, and a prediction holds one version for its whole run.
+
+use super::training::{failure_of, stored_model};
+use super::{Service, ServiceError};
+use crate::dataset::rows::{to_points, Row, RowShape};
+use crate::estimator::online::AppendError;
+use crate::estimator::{FittedModel, ModelKind, Target, TrainingSet};
+use crate::linalg::Parallelism;
+use crate::registry::{Failure, FailureKind, ModelEntry};
+use crate::spec::FieldError;
+use crate::store::ModelSummary;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+use uuid::Uuid;
+
+/// Times an append is redone after losing a conditional write to another replica.
+const MAX_ATTEMPTS: usize = 5;
+
+impl Service {
+    /// Appends rows `x`, `y` to model `id` and returns its next version.
+    pub async fn append_observations(
+        self: &Arc<Self>,
+        id: Uuid,
+        x: Vec<Row>,
+        y: Vec<Target>,
+    ) -> Result<Arc<ModelEntry>, ServiceError> {
+        let entry = self.lookup(id).await?;
+        check_appendable(&entry)?;
+        if entry.summary().is_none() {
+            return Err(ServiceError::NotReady { id, status: entry.status() });
+        }
+        if self.store.is_durable() {
+            self.store_admission()?;
+        }
+        let lock = self.model_lock(id);
+        let _turn = lock.lock().await;
+        for attempt in 1..=MAX_ATTEMPTS {
+            let (entry, tag) = self.current_version(id).await?;
+            let fitted = self.fitted(&entry).await?;
+            let new = observations(&fitted, &x, &y)?;
+            self.check_grown_size(&entry, new.x.n())?;
+            let _slot = self.heavy_predict_slots.acquire().await.map_err(|_| ServiceError::Draining)?;
+            let service = self.clone();
+            let task = tokio::task::spawn_blocking(move || service.append_now(&entry, &fitted, &new, tag.as_deref()));
+            match task.await {
+                Ok(Ok(Appended::Stored(next))) => return Ok(next),
+                Ok(Ok(Appended::LostRace)) => {
+                    tracing::info!(model_id = %id, attempt, "another replica updated the model first: redoing the append");
+                }
+                Ok(Err(e)) => return Err(e),
+                Err(_) => return Err(internal_append_failure(id)),
+            }
+        }
+        Err(ServiceError::Contended {
+            detail: format!(
+                "model {id} was changed by other writers {MAX_ATTEMPTS} times while these rows were being appended; retry"
+            ),
+        })
+    }
+
+    /// The lock that serialises appends to (and deletes of) one model here.
+    pub(super) fn model_lock(&self, id: Uuid) -> Arc<tokio::sync::Mutex<()>> {
+        self.model_locks.lock().unwrap_or_else(|p| p.into_inner()).entry(id).or_default().clone()
+    }
+
+    /// The newest version of a model and the tag of its stored object (None without a
+    /// durable store): the registry's entry when it is that version, else the stored head.
+    async fn current_version(&self, id: Uuid) -> Result<(Arc<ModelEntry>, Option<String>), ServiceError> {
+        if !self.store.is_durable() {
+            return Ok((self.lookup(id).await?, None));
+        }
+        let tag = self.store.model_tag(id).await.map_err(|e| self.store_error(e))?;
+        let Some(tag) = tag else {
+            // Deleted by another replica.
+            self.registry.remove(id);
+            return Err(ServiceError::NotFound(id));
+        };
+        let head = self.store.model_head(id).await.map_err(|e| self.store_error(e))?;
+        let Some(head) = head else {
+            self.registry.remove(id);
+            return Err(ServiceError::NotFound(id));
+        };
+        let stored_version = head.summary().map_or(1, |s| s.version);
+        match self.registry.get(id) {
+            Some(entry) if entry.summary().is_some() && entry.version() == stored_version => Ok((entry, Some(tag))),
+            _ => {
+                // Another replica appended: this one's copy is stale.
+                let entry = Arc::new(ModelEntry::restored(&head).map_err(ServiceError::Storage)?);
+                self.registry.cache.remove(id);
+                self.registry.insert(entry.clone());
+                Ok((entry, Some(tag)))
+            }
+        }
+    }
+
+    /// The grown model's row count and working memory against the limits of a fit.
+    fn check_grown_size(&self, entry: &ModelEntry, k: usize) -> Result<(), ServiceError> {
+        let n = entry.n_train + k;
+        if n > self.config.max_train_rows {
+            return Err(ServiceError::TooLarge {
+                detail: format!(
+                    "the model would grow to {n} training rows, over the limit of {} (MERCER_MAX_TRAIN_ROWS)",
+                    self.config.max_train_rows
+                ),
+            });
+        }
+        // The old and the grown factor are held at once.
+        let need = (2 * n * n * 8) as u64;
+        let limit = self.config.effective_max_fit_bytes();
+        if need > limit {
+            return Err(ServiceError::TooLarge {
+                detail: format!(
+                    "growing this model to {n} rows needs an estimated {need} bytes of working memory, \
+                     over the limit of {limit} bytes (MERCER_MAX_FIT_BYTES)"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// On a blocking thread: the grown model, stored over version `tag`, then swapped in.
+    fn append_now(
+        &self,
+        entry: &ModelEntry,
+        fitted: &FittedModel,
+        new: &TrainingSet,
+        tag: Option<&str>,
+    ) -> Result<Appended, ServiceError> {
+        let started = Instant::now();
+        let busy = self.pool.running() + self.heavy_predicts.fetch_add(1, Ordering::AcqRel);
+        let par = Parallelism::for_problem(entry.n_train + new.x.n(), busy);
+        let grown = catch_unwind(AssertUnwindSafe(|| fitted.append(new, par)));
+        self.heavy_predicts.fetch_sub(1, Ordering::AcqRel);
+        let grown = match grown {
+            Ok(Ok(g)) => g,
+            Ok(Err(AppendError::Unsupported(detail))) => return Err(FieldError::invalid("/model", detail).into()),
+            Ok(Err(AppendError::Fit(e))) => return Err(ServiceError::FitFailed(failure_of(e))),
+            Err(_) => return Err(internal_append_failure(entry.id)),
+        };
+        let computed_ms = started.elapsed().as_secs_f64() * 1e3;
+        let summary = Arc::new(ModelSummary { version: entry.version() + 1, ..ModelSummary::of(&grown) });
+        let next = Arc::new(entry.next_version(entry.n_train + new.x.n(), summary.clone()));
+        if let Some(tag) = tag {
+            let (model, head) = stored_model(&next, &grown, &summary);
+            match self.store.block_on(self.store.replace_model(&model, &head, tag)) {
+                Ok(()) => {}
+                Err(e) if e.is_conflict() => return Ok(Appended::LostRace),
+                Err(e) => return Err(self.store_failure("cannot store the updated model", e)),
+            }
+        }
+        // The cache first: a request that finds the new entry must find its model.
+        self.registry.cache.insert(entry.id, Arc::new(grown));
+        self.registry.insert(next.clone());
+        tracing::info!(
+            model_id = %entry.id,
+            rows = new.x.n(),
+            n_train = next.n_train,
+            version = summary.version,
+            computed_ms,
+            duration_ms = started.elapsed().as_secs_f64() * 1e3,
+            "observations appended"
+        );
+        Ok(Appended::Stored(next))
+    }
+}
+
+enum Appended {
+    /// The next version, stored and in the registry.
+    Stored(Arc<ModelEntry>),
+    /// Another writer changed the stored model first: nothing was written.
+    LostRace,
+}
+
+/// Only exact Gaussian processes and kernel ridge take rows: 422 at /model otherwise,
+/// checked before readiness (a fit still running may show only what was asked for).
+fn check_appendable(entry: &ModelEntry) -> Result<(), ServiceError> {
+    if !matches!(entry.kind, ModelKind::GaussianProcess | ModelKind::KernelRidge) {
+        return Err(FieldError::invalid(
+            "/model",
+            format!("online updates apply to gaussian_process and kernel_ridge models, not {}", entry.kind.name()),
+        )
+        .into());
+    }
+    let approximation = match entry.summary() {
+        Some(s) => s.training.get("approximation").and_then(|v| v.as_str()).map(str::to_owned),
+        None => entry.requested_params.get("approximation").and_then(|v| v.as_str()).map(str::to_owned),
+    };
+    if approximation.as_deref() == Some("nystrom") {
+        return Err(FieldError::invalid(
+            "/model",
+            format!("online updates need an exact model; this {} uses approximation nystrom", entry.kind.name()),
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// The request's rows as a training set for `fitted`, checked as a fit's would be.
+fn observations(fitted: &FittedModel, x: &[Row], y: &[Target]) -> Result<TrainingSet, ServiceError> {
+    if x.is_empty() {
+        return Err(FieldError::invalid("/x", "must contain at least one row").into());
+    }
+    let shape = RowShape { kind: fitted.predictor().row_kind(), d: fitted.predictor().n_features() };
+    let points = to_points(x, Some(shape))?;
+    if y.len() != x.len() {
+        return Err(FieldError::invalid("/y", format!("has {} entries but x has {} rows", y.len(), x.len())).into());
+    }
+    let y = y
+        .iter()
+        .enumerate()
+        .map(|(i, t)| match t {
+            Target::Number(v) => Ok(*v),
+            Target::Text(_) => {
+                Err(FieldError::shape(format!("/y/{i}"), "expected a number: this is a regression model"))
+            }
+        })
+        .collect::<Result<Vec<f64>, _>>()?;
+    Ok(TrainingSet { x: points, y })
+}
+
+fn internal_append_failure(id: Uuid) -> ServiceError {
+    tracing::error!(model_id = %id, "append panicked");
+    ServiceError::FitFailed(Failure {
+        kind: FailureKind::Internal,
+        detail: "the update failed with an internal error".into(),
+    })
+}
