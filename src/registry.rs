@@ -12,6 +12,7 @@ use crate::estimator::{CancelToken, FittedModel, ModelKind, Progress};
 use crate::store::{ModelHead, ModelSummary};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Instant, SystemTime};
 use uuid::Uuid;
@@ -118,6 +119,9 @@ pub struct ModelEntry {
     sample: RwLock<Option<Arc<str>>>,
     /// Follows `state`'s status, so that waiters need not poll.
     status_tx: tokio::sync::watch::Sender<Status>,
+    /// Size of the stored object of this version (0: not known). An online update grows
+    /// the object, so a listing showing another size has seen another version.
+    stored_bytes: AtomicU64,
 }
 
 impl ModelEntry {
@@ -149,6 +153,7 @@ impl ModelEntry {
             state: RwLock::new(ModelState::Queued),
             sample: RwLock::new(None),
             status_tx: tokio::sync::watch::Sender::new(Status::Queued),
+            stored_bytes: AtomicU64::new(0),
         }
     }
 
@@ -174,6 +179,7 @@ impl ModelEntry {
             state: RwLock::new(ModelState::Ready(Arc::new(summary))),
             sample: RwLock::new(None),
             status_tx: tokio::sync::watch::Sender::new(Status::Ready),
+            stored_bytes: AtomicU64::new(0),
         })
     }
 
@@ -198,7 +204,16 @@ impl ModelEntry {
             state: RwLock::new(ModelState::Ready(summary)),
             sample: RwLock::new(self.sample()),
             status_tx: tokio::sync::watch::Sender::new(Status::Ready),
+            stored_bytes: AtomicU64::new(0),
         }
+    }
+
+    pub fn stored_bytes(&self) -> u64 {
+        self.stored_bytes.load(Ordering::Acquire)
+    }
+
+    pub fn set_stored_bytes(&self, size: u64) {
+        self.stored_bytes.store(size, Ordering::Release);
     }
 
     /// 1 after the fit (and until it is done), one more after each online update.

@@ -287,3 +287,56 @@ async fn the_cache_is_bounded_and_models_beyond_it_are_read_on_each_use() {
     }
     assert_eq!(c.service().registry.cache.bytes(), 0);
 }
+
+/// Appends sent to both replicas at once are serialised through the store's conditional
+/// write: every one is acknowledged with its own version, none is lost, both replicas
+/// come to serve the last version, and it equals a refit on all the rows.
+#[tokio::test]
+async fn appends_on_two_replicas_are_serialised_and_both_serve_the_last_version() {
+    let store = shared_store();
+    let (a, b) = (replica(&store, config()).await, replica(&store, config()).await);
+    let fitted = a.train(&gp_body(0.0)).await;
+    let id = fitted["id"].as_str().unwrap().to_string();
+    // B holds version 1 decoded.
+    assert_eq!(b.post(&format!("/models/{id}/predict"), &query()).await.status(), 200);
+    let new_x: Vec<Vec<f64>> = (0..8).map(|i| vec![i as f64 / 1.7 + 0.05, (i % 5) as f64 / 2.0]).collect();
+    let new_y: Vec<f64> = new_x.iter().map(|r| r[0].sin() + 0.3 * r[1]).collect();
+    let appends = (0..8).map(|i| {
+        let (on, path) = (if i % 2 == 0 { &a } else { &b }, format!("/models/{id}/observations"));
+        let body = json!({"x": [new_x[i]], "y": [new_y[i]]});
+        async move { json_of(on.post(&path, &body).await).await }
+    });
+    let mut versions: Vec<u64> = futures_util::future::join_all(appends)
+        .await
+        .into_iter()
+        .map(|(status, m)| {
+            assert_eq!(status, 200, "{m}");
+            m["version"].as_u64().unwrap()
+        })
+        .collect();
+    versions.sort_unstable();
+    assert_eq!(versions, (2..=9).collect::<Vec<u64>>(), "one version per append");
+    for (name, r) in [("A", &a), ("B", &b)] {
+        let current = eventually(Duration::from_secs(5), async || {
+            let (_, m) = json_of(r.get(&format!("/models/{id}")).await).await;
+            m["version"] == json!(9) && m["n_train"] == json!(48)
+        })
+        .await;
+        assert!(current, "replica {name} does not serve the last version");
+    }
+    let mut all = gp_body(0.0);
+    all["x"].as_array_mut().unwrap().extend(new_x.iter().map(|r| json!(r)));
+    all["y"].as_array_mut().unwrap().extend(new_y.iter().map(|v| json!(v)));
+    let refit = a.train(&all).await;
+    let want: Value =
+        a.post(&format!("/models/{}/predict", refit["id"].as_str().unwrap()), &query()).await.json().await.unwrap();
+    for (name, r) in [("A", &a), ("B", &b)] {
+        let got: Value = r.post(&format!("/models/{id}/predict"), &query()).await.json().await.unwrap();
+        for field in ["predictions", "variance"] {
+            for (x, y) in got[field].as_array().unwrap().iter().zip(want[field].as_array().unwrap()) {
+                let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+                assert!((x - y).abs() <= 1e-9 * y.abs().max(1e-3), "{name} {field}: {x} vs refit {y}");
+            }
+        }
+    }
+}

@@ -12,7 +12,7 @@ use crate::estimator::FittedModel;
 use crate::registry::{Failure, FailureKind, ModelEntry, Status};
 use crate::store::StoreError;
 use futures_util::stream::{self, StreamExt};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use uuid::Uuid;
@@ -96,7 +96,9 @@ impl Service {
         }
     }
 
-    async fn sync_models(&self, ids: Vec<Uuid>, listed_at: Instant) {
+    async fn sync_models(&self, listing: Vec<(Uuid, u64)>, listed_at: Instant) {
+        let sizes: HashMap<Uuid, u64> = listing.iter().copied().collect();
+        let ids: Vec<Uuid> = listing.into_iter().map(|(id, _)| id).collect();
         let listed: HashSet<Uuid> = ids.iter().copied().collect();
         for entry in self.registry.list() {
             // Ready before the listing began yet not in it: deleted by another replica.
@@ -108,6 +110,7 @@ impl Service {
                 self.registry.remove(entry.id);
             }
         }
+        self.refresh_versions(&sizes).await;
         let unknown: Vec<Uuid> =
             ids.into_iter().filter(|id| !self.registry.contains(*id) && !self.is_tombstoned(*id)).collect();
         let heads: Vec<_> = stream::iter(unknown)
@@ -118,11 +121,56 @@ impl Service {
         for (id, head) in heads {
             match head {
                 Ok(Some(head)) => {
-                    let _ = self.adopt(&head);
+                    if let Some(entry) = self.adopt(&head) {
+                        if entry.stored_bytes() == 0 {
+                            entry.set_stored_bytes(sizes.get(&id).copied().unwrap_or(0));
+                        }
+                    }
                 }
                 Ok(None) => {}
                 Err(StoreError::Corrupt { reason, .. }) => self.store.quarantine_model(id, &reason).await,
                 Err(e) => tracing::warn!(model_id = %id, error = %e, "cannot read a stored model's head"),
+            }
+        }
+    }
+
+    /// Ready models whose stored object changed size since this replica read it were
+    /// updated by another replica (online updates grow the object): their newer version
+    /// replaces the one here, and the decoded copy is dropped (read again on next use).
+    async fn refresh_versions(&self, sizes: &HashMap<Uuid, u64>) {
+        let changed: Vec<Arc<ModelEntry>> = self
+            .registry
+            .list()
+            .into_iter()
+            .filter(|e| e.status() == Status::Ready && sizes.get(&e.id).is_some_and(|s| *s != e.stored_bytes()))
+            .collect();
+        let heads: Vec<_> = stream::iter(changed)
+            .map(|entry| async move { (self.store.model_head(entry.id).await, entry) })
+            .buffer_unordered(CONCURRENT_READS)
+            .collect()
+            .await;
+        for (head, entry) in heads {
+            let Ok(Some(head)) = head else { continue };
+            let size = sizes.get(&entry.id).copied().unwrap_or(0);
+            let stored_version = head.summary().map_or(1, |s| s.version);
+            if stored_version <= entry.version() {
+                entry.set_stored_bytes(size);
+                continue;
+            }
+            // An append here holds the model's lock and swaps in its own version.
+            let lock = self.model_lock(entry.id);
+            let Ok(_turn) = lock.try_lock() else { continue };
+            if self.registry.get(entry.id).is_none_or(|now| !Arc::ptr_eq(&now, &entry)) {
+                continue;
+            }
+            match ModelEntry::restored(&head) {
+                Ok(newer) => {
+                    newer.set_stored_bytes(size);
+                    tracing::info!(model_id = %entry.id, version = stored_version, "model updated by another replica");
+                    self.registry.cache.remove(entry.id);
+                    self.registry.insert(Arc::new(newer));
+                }
+                Err(reason) => tracing::warn!(model_id = %entry.id, reason, "cannot read a newer stored version"),
             }
         }
     }

@@ -152,7 +152,7 @@ impl Service {
         if let Some(tag) = tag {
             let (model, head) = stored_model(&next, &grown, &summary);
             match self.store.block_on(self.store.replace_model(&model, &head, tag)) {
-                Ok(()) => {}
+                Ok(size) => next.set_stored_bytes(size),
                 Err(e) if e.is_conflict() => return Ok(Appended::LostRace),
                 Err(e) => return Err(self.store_failure("cannot store the updated model", e)),
             }

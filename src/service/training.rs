@@ -279,7 +279,9 @@ impl Service {
             return Ok(());
         }
         let (model, head) = stored_model(entry, fitted, summary);
-        self.store.block_on(self.store.save_model(&model, &head))
+        let size = self.store.block_on(self.store.save_model(&model, &head))?;
+        entry.set_stored_bytes(size);
+        Ok(())
     }
 
     fn unpersist(&self, id: Uuid) {

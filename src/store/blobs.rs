@@ -101,3 +101,37 @@ pub trait Blobs: Send + Sync + 'static {
     /// For logs and /readyz: where the objects are.
     fn describe(&self) -> String;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::dir::DirBlobs;
+    use crate::store::object::ObjectBlobs;
+
+    /// Both backends' compare-and-swap: a write conditioned on the current version lands
+    /// (and changes the version), one conditioned on an older version or on an object
+    /// that is gone conflicts and leaves the object as it was.
+    #[tokio::test]
+    async fn put_if_lands_only_on_the_version_it_names() {
+        let dir = std::env::temp_dir().join(format!("mercer-cas-{}", uuid::Uuid::new_v4()));
+        let backends: Vec<Box<dyn Blobs>> =
+            vec![Box::new(DirBlobs::open(&dir)), Box::new(ObjectBlobs::memory(std::env::temp_dir()))];
+        for blobs in backends {
+            let what = blobs.describe();
+            assert_eq!(blobs.tag("m.model").await.unwrap(), None, "{what}");
+            blobs.put("m.model", Bytes::from_static(b"one")).await.unwrap();
+            let first = blobs.tag("m.model").await.unwrap().expect("a tag");
+            blobs.put_if("m.model", Bytes::from_static(b"two"), &first).await.unwrap();
+            let second = blobs.tag("m.model").await.unwrap().expect("a tag");
+            assert_ne!(first, second, "{what}: a write makes a new version");
+            let stale = blobs.put_if("m.model", Bytes::from_static(b"three"), &first).await.unwrap_err();
+            assert!(matches!(stale, BlobError::Conflict { .. }), "{what}: {stale}");
+            assert_eq!(&blobs.get("m.model").await.unwrap()[..], b"two", "{what}");
+            blobs.delete("m.model").await.unwrap();
+            let gone = blobs.put_if("m.model", Bytes::from_static(b"four"), &second).await.unwrap_err();
+            assert!(matches!(gone, BlobError::Conflict { .. }), "{what}: {gone}");
+            assert!(matches!(blobs.get("m.model").await, Err(BlobError::NotFound { .. })), "{what}");
+        }
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

@@ -244,12 +244,13 @@ impl Store {
         result
     }
 
-    /// Writes a model; when this returns Ok, every replica can read it.
-    pub async fn save_model(&self, model: &StoredModel, head: &ModelHead) -> Result<(), StoreError> {
+    /// Writes a model; when this returns Ok, every replica can read it. Returns the
+    /// object's size (a listing that shows another has seen another version).
+    pub async fn save_model(&self, model: &StoredModel, head: &ModelHead) -> Result<u64, StoreError> {
         let bytes = bytes::Bytes::from(format::encode(model, head));
-        let key = model_key(model.id);
-        let budget = bulk(bytes.len() as u64);
-        Ok(self.call("put", &key, budget, self.blobs.put(&key, bytes)).await?)
+        let (key, size) = (model_key(model.id), bytes.len() as u64);
+        self.call("put", &key, bulk(size), self.blobs.put(&key, bytes)).await?;
+        Ok(size)
     }
 
     /// The tag of the stored version of a model (None: not stored), for
@@ -261,11 +262,11 @@ impl Store {
 
     /// Writes a new version of a model over the stored version `tag` names; a
     /// [`StoreError::is_conflict`] error if another writer replaced or deleted it since.
-    pub async fn replace_model(&self, model: &StoredModel, head: &ModelHead, tag: &str) -> Result<(), StoreError> {
+    pub async fn replace_model(&self, model: &StoredModel, head: &ModelHead, tag: &str) -> Result<u64, StoreError> {
         let bytes = bytes::Bytes::from(format::encode(model, head));
-        let key = model_key(model.id);
-        let budget = bulk(bytes.len() as u64);
-        Ok(self.call("put", &key, budget, self.blobs.put_if(&key, bytes, tag)).await?)
+        let (key, size) = (model_key(model.id), bytes.len() as u64);
+        self.call("put", &key, bulk(size), self.blobs.put_if(&key, bytes, tag)).await?;
+        Ok(size)
     }
 
     pub async fn delete_model(&self, id: Uuid) -> Result<(), StoreError> {
@@ -280,10 +281,13 @@ impl Store {
         tracing::warn!(key, reason, moved = moved.is_ok(), "quarantined a stored model");
     }
 
-    /// The ids of every stored model.
-    pub async fn list_models(&self) -> Result<Vec<Uuid>, StoreError> {
+    /// Every stored model: its id and its object's size in bytes.
+    pub async fn list_models(&self) -> Result<Vec<(Uuid, u64)>, StoreError> {
         let listed = self.call("list", "", SMALL_CALL, self.blobs.list("")).await?;
-        Ok(listed.iter().filter_map(|o| o.key.strip_suffix(".model").and_then(|s| Uuid::parse_str(s).ok())).collect())
+        Ok(listed
+            .iter()
+            .filter_map(|o| o.key.strip_suffix(".model").and_then(|s| Uuid::parse_str(s).ok()).map(|id| (id, o.size)))
+            .collect())
     }
 
     /// A model's head, read from its first bytes (None: no such model). Files of the
