@@ -408,6 +408,37 @@ expect_code 200 "predict $M3 on replica 2"
 [ "$BODY" = "$P3_R1" ] || fail "replicas predict $M3 differently: $P3_R1 vs $BODY"
 ok "replica 1 found $M3 through the store and predicts as replica 2: $(json_field "$P3_R1" -c .predictions)"
 
+# 3b ------------------------------------------------------------------------
+# In turn, not at once: s3s-fs checks If-Match and then writes, so two PUTs racing can
+# both pass its check (S3 and MinIO make the pair atomic). Appends racing across
+# replicas are tested in tests/replicas.rs over an atomic store; here each replica must
+# notice that the other moved the model on before appending to it.
+step "3b. four appends to $M3, alternating replicas: each answers the next version"
+for i in 1 2 3 4; do
+  n=$(( (i % 2) + 1 ))
+  post_json "$(replica_url "$n")/models/$M3/observations" "{\"x\":[[$i.1,0.$i]],\"y\":[0.$i]}"
+  expect_code 200 "append $i on replica $n"
+  [ "$(json_field "$BODY" .version)" = $((i + 1)) ] && [ "$(json_field "$BODY" .n_train)" = $((30 + i)) ] ||
+    fail "append $i on replica $n: expected version $((i + 1)) and n_train $((30 + i)): ${BODY:0:400}"
+done
+at_last_version() {
+  local n
+  for n in 1 2; do
+    http GET "$(replica_url "$n")/models/$M3" --max-time 2
+    [ "$(json_field "$BODY" .version)" = 5 ] && [ "$(json_field "$BODY" .n_train)" = 34 ] || return 1
+  done
+}
+wait_until $((REFRESH_SECS + 2)) at_last_version ||
+  fail "after $WAITED_MS ms a replica still shows version $(json_field "$BODY" .version), n_train $(json_field "$BODY" .n_train) (expected 5 and 34)"
+post_json "$R1/models/$M3/predict" "$DS_PREDICT"
+expect_code 200 "predict $M3 on replica 1 after the appends"
+P3B_R1=$BODY
+post_json "$R2/models/$M3/predict" "$DS_PREDICT"
+expect_code 200 "predict $M3 on replica 2 after the appends"
+[ "$BODY" = "$P3B_R1" ] || fail "replicas predict $M3 differently after the appends: $P3B_R1 vs $BODY"
+[ "$P3B_R1" != "$P3_R1" ] || fail "the appends did not change $M3's predictions"
+ok "versions 2 to 5 from alternating replicas; both at version 5 (n_train 34) after $WAITED_MS ms, predicting alike"
+
 # 4 -------------------------------------------------------------------------
 step "4. wrk through the balancer for 6 s, replica 2 killed -9 at 2 s"
 fit_on "$LB" cluster-4 "fit through the balancer"
