@@ -411,7 +411,7 @@ pub(crate) fn first_max(values: impl IntoIterator<Item = f64>) -> usize {
 }
 
 /// K(X, X) + s I, lower triangle only: it is only ever factorised.
-pub(crate) fn regularised_gram(kernel: &Kernel, x: &Points, s: f64, par: Parallelism) -> DMatrix<f64> {
+pub fn regularised_gram(kernel: &Kernel, x: &Points, s: f64, par: Parallelism) -> DMatrix<f64> {
     let mut k = kernel.gram_lower(x, par);
     for i in 0..k.nrows() {
         k[(i, i)] += s;
