@@ -69,6 +69,22 @@ pub fn zeros(n: usize, m: usize) -> DMatrix<f64> {
     DMatrix::from_vec(n, m, v)
 }
 
+/// `len` zero bytes, asking for transparent huge pages as [`zeros`] does: for buffers of
+/// hundreds of MB (an encoded model file) that are written once, front to back.
+pub fn zeroed_bytes(len: usize) -> Vec<u8> {
+    let mut v: Vec<u8> = vec![0; len];
+    advise_huge_pages(v.as_mut_ptr(), len);
+    v
+}
+
+/// A copy of `values` in fresh memory with huge pages (see [`zeros`]).
+pub fn copy_of(values: &[f64]) -> Vec<f64> {
+    let mut v: Vec<f64> = vec![0.0; values.len()];
+    advise_huge_pages(v.as_mut_ptr().cast(), std::mem::size_of_val(values));
+    v.copy_from_slice(values);
+    v
+}
+
 #[cfg(target_os = "linux")]
 fn advise_huge_pages(ptr: *mut u8, bytes: usize) {
     if bytes < HUGE_PAGE_MIN_BYTES {

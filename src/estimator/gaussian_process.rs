@@ -223,7 +223,7 @@ impl GaussianProcessModel {
     pub(super) fn store_into(&self, s: &mut super::StoredFit) {
         s.put_points(&self.x);
         s.alpha = self.alpha.clone();
-        s.factor = self.chol.l().as_slice().to_vec();
+        s.factor = crate::linalg::copy_of(self.chol.l().as_slice());
         s.jitter = self.chol.jitter();
         s.y_mean = self.y_mean;
         s.y_std = self.y_std;

@@ -87,7 +87,7 @@ impl KernelRidgeModel {
             s.arrays.push(("y".into(), y.clone()));
         }
         if let Some(chol) = &self.chol {
-            s.factor = chol.l().as_slice().to_vec();
+            s.factor = crate::linalg::copy_of(chol.l().as_slice());
             s.jitter = chol.jitter();
         }
     }
