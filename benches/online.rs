@@ -8,13 +8,16 @@
 //!   and writes the grown model (its factor is (n + k)^2 values, 128 MB here) before it
 //!   answers, as the refit does.
 //!
+//! - scikit-learn's refits on the same 4010 rows (`benches/sklearn_online.py`): it has no
+//!   online update, so adding rows means refitting.
+//!
 //! Data as the peer bench's shape: d = 8, rbf with length scale 2, noise 0.01 (GP) or
 //! lambda 0.01 (kernel ridge), seeded points in [-1, 1]^8. Medians; the machine is shared,
 //! so compare within one run.
 
 mod common;
 
-use common::{median_ms, points};
+use common::{median_ms, points, python};
 use mercer::config::Config;
 use mercer::dataset::rows::Row;
 use mercer::estimator::{FitContext, FittedModel, ModelKind, ModelSpec, TrainingData, TrainingSet};
@@ -24,6 +27,8 @@ use mercer::service::{Service, Target, TrainInput, TrainOutcome, TrainSource};
 use mercer::store::{ModelHead, ModelSummary, StoredModel};
 use nalgebra::DVector;
 use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -50,6 +55,34 @@ fn spec(kind: ModelKind) -> (ModelSpec, Value) {
 
 fn fit(kind: ModelKind, data: &TrainingSet) -> FittedModel {
     spec(kind).0.fit(&TrainingData::Regression(data.clone()), &FitContext::new(PAR)).unwrap()
+}
+
+/// scikit-learn's refit times on `data` (name -> ms), or none without a Python that has it.
+fn sklearn_refits(data: &TrainingSet) -> HashMap<String, f64> {
+    let mut out = HashMap::new();
+    let Some(p) = python() else {
+        eprintln!("note: no Python with numpy, scipy and scikit-learn; set MERCER_BENCH_PYTHON");
+        return out;
+    };
+    let rows: Vec<Vec<f64>> = (0..data.x.n()).map(|i| data.x.point(i).to_vec()).collect();
+    let path = std::env::temp_dir().join(format!("mercer-online-bench-{}.json", std::process::id()));
+    std::fs::write(&path, json!({"x": rows, "y": data.y}).to_string()).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/sklearn_online.py");
+    match Command::new(&p).arg(script).arg(&path).output() {
+        Ok(o) if o.status.success() => {
+            for line in String::from_utf8_lossy(&o.stdout).lines() {
+                if let Some((name, ms)) = line.split_once('\t') {
+                    if let Ok(ms) = ms.parse() {
+                        out.insert(name.to_string(), ms);
+                    }
+                }
+            }
+        }
+        Ok(o) => eprintln!("note: {script} failed: {}", String::from_utf8_lossy(&o.stderr)),
+        Err(e) => eprintln!("note: cannot run {p}: {e}"),
+    }
+    let _ = std::fs::remove_file(path);
+    out
 }
 
 fn main() {
@@ -148,6 +181,17 @@ fn main() {
         krr_refit_ms / first_ms
     );
     println!("| kernel ridge later appends | {later_ms:.1} | {:.1}x |", krr_refit_ms / later_ms);
+
+    // scikit-learn has no online update: its users refit.
+    let sklearn = sklearn_refits(&all);
+    for (name, ours, what) in [
+        ("gp refit", append_ms, "GP append"),
+        ("krr refit", later_ms, "kernel ridge later append"),
+    ] {
+        if let Some(ms) = sklearn.get(&format!("{name} n={}", N + K)) {
+            println!("| scikit-learn {name} on {} rows, against mercer's {what} | {ms:.1} | {:.1}x |", N + K, ms / ours);
+        }
+    }
 
     // Through the service, stored durably before the answer.
     let dir = std::env::temp_dir().join(format!("mercer-online-bench-{}", std::process::id()));

@@ -4,7 +4,7 @@
 //! fine answer; a panic is a bug.
 
 use crate::api::extract::parse_json;
-use crate::api::types::{PredictBody, PredictResponse, TrainBody};
+use crate::api::types::{ObservationsBody, PredictBody, PredictResponse, TrainBody};
 use crate::config::Config;
 use crate::estimator::{FitContext, FittedModel, PredictOptions};
 use crate::kernel::{Kernel, Points};
@@ -62,6 +62,25 @@ pub fn predict_body(data: &[u8]) {
         if let Ok(points) = service().check_query(model, &body.x, &opts) {
             answer(model, &points, &opts);
         }
+    }
+}
+
+/// POST /models/{id}/observations: decode, check against every model, and append to the
+/// exact GP and kernel ridge models; the grown model predicts and survives the store.
+pub fn observations_body(data: &[u8]) {
+    let Ok(body) = parse_json::<ObservationsBody>(data) else { return };
+    if body.x.len() > MAX_FIT_ROWS {
+        return;
+    }
+    for model in models() {
+        let Ok(new) = service().check_observations(model, &body.x, &body.y) else { continue };
+        let Ok(grown) = model.append(&new, Parallelism::Sequential) else { continue };
+        let n = model.predictor().n_support() + new.x.n();
+        assert_eq!(grown.predictor().n_support(), n, "every appended row is kept");
+        let report = grown.predictor().report();
+        assert!(report.log_marginal_likelihood.is_none_or(f64::is_finite), "non-finite LML: {report:?}");
+        answer(&grown, &new.x, &PredictOptions::default());
+        FittedModel::from_stored(grown.to_stored()).expect("a grown model's stored state restores");
     }
 }
 

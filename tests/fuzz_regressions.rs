@@ -44,3 +44,8 @@ fn dataset_upload_inputs() {
 fn predict_csv_inputs() {
     replay("predict_csv", mercer::fuzzing::predict_csv);
 }
+
+#[test]
+fn observations_body_inputs() {
+    replay("observations_body", mercer::fuzzing::observations_body);
+}

@@ -204,6 +204,19 @@ fn check_appendable(entry: &ModelEntry) -> Result<(), ServiceError> {
     Ok(())
 }
 
+impl Service {
+    /// Checks an append's rows against a fitted model and returns them as a training set
+    /// (as [`Service::check_query`] does for a prediction's).
+    pub fn check_observations(
+        &self,
+        fitted: &FittedModel,
+        x: &[Row],
+        y: &[Target],
+    ) -> Result<TrainingSet, ServiceError> {
+        observations(fitted, x, y)
+    }
+}
+
 /// The request's rows as a training set for `fitted`, checked as a fit's would be.
 fn observations(fitted: &FittedModel, x: &[Row], y: &[Target]) -> Result<TrainingSet, ServiceError> {
     if x.is_empty() {
