@@ -184,12 +184,15 @@ fn main() {
 
     // scikit-learn has no online update: its users refit.
     let sklearn = sklearn_refits(&all);
-    for (name, ours, what) in [
-        ("gp refit", append_ms, "GP append"),
-        ("krr refit", later_ms, "kernel ridge later append"),
-    ] {
+    for (name, ours, what) in
+        [("gp refit", append_ms, "GP append"), ("krr refit", later_ms, "kernel ridge later append")]
+    {
         if let Some(ms) = sklearn.get(&format!("{name} n={}", N + K)) {
-            println!("| scikit-learn {name} on {} rows, against mercer's {what} | {ms:.1} | {:.1}x |", N + K, ms / ours);
+            println!(
+                "| scikit-learn {name} on {} rows, against mercer's {what} | {ms:.1} | {:.1}x |",
+                N + K,
+                ms / ours
+            );
         }
     }
 
