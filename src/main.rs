@@ -4,7 +4,7 @@
 //! the HTTP client (`mercer::client`); `completions SHELL` prints shell completions.
 
 use clap::{CommandFactory, Parser, Subcommand};
-use mercer::client::{self, Api, ClientError, Connection, PredictArgs, TrainArgs};
+use mercer::client::{self, Api, ClientError, Connection, ObserveArgs, PredictArgs, TrainArgs};
 use mercer::config::Config;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -36,6 +36,9 @@ enum Command {
     Train(TrainArgs),
     /// Predict the rows of a CSV file with a model; CSV out.
     Predict(PredictArgs),
+    /// Append the rows of a CSV file to a ready exact GP or kernel ridge model (an online
+    /// update: the model equals a refit on all its rows).
+    Observe(ObserveArgs),
     /// List the models.
     Models,
     /// Show one model: its parameters, fitted kernel and training report.
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
         Some(
             command @ (Command::Train(_)
             | Command::Predict(_)
+            | Command::Observe(_)
             | Command::Models
             | Command::Show { .. }
             | Command::Delete { .. }
@@ -128,6 +132,14 @@ async fn client_command(command: Command, conn: &Connection) -> Result<(), Clien
                 None => std::io::stdout()
                     .write_all(&csv)
                     .map_err(|e| ClientError::Other(format!("cannot write the predictions: {e}")))?,
+            }
+        }
+        Command::Observe(args) => {
+            let model = client::observe(&api, &args).await?;
+            if conn.json {
+                json_out(&model);
+            } else {
+                print!("{}", client::model_details(&model));
             }
         }
         Command::Models => {

@@ -91,6 +91,17 @@ async fn from_a_csv_file_to_predictions_listings_and_a_delete() {
     assert_eq!((code, out.as_str()), (0, ""));
     assert_eq!(std::fs::read_to_string(&out_file).unwrap().lines().next(), Some("prediction"));
 
+    // New rows by name, in another order: version 2 with 42 rows. A bad cell names its
+    // line and column.
+    let more = temp_file("more.csv", "noise,y,x\n0,0.1411,3.0\n0.02,-0.9589,5.0\n");
+    let (code, out, err) = mercer(&s.url, &["observe", id, more.to_str().unwrap(), "--target", "y"], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("version     2") && out.contains("n_train     42"), "{out}");
+    let bad = temp_file("bad.csv", "x,noise,y\n1.0,0,oops\n");
+    let (code, _, err) = mercer(&s.url, &["observe", id, bad.to_str().unwrap()], &[]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("line 2") && err.contains("`y`"), "{err}");
+
     let (code, out, _) = mercer(&s.url, &["models"], &[]).await;
     assert_eq!(code, 0);
     assert!(
@@ -151,7 +162,7 @@ async fn completions_name_every_subcommand() {
     for shell in ["bash", "zsh", "fish"] {
         let (code, out, _) = mercer("http://unused", &["completions", shell], &[]).await;
         assert_eq!(code, 0);
-        for sub in ["train", "predict", "models", "show", "delete", "datasets"] {
+        for sub in ["train", "predict", "observe", "models", "show", "delete", "datasets"] {
             assert!(out.contains(sub), "{shell} completions lack {sub}");
         }
     }

@@ -1,5 +1,5 @@
-//! The command-line client: `mercer train`, `predict`, `models`, `show`, `delete`,
-//! `datasets`, over the HTTP API with reqwest. Tables for people, `--json` for scripts;
+//! The command-line client: `mercer train`, `predict`, `observe`, `models`, `show`,
+//! `delete`, `datasets`, over the HTTP API with reqwest. Tables for people, `--json` for scripts;
 //! progress bars on a terminal only; exit status 0 on success, 1 with the server's
 //! problem (title, detail, pointers) or the transport error on stderr otherwise.
 
@@ -70,6 +70,74 @@ pub struct PredictArgs {
     /// Write the predictions here instead of standard output.
     #[arg(short = 'o', long = "output", value_name = "OUT.csv")]
     pub output: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct ObserveArgs {
+    /// The model's id (a ready exact gaussian_process or kernel_ridge).
+    pub id: String,
+    /// A CSV file of new rows: a header row, then the model's feature columns (by name for
+    /// a model fitted on a CSV dataset, else by position) and the target.
+    pub file: PathBuf,
+    /// The target column (default: the last one).
+    #[arg(long)]
+    pub target: Option<String>,
+}
+
+/// Appends the CSV's rows to the model (an online update); returns its next version.
+pub async fn observe(api: &Api, args: &ObserveArgs) -> Result<Value, ClientError> {
+    let path = format!("/models/{}", encode(&args.id));
+    let model = api.get_json(&path).await?;
+    let features: Option<Vec<String>> =
+        model["features"].as_array().map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect());
+    let text = tokio::fs::read_to_string(&args.file)
+        .await
+        .map_err(|e| ClientError::Other(format!("cannot read {}: {e}", args.file.display())))?;
+    let (x, y) = observations_of(&text, features.as_deref(), args.target.as_deref())
+        .map_err(|e| ClientError::Other(format!("{}: {e}", args.file.display())))?;
+    api.post_json(&format!("{path}/observations"), &json!({"x": x, "y": y})).await
+}
+
+/// The rows and targets of a CSV text: the target column named (or the last), features
+/// by the model's names when it has them, else every other column in order.
+fn observations_of(
+    text: &str,
+    features: Option<&[String]>,
+    target: Option<&str>,
+) -> Result<(Vec<Vec<f64>>, Vec<f64>), String> {
+    let mut reader = csv::ReaderBuilder::new().from_reader(text.as_bytes());
+    let header: Vec<String> =
+        reader.headers().map_err(|e| e.to_string())?.iter().map(|h| h.trim().to_string()).collect();
+    let column = |name: &str| header.iter().position(|h| h == name);
+    let t = match target {
+        Some(name) => column(name).ok_or_else(|| format!("no column `{name}` in the header"))?,
+        None => header.len().checked_sub(1).ok_or("the header is empty")?,
+    };
+    let columns: Vec<usize> = match features {
+        Some(names) => names
+            .iter()
+            .map(|n| column(n).ok_or_else(|| format!("the model's feature column `{n}` is not in the header")))
+            .collect::<Result<_, _>>()?,
+        None => (0..header.len()).filter(|&c| c != t).collect(),
+    };
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for record in reader.records() {
+        let record = record.map_err(|e| e.to_string())?;
+        let line = record.position().map_or(0, |p| p.line());
+        let number = |c: usize| {
+            let cell = record.get(c).unwrap_or("").trim();
+            cell.parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite())
+                .ok_or_else(|| format!("line {line}, column `{}`: `{cell}` is not a number", header[c]))
+        };
+        x.push(columns.iter().map(|&c| number(c)).collect::<Result<Vec<f64>, _>>()?);
+        y.push(number(t)?);
+    }
+    if x.is_empty() {
+        return Err("no rows after the header".into());
+    }
+    Ok((x, y))
 }
 
 /// Uploads the CSV as a dataset, fits on it, and waits (with a progress bar) until the
@@ -176,4 +244,25 @@ fn encode(s: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn observations_are_read_by_name_or_position() {
+        let csv = "b,y,a\n1,10,2\n3,30,4\n";
+        let names = ["a".to_string(), "b".to_string()];
+        assert_eq!(
+            observations_of(csv, Some(&names), Some("y")).unwrap(),
+            (vec![vec![2.0, 1.0], vec![4.0, 3.0]], vec![10.0, 30.0])
+        );
+        assert_eq!(observations_of(csv, None, None).unwrap(), (vec![vec![1.0, 10.0], vec![3.0, 30.0]], vec![2.0, 4.0]));
+        let e = observations_of("a,y\n1,x\n", None, None).unwrap_err();
+        assert!(e.contains("line 2") && e.contains("`y`"), "{e}");
+        let e = observations_of(csv, Some(&["c".to_string()]), Some("y")).unwrap_err();
+        assert!(e.contains("`c`"), "{e}");
+        assert!(observations_of("a,y\n", None, None).unwrap_err().contains("no rows"));
+    }
 }

@@ -89,8 +89,19 @@ pub fn dataset_table(datasets: &[Value]) -> String {
 /// report as indented JSON.
 pub fn model_details(m: &Value) -> String {
     let mut out = String::new();
-    for key in ["id", "name", "model", "task", "status", "n_train", "n_features", "n_support", "classes", "created_at"]
-    {
+    for key in [
+        "id",
+        "name",
+        "model",
+        "task",
+        "status",
+        "version",
+        "n_train",
+        "n_features",
+        "n_support",
+        "classes",
+        "created_at",
+    ] {
         out.push_str(&format!("{key:<11} {}\n", text(&m[key])));
     }
     for key in ["kernel", "params", "training", "metadata", "error"] {
