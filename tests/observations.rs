@@ -78,6 +78,11 @@ async fn appends_answer_the_next_version_and_equal_a_refit() {
                 assert_close(&json!([la]), &json!([lb]), 1.0, "log marginal likelihood");
             }
         }
+        // The page's plot sample has every row (fewer than its 500), the appended ones last.
+        let sample: Value = s.get(&format!("/models/{id}/sample")).await.json().await.unwrap();
+        assert_eq!(sample["n_train"], json!(45));
+        assert_eq!((sample["x"].as_array().unwrap().len(), sample["y"].as_array().unwrap().len()), (45, 45));
+        assert_eq!((&sample["x"][44], &sample["y"][44]), (&json!(x[44]), &json!(y[44])));
     }
 }
 

@@ -13,9 +13,11 @@ use crate::dataset::rows::{to_points, Row, RowShape};
 use crate::estimator::online::AppendError;
 use crate::estimator::{FittedModel, ModelKind, Target, TrainingSet};
 use crate::linalg::Parallelism;
+use crate::optimize::SplitMix64;
 use crate::registry::{Failure, FailureKind, ModelEntry};
 use crate::spec::FieldError;
 use crate::store::ModelSummary;
+use serde_json::{json, Value};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -149,6 +151,9 @@ impl Service {
         let computed_ms = started.elapsed().as_secs_f64() * 1e3;
         let summary = Arc::new(ModelSummary { version: entry.version() + 1, ..ModelSummary::of(&grown) });
         let next = Arc::new(entry.next_version(entry.n_train + new.x.n(), summary.clone()));
+        if let Some(sample) = entry.sample().and_then(|s| grown_sample(&s, entry.n_train, new, summary.version)) {
+            next.set_sample(sample.into());
+        }
         if let Some(tag) = tag {
             let (model, head) = stored_model(&next, &grown, &summary);
             match self.store.block_on(self.store.replace_model(&model, &head, tag)) {
@@ -178,6 +183,33 @@ enum Appended {
     Stored(Arc<ModelEntry>),
     /// Another writer changed the stored model first: nothing was written.
     LostRace,
+}
+
+/// The plot sample (`{"n_train", "x", "y"}`, see `training::SAMPLE_ROWS`) with the new
+/// rows: added while there is room, then each new row i (counting all rows) replaces a
+/// kept one with probability SAMPLE_ROWS / (i + 1), reservoir sampling, so the sample
+/// stays uniform over all the rows. Seeded by the version. None if it cannot be read.
+fn grown_sample(sample: &str, n_before: usize, new: &TrainingSet, version: u64) -> Option<String> {
+    let mut v: Value = serde_json::from_str(sample).ok()?;
+    let mut xs = v.get_mut("x")?.as_array_mut().map(std::mem::take)?;
+    let mut ys = v.get_mut("y")?.as_array_mut().map(std::mem::take)?;
+    let rows = (0..new.x.n()).collect::<Vec<_>>();
+    let new_x = super::training::rows_json(&new.x, &rows);
+    let mut rng = SplitMix64::new(0x5A3F1E ^ version);
+    for (j, (x, y)) in new_x.into_iter().zip(&new.y).enumerate() {
+        let i = n_before + j;
+        if xs.len() < super::training::SAMPLE_ROWS {
+            xs.push(x);
+            ys.push(json!(y));
+        } else {
+            let slot = (rng.next_u64() % (i as u64 + 1)) as usize;
+            if slot < xs.len() {
+                xs[slot] = x;
+                ys[slot] = json!(y);
+            }
+        }
+    }
+    Some(json!({"n_train": n_before + new.x.n(), "x": xs, "y": ys}).to_string())
 }
 
 /// Only exact Gaussian processes and kernel ridge take rows: 422 at /model otherwise,
@@ -246,4 +278,45 @@ fn internal_append_failure(id: Uuid) -> ServiceError {
         kind: FailureKind::Internal,
         detail: "the update failed with an internal error".into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::Points;
+
+    fn sample_of(n: usize) -> String {
+        let x: Vec<Value> = (0..n).map(|i| json!([i as f64])).collect();
+        let y: Vec<Value> = (0..n).map(|i| json!(i as f64)).collect();
+        json!({"n_train": n, "x": x, "y": y}).to_string()
+    }
+
+    fn rows(from: usize, k: usize) -> TrainingSet {
+        let x: Vec<Vec<f64>> = (from..from + k).map(|i| vec![i as f64]).collect();
+        TrainingSet { x: Points::from_rows(&x), y: (from..from + k).map(|i| i as f64).collect() }
+    }
+
+    /// New rows join a sample with room; a full one stays full, keeps rows paired with
+    /// their targets, and takes new rows at about the reservoir's rate.
+    #[test]
+    fn the_plot_sample_takes_the_new_rows() {
+        let grown: Value = serde_json::from_str(&grown_sample(&sample_of(3), 3, &rows(3, 2), 2).unwrap()).unwrap();
+        assert_eq!(grown, serde_json::from_str::<Value>(&sample_of(5)).unwrap());
+
+        let full = training_rows();
+        let grown: Value =
+            serde_json::from_str(&grown_sample(&sample_of(full), full, &rows(full, 500), 2).unwrap()).unwrap();
+        assert_eq!(grown["n_train"], json!(full + 500));
+        let (x, y) = (grown["x"].as_array().unwrap(), grown["y"].as_array().unwrap());
+        assert_eq!((x.len(), y.len()), (full, full));
+        assert!(x.iter().zip(y).all(|(x, y)| x[0] == *y), "rows stay with their targets");
+        // A uniform sample of 500 out of 1000 rows holds about half of the 500 new ones
+        // (hypergeometric: 250, standard deviation about 8).
+        let taken = y.iter().filter(|v| v.as_f64().unwrap() >= full as f64).count();
+        assert!((210..=290).contains(&taken), "{taken} new rows kept");
+    }
+
+    fn training_rows() -> usize {
+        super::super::training::SAMPLE_ROWS
+    }
 }
