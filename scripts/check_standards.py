@@ -28,6 +28,8 @@ FAMILIES = {
     "mercer_fits": "counter",
     "mercer_predict_rows": "counter",
     "mercer_predict_batch_rows": "histogram",
+    "mercer_appended_rows": "counter",
+    "mercer_append_duration_seconds": "histogram",
     "mercer_fit_queue_depth": "gauge",
     "mercer_fits_running": "gauge",
     "mercer_models": "gauge",
@@ -107,9 +109,10 @@ def post(url, body):
 
 
 def check_metrics(base):
-    # A fit and a prediction, so that every family has samples.
+    # A fit, a prediction and an append, so that every family has samples.
     model = post(base + "/models", {"model": "kernel_ridge", "x": [[0.0], [1.0]], "y": [0.0, 1.0]})
     post(f"{base}/models/{model['id']}/predict", {"x": [[0.5]]})
+    post(f"{base}/models/{model['id']}/observations", {"x": [[2.0]], "y": [0.5]})
     ctype, text = get(base + "/metrics")
     assert ctype.startswith("text/plain; version=0.0.4"), f"/metrics default content type {ctype!r}"
     assert "# EOF" not in text

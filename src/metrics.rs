@@ -68,6 +68,8 @@ pub struct Metrics {
     pub predict_duration: HistogramFamily<ModelLabels>,
     /// Rows per batched predict call (concurrent requests stacked into one).
     pub predict_batch_rows: Histogram,
+    pub appended_rows: Family<ModelLabels, Counter>,
+    pub append_duration: HistogramFamily<ModelLabels>,
     pub fit_queue_depth: Gauge,
     pub fits_running: Gauge,
     pub models: Family<StatusLabels, Gauge>,
@@ -94,6 +96,8 @@ impl Metrics {
         // 1 .. 64 rows, the batcher's cap.
         let predict_batch_rows =
             Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(1.0, 2.0, 7));
+        let appended_rows = Family::<ModelLabels, Counter>::default();
+        let append_duration: HistogramFamily<ModelLabels> = Family::new_with_constructor(latency_histogram);
         let fit_queue_depth = Gauge::default();
         let fits_running = Gauge::default();
         let models = Family::<StatusLabels, Gauge>::default();
@@ -116,6 +120,12 @@ impl Metrics {
             "mercer_predict_batch_rows",
             "Rows per predict call that stacked concurrent requests to one model",
             predict_batch_rows.clone(),
+        );
+        registry.register("mercer_appended_rows", "Rows added by online updates, by model", appended_rows.clone());
+        registry.register(
+            "mercer_append_duration_seconds",
+            "Online update wall time (the arithmetic and the stored write) by model",
+            append_duration.clone(),
         );
         registry.register("mercer_fit_queue_depth", "Fits waiting for a worker", fit_queue_depth.clone());
         registry.register("mercer_fits_running", "Fits running now", fits_running.clone());
@@ -140,6 +150,8 @@ impl Metrics {
             predict_rows,
             predict_duration,
             predict_batch_rows,
+            appended_rows,
+            append_duration,
             fit_queue_depth,
             fits_running,
             models,
@@ -165,6 +177,12 @@ impl Metrics {
         if outcome == "ready" {
             self.fit_duration.get_or_create(&ModelLabels { model: model.into() }).observe(seconds);
         }
+    }
+
+    pub fn record_append(&self, model: &str, rows: usize, seconds: f64) {
+        let labels = ModelLabels { model: model.into() };
+        self.appended_rows.get_or_create(&labels).inc_by(rows as u64);
+        self.append_duration.get_or_create(&labels).observe(seconds);
     }
 
     pub fn record_predict(&self, model: &str, rows: usize, seconds: f64) {

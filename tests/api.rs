@@ -577,6 +577,10 @@ async fn metrics_families_have_the_contract_names_types_and_labels() {
     let s = TestServer::default().await;
     let m = s.train(&gp_body()).await;
     s.post(&format!("/models/{}/predict", m["id"].as_str().unwrap()), &json!({"x": [[1.0]]})).await;
+    let appended = s
+        .post(&format!("/models/{}/observations", m["id"].as_str().unwrap()), &json!({"x": [[7.5]], "y": [0.9]}))
+        .await;
+    assert_eq!(appended.status(), 200);
     let set = |ks: &[&str]| ks.iter().map(|k| k.to_string()).collect::<BTreeSet<_>>();
     // (family, type, a sample's name, its label names)
     let expect = [
@@ -591,6 +595,8 @@ async fn metrics_families_have_the_contract_names_types_and_labels() {
         ("mercer_fits", "counter", "mercer_fits_total", set(&["model", "outcome"])),
         ("mercer_predict_rows", "counter", "mercer_predict_rows_total", set(&["model"])),
         ("mercer_predict_batch_rows", "histogram", "mercer_predict_batch_rows_bucket", set(&["le"])),
+        ("mercer_appended_rows", "counter", "mercer_appended_rows_total", set(&["model"])),
+        ("mercer_append_duration_seconds", "histogram", "mercer_append_duration_seconds_bucket", set(&["le", "model"])),
         ("mercer_fit_queue_depth", "gauge", "mercer_fit_queue_depth", set(&[])),
         ("mercer_fits_running", "gauge", "mercer_fits_running", set(&[])),
         ("mercer_models", "gauge", "mercer_models", set(&["status"])),

@@ -165,6 +165,7 @@ impl Service {
         // The cache first: a request that finds the new entry must find its model.
         self.registry.cache.insert(entry.id, Arc::new(grown));
         self.registry.insert(next.clone());
+        self.metrics.record_append(entry.kind.name(), new.x.n(), started.elapsed().as_secs_f64());
         tracing::info!(
             model_id = %entry.id,
             rows = new.x.n(),
