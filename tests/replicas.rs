@@ -237,6 +237,11 @@ async fn when_the_store_is_down_fits_answer_503_and_cached_models_keep_answering
     let upload = a.post_raw("/datasets", "a,y\n1,2\n", "text/csv").await;
     assert_eq!(upload.status(), 503, "uploads are not acknowledged either");
     assert_eq!(a.delete(&format!("/models/{id}")).await.status(), 503, "a delete cannot reach the store");
+    let r = a.post(&format!("/models/{id}/observations"), &json!({"x": [[1.0, 0.5]], "y": [0.2]})).await;
+    assert_eq!(r.status(), 503, "an append cannot be stored, so it is not acknowledged");
+    assert!(r.headers().contains_key("retry-after"));
+    let (_, m) = json_of(a.get(&format!("/models/{id}")).await).await;
+    assert_eq!((m["version"].as_u64(), m["n_train"].as_u64()), (Some(1), Some(40)), "the model is unchanged");
 
     // What is in memory still answers, identically.
     let during = a.post(&format!("/models/{id}/predict"), &query()).await.text().await.unwrap();
