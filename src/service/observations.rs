@@ -260,17 +260,7 @@ fn observations(fitted: &FittedModel, x: &[Row], y: &[Target]) -> Result<Trainin
     if y.len() != x.len() {
         return Err(FieldError::invalid("/y", format!("has {} entries but x has {} rows", y.len(), x.len())).into());
     }
-    let y = y
-        .iter()
-        .enumerate()
-        .map(|(i, t)| match t {
-            Target::Number(v) => Ok(*v),
-            Target::Text(_) => {
-                Err(FieldError::shape(format!("/y/{i}"), "expected a number: this is a regression model"))
-            }
-        })
-        .collect::<Result<Vec<f64>, _>>()?;
-    Ok(TrainingSet { x: points, y })
+    Ok(TrainingSet { x: points, y: super::training::regression_targets(y)? })
 }
 
 fn internal_append_failure(id: Uuid) -> ServiceError {

@@ -60,19 +60,7 @@ impl Service {
         };
         let (n, d) = (x.n(), x.d());
         let data = match (kind.task(), ys) {
-            (Task::Regression, Ys::Sent(y)) => {
-                let y = y
-                    .iter()
-                    .enumerate()
-                    .map(|(i, t)| match t {
-                        Target::Number(v) => Ok(*v),
-                        Target::Text(_) => {
-                            Err(FieldError::shape(format!("/y/{i}"), "expected a number: this is a regression model"))
-                        }
-                    })
-                    .collect::<Result<Vec<f64>, _>>()?;
-                TrainingData::Regression(TrainingSet { x, y })
-            }
+            (Task::Regression, Ys::Sent(y)) => TrainingData::Regression(TrainingSet { x, y: regression_targets(y)? }),
             (Task::Regression, Ys::Stored(crate::dataset::Targets::Numeric(y))) => {
                 TrainingData::Regression(TrainingSet { x, y })
             }
@@ -289,6 +277,19 @@ impl Service {
             tracing::error!(model_id = %id, error = %e, "cannot remove a stored model");
         }
     }
+}
+
+/// A regression request's targets as numbers: a label is malformed at /y/i.
+pub(super) fn regression_targets(y: &[Target]) -> Result<Vec<f64>, FieldError> {
+    y.iter()
+        .enumerate()
+        .map(|(i, t)| match t {
+            Target::Number(v) => Ok(*v),
+            Target::Text(_) => {
+                Err(FieldError::shape(format!("/y/{i}"), "expected a number: this is a regression model"))
+            }
+        })
+        .collect()
 }
 
 /// What the store keeps of a ready model: its file's body and head.
