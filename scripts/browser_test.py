@@ -14,10 +14,12 @@ server killed after each run. The script starts no server itself.
 Steps (each prints one PASS/FAIL line; the exit status is 1 when any failed):
  1. trains over the API (urllib): a 1-D GP "gp-sine", a 2-D SVM "svm-blobs" (labels red and
     blue), a kernel_ridge "krr-3d" on 3 features, and a model named <img src=x onerror=alert(1)>;
+    then appends two rows to gp-sine (an online update: version 2);
  2. opens the page: all four rows listed, the hostile name shown literally as text, no alert
     open, no <img> in the table or the details, the page served with a Content-Security-Policy;
  3. gp-sine: a band plot whose band path has at least 100 points along each edge, a mean of
-    at least 100, and the 30 training points (gp.png);
+    at least 100, the 32 training points (30 fitted, 2 appended) and version 2 among its
+    facts (gp.png);
  4. svm-blobs: decision regions of at least two classes and ringed support vectors (classifier.png);
  5. krr-3d: predicted against actual (scatter.png);
  6. trains from the page's CSV form and waits for the new model, ready and plotted (train.png);
@@ -115,6 +117,9 @@ def train_models(api):
                      "x": rows, "y": [a + 2 * b - c + math.sin(2 * a) for a, b, c in rows]})
     xss = api.train({"model": "kernel_ridge", "name": XSS_NAME, "x": [[0.0], [1.0], [2.0]], "y": [0.0, 1.0, 0.5]})
     check(svm["n_support"] >= 1, "the svm keeps no support vectors")
+    # Two rows appended online: the page must plot 32 points and show version 2.
+    status, _, grown = api.call("POST", f"/models/{gp['id']}/observations", {"x": [[6.3], [6.6]], "y": [0.02, 0.31]})
+    check(status == 200 and grown["version"] == 2 and grown["n_train"] == 32, f"append: {status} {grown}")
     return {"gp": gp["id"], "svm": svm["id"], "krr": krr["id"], "xss": xss["id"]}
 
 
@@ -210,7 +215,9 @@ def gp_band(driver, ids, shots):
     mean = len(re.findall(POINT, svg.find_element(By.CSS_SELECTOR, "path.mean").get_attribute("d") or ""))
     check(mean >= 100, f"the mean path has {mean} points")
     n = len(svg.find_elements(By.CSS_SELECTOR, "circle.point"))
-    check(n == 30, f"{n} training points drawn, 30 expected")
+    check(n == 32, f"{n} training points drawn, 32 expected (30 fitted, 2 appended)")
+    facts = driver.find_element(By.CSS_SELECTOR, "[data-testid=details] dl.facts").get_attribute("textContent")
+    check("version2" in facts.replace(" ", ""), f"the details do not show version 2: {facts!r}")
     screenshot(driver, shots, "gp.png")
 
 
@@ -305,7 +312,7 @@ def main():
         os.makedirs(shots, exist_ok=True)
     url = args.url.rstrip("/") + "/"
 
-    ids = step("1 train gp-sine, svm-blobs, krr-3d and the hostile name over the API", train_models, Api(args.url, args.token))
+    ids = step("1 train gp-sine, svm-blobs, krr-3d and the hostile name over the API; append 2 rows to gp-sine", train_models, Api(args.url, args.token))
     if ids is None:
         print("0 passed, 1 failed")
         return 1
@@ -316,7 +323,7 @@ def main():
                  token_form_then_list, driver, url, args.token, ids)
         step("2 models listed; the hostile name is literal text, no alert, no <img>, CSP served",
              list_page, driver, url, ids, bool(args.token))
-        step("3 gp-sine: band plot, band and mean paths of >= 100 points, 30 training points", gp_band, driver, ids, shots)
+        step("3 gp-sine: band plot, band and mean paths of >= 100 points, 32 training points (2 appended), version 2", gp_band, driver, ids, shots)
         step("4 svm-blobs: decision regions of >= 2 classes, support vectors ringed", svm_regions, driver, ids, shots)
         step("5 krr-3d: predicted against actual", krr_scatter, driver, ids, shots)
         step("6 train from the CSV form: new model ready, listed and plotted", train_from_form, driver, shots)

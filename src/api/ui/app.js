@@ -181,6 +181,7 @@ async function showDetails(id) {
     fact("status", m.status);
     fact("kernel", kernelLabel(m.kernel));
     fact("n_train", m.n_train);
+    fact("version", m.version);
     fact("n_features", m.n_features ?? (m.status === "ready" ? "strings" : null));
     fact("n_support", m.n_support);
     if (Array.isArray(m.classes)) fact("classes", m.classes.map(String).join(", "));
