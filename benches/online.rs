@@ -38,9 +38,7 @@ const K: usize = 10;
 const PAR: Parallelism = Parallelism::Parallel;
 
 fn dataset(n: usize, seed: u64) -> TrainingSet {
-    let x = points(D, n, seed);
-    let y = (0..n).map(|i| (2.0 * x.point(i).iter().sum::<f64>() / (D as f64).sqrt()).sin()).collect();
-    TrainingSet { x, y }
+    common::smooth_targets(points(D, n, seed))
 }
 
 fn spec(kind: ModelKind) -> (ModelSpec, Value) {

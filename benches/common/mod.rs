@@ -7,6 +7,13 @@ use std::collections::HashMap;
 use std::process::Command;
 use std::time::Instant;
 
+/// A training set of the peer bench's shape over `x`: y = sin(2 sum(x) / sqrt(d)).
+pub fn smooth_targets(x: Points) -> mercer::estimator::TrainingSet {
+    let d = x.d() as f64;
+    let y = (0..x.n()).map(|i| (2.0 * x.point(i).iter().sum::<f64>() / d.sqrt()).sin()).collect();
+    mercer::estimator::TrainingSet { x, y }
+}
+
 /// n points in [-1, 1]^d from a xorshift stream (no RNG crate).
 pub fn points(d: usize, n: usize, seed: u64) -> Points {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;

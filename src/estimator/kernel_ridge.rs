@@ -47,6 +47,30 @@ impl KernelRidge {
         out
     }
 
+    /// The exact model given the factor of K + lambda I over `data.x`: alpha, and the
+    /// leave-one-out figures when asked, over `base`'s other facts. The factor is kept only
+    /// when `keep_factor` (after an append, for the next one).
+    fn with_factor(
+        &self,
+        chol: Cholesky,
+        data: TrainingSet,
+        base: TrainingReport,
+        keep_factor: bool,
+        par: Parallelism,
+    ) -> KernelRidgeModel {
+        let alpha = chol.solve_vec(&DVector::from_column_slice(&data.y));
+        let loo = self.approx.loo.then(|| super::LeaveOneOut::from_factor(&chol, alpha.as_slice(), 1.0, false, par));
+        let report = TrainingReport { jitter: Some(chol.jitter()), loo, ..base };
+        KernelRidgeModel {
+            spec: self.clone(),
+            x: data.x,
+            alpha: alpha.as_slice().to_vec(),
+            y: Some(data.y),
+            chol: keep_factor.then_some(chol),
+            report,
+        }
+    }
+
     /// The Nystrom fit with the given inducing points (they are chosen by `fit`).
     pub fn fit_nystrom_at(
         &self,
@@ -114,18 +138,7 @@ impl KernelRidgeModel {
         let data = online::grown_set(&self.x, y, new);
         let (kernel, lambda) = (&self.spec.kernel, self.spec.lambda);
         let chol = online::grown_factor(kernel, lambda, self.chol.as_ref(), &self.x, &new.x, &data.x, par)?;
-        let alpha = chol.solve_vec(&DVector::from_column_slice(&data.y));
-        let loo =
-            self.spec.approx.loo.then(|| super::LeaveOneOut::from_factor(&chol, alpha.as_slice(), 1.0, false, par));
-        let report = TrainingReport { jitter: Some(chol.jitter()), loo, ..self.report.clone() };
-        Ok(KernelRidgeModel {
-            spec: self.spec.clone(),
-            x: data.x,
-            alpha: alpha.as_slice().to_vec(),
-            y: Some(data.y),
-            chol: Some(chol),
-            report,
-        })
+        Ok(self.spec.with_factor(chol, data, self.report.clone(), true, par))
     }
 }
 
@@ -145,18 +158,7 @@ impl Estimator for KernelRidge {
             ctx.par,
             &|| ctx.cancel.is_cancelled(),
         )?;
-        let alpha = chol.solve_vec(&DVector::from_column_slice(&data.y));
-        let loo =
-            self.approx.loo.then(|| super::LeaveOneOut::from_factor(&chol, alpha.as_slice(), 1.0, false, ctx.par));
-        let report = TrainingReport { jitter: Some(chol.jitter()), loo, ..Default::default() };
-        Ok(KernelRidgeModel {
-            spec: self.clone(),
-            x: data.x.clone(),
-            alpha: alpha.as_slice().to_vec(),
-            y: Some(data.y.clone()),
-            chol: None,
-            report,
-        })
+        Ok(self.with_factor(chol, data.clone(), TrainingReport::default(), false, ctx.par))
     }
 }
 

@@ -246,13 +246,10 @@ impl FittedModel {
         match kind {
             ModelKind::KernelRidge => {
                 let spec = KernelRidge::from_json(kernel, &params, "/params").map_err(bad)?;
-                let n = x.n();
-                let chol = match s.factor.len() {
-                    0 => None,
-                    len if len == n * n => {
-                        Some(crate::linalg::Cholesky::from_factor(DMatrix::from_vec(n, n, s.factor), s.jitter))
-                    }
-                    len => return Err(RestoreError(format!("factor has {len} entries, expected {}", n * n))),
+                // A fit keeps no factor; an append keeps it for the next one.
+                let chol = match s.factor.is_empty() {
+                    true => None,
+                    false => Some(factor_of(s.factor, x.n(), s.jitter)?),
                 };
                 Ok(FittedModel::KernelRidge(KernelRidgeModel::restore(spec, x, s.alpha, y, chol, report)))
             }
@@ -266,20 +263,12 @@ impl FittedModel {
             }
             ModelKind::GaussianProcess if nystrom => {
                 let spec = GaussianProcess::from_json(kernel, &params, "/params").map_err(bad)?;
-                let m = x.n();
-                if s.factor.len() != m * m {
-                    return Err(RestoreError(format!("factor has {} entries, expected {}", s.factor.len(), m * m)));
-                }
-                let v = crate::linalg::Cholesky::from_factor(DMatrix::from_vec(m, m, s.factor), 0.0);
+                let v = factor_of(s.factor, x.n(), 0.0)?;
                 Ok(FittedModel::SparseGp(SparseGpModel::restore(spec, x, s.alpha, v, s.y_mean, s.y_std, report)))
             }
             ModelKind::GaussianProcess => {
                 let spec = GaussianProcess::from_json(kernel, &params, "/params").map_err(bad)?;
-                let n = x.n();
-                if s.factor.len() != n * n {
-                    return Err(RestoreError(format!("factor has {} entries, expected {}", s.factor.len(), n * n)));
-                }
-                let factor = crate::linalg::Cholesky::from_factor(DMatrix::from_vec(n, n, s.factor), s.jitter);
+                let factor = factor_of(s.factor, x.n(), s.jitter)?;
                 Ok(FittedModel::GaussianProcess(GaussianProcessModel::restore(
                     spec,
                     x,
@@ -324,4 +313,12 @@ impl FittedModel {
             FittedModel::RbfNetwork(m) => m,
         }
     }
+}
+
+/// A stored n x n Cholesky factor (column-major), checked for its size.
+fn factor_of(values: Vec<f64>, n: usize, jitter: f64) -> Result<crate::linalg::Cholesky, RestoreError> {
+    if values.len() != n * n {
+        return Err(RestoreError(format!("factor has {} entries, expected {}", values.len(), n * n)));
+    }
+    Ok(crate::linalg::Cholesky::from_factor(DMatrix::from_vec(n, n, values), jitter))
 }

@@ -94,14 +94,36 @@ impl DirLock {
 fn write_durably(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path.parent().expect("object paths have a parent");
     fs::create_dir_all(dir)?;
+    replace_with(
+        path,
+        bytes,
+        |e| e,
+        |tmp| {
+            fs::rename(tmp, path)?;
+            sync_dir(dir)
+        },
+    )
+}
+
+/// Writes `bytes` to a temporary file beside `path`, fsynced, then lets `install` move it
+/// into place; the temporary file is removed if anything fails (`io` maps the write's
+/// errors to `install`'s).
+fn replace_with<E>(
+    path: &Path,
+    bytes: &[u8],
+    io: impl Fn(io::Error) -> E,
+    install: impl FnOnce(&Path) -> Result<(), E>,
+) -> Result<(), E> {
+    let dir = path.parent().expect("object paths have a parent");
     let tmp = dir.join(format!(".{}.tmp", Uuid::new_v4()));
     let result = (|| {
         let mut f = File::create(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
-        fs::rename(&tmp, path)?;
-        sync_dir(dir)
-    })();
+        Ok(())
+    })()
+    .map_err(io)
+    .and_then(|()| install(&tmp));
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
@@ -133,16 +155,12 @@ impl Blobs for DirBlobs {
     fn put_if<'a>(&'a self, key: &'a str, bytes: Bytes, tag: &'a str) -> BlobFuture<'a, ()> {
         let (path, k, expected) = (self.path(key), key.to_string(), tag.to_string());
         blocking(key, move || {
-            let dir = path.parent().expect("object paths have a parent").to_path_buf();
-            let tmp = dir.join(format!(".{}.tmp", Uuid::new_v4()));
-            let result = (|| -> Result<(), BlobError> {
-                let io = |e: io::Error| classify(&k, e);
-                let mut f = File::create(&tmp).map_err(io)?;
-                f.write_all(&bytes).map_err(io)?;
-                f.sync_all().map_err(io)?;
+            let dir = path.parent().expect("object paths have a parent");
+            let io = |e: io::Error| classify(&k, e);
+            replace_with(&path, &bytes, io, |tmp| {
                 // The compare and the rename under one lock on the directory, which every
                 // process sharing it takes for conditional writes.
-                let lock = DirLock::exclusive(&dir).map_err(io)?;
+                let lock = DirLock::exclusive(dir).map_err(io)?;
                 let current = match fs::metadata(&path) {
                     Ok(m) => Some(file_tag(&m)),
                     Err(e) if e.kind() == io::ErrorKind::NotFound => None,
@@ -151,14 +169,10 @@ impl Blobs for DirBlobs {
                 if current.as_deref() != Some(expected.as_str()) {
                     return Err(BlobError::Conflict { key: k.clone() });
                 }
-                fs::rename(&tmp, &path).map_err(io)?;
+                fs::rename(tmp, &path).map_err(io)?;
                 drop(lock);
-                sync_dir(&dir).map_err(io)
-            })();
-            if result.is_err() {
-                let _ = fs::remove_file(&tmp);
-            }
-            result
+                sync_dir(dir).map_err(io)
+            })
         })
     }
 
