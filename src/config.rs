@@ -27,6 +27,7 @@ pub struct Config {
     pub fit_wait_secs: u64,
     pub shutdown_grace_secs: u64,
     pub max_covariance_rows: usize,
+    pub max_search_fits: u64,
     pub predict_inline_max_flops: f64,
     pub store_url: String,
     pub store_refresh_secs: u64,
@@ -176,6 +177,7 @@ mod tests {
         assert_eq!((c.fit_queue, c.max_body_bytes, c.max_train_rows), (64, 67_108_864, 10_000_000));
         assert_eq!((c.exact_max_rows, c.max_dataset_bytes), (20_000, 4_294_967_296));
         assert_eq!(c.log, "info");
+        assert_eq!(c.max_search_fits, 10_000);
         assert!(c.api_keys().is_empty());
         assert!(c.effective_max_fit_bytes() > 1 << 20, "half of physical memory by default");
     }

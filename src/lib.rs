@@ -19,6 +19,7 @@ pub mod optimize;
 pub mod partner;
 pub mod pool;
 pub mod registry;
+pub mod selection;
 pub mod server;
 pub mod service;
 pub mod smo;

@@ -70,6 +70,9 @@ pub struct Metrics {
     pub predict_batch_rows: Histogram,
     pub appended_rows: Family<ModelLabels, Counter>,
     pub append_duration: HistogramFamily<ModelLabels>,
+    /// Model searches by model and outcome, and the fold fits they ran.
+    pub searches: Family<FitOutcomeLabels, Counter>,
+    pub search_fits: Family<ModelLabels, Counter>,
     pub fit_queue_depth: Gauge,
     pub fits_running: Gauge,
     pub models: Family<StatusLabels, Gauge>,
@@ -98,6 +101,8 @@ impl Metrics {
             Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(1.0, 2.0, 7));
         let appended_rows = Family::<ModelLabels, Counter>::default();
         let append_duration: HistogramFamily<ModelLabels> = Family::new_with_constructor(latency_histogram);
+        let searches = Family::<FitOutcomeLabels, Counter>::default();
+        let search_fits = Family::<ModelLabels, Counter>::default();
         let fit_queue_depth = Gauge::default();
         let fits_running = Gauge::default();
         let models = Family::<StatusLabels, Gauge>::default();
@@ -127,6 +132,16 @@ impl Metrics {
             "Online update wall time (the arithmetic and the stored write) by model",
             append_duration.clone(),
         );
+        registry.register(
+            "mercer_searches",
+            "Model searches (training bodies with `search`) by model and outcome",
+            searches.clone(),
+        );
+        registry.register(
+            "mercer_search_fits",
+            "Candidate fits on cross-validation folds run by model searches, by model",
+            search_fits.clone(),
+        );
         registry.register("mercer_fit_queue_depth", "Fits waiting for a worker", fit_queue_depth.clone());
         registry.register("mercer_fits_running", "Fits running now", fits_running.clone());
         registry.register("mercer_models", "Models in the registry by status", models.clone());
@@ -152,6 +167,8 @@ impl Metrics {
             predict_batch_rows,
             appended_rows,
             append_duration,
+            searches,
+            search_fits,
             fit_queue_depth,
             fits_running,
             models,
@@ -170,6 +187,12 @@ impl Metrics {
             duration.get_or_create(&StoreLabels { op: op.into(), outcome: outcome.into() }).observe(seconds);
             up.set(answered as i64);
         }
+    }
+
+    /// A search ended (`ready`, `failed` or `cancelled`) after `fold_fits` fold fits.
+    pub fn record_search(&self, model: &str, outcome: &str, fold_fits: u64) {
+        self.searches.get_or_create(&FitOutcomeLabels { model: model.into(), outcome: outcome.into() }).inc();
+        self.search_fits.get_or_create(&ModelLabels { model: model.into() }).inc_by(fold_fits);
     }
 
     pub fn record_fit(&self, model: &str, outcome: &str, seconds: f64) {

@@ -35,6 +35,11 @@ impl FieldError {
         FieldError { kind: ErrorKind::Invalid, pointer: pointer.into(), message: message.into() }
     }
 
+    /// Whether it says the field is not one the object has (see [`ObjectReader::finish`]).
+    pub fn is_unknown_field(&self) -> bool {
+        self.kind == ErrorKind::Shape && self.message.starts_with("unknown field")
+    }
+
     /// The same error seen from an enclosing document: `/length_scale` under `/kernel`
     /// becomes `/kernel/length_scale`.
     pub fn under(mut self, prefix: &str) -> Self {

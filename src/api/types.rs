@@ -31,6 +31,9 @@ pub struct TrainBody {
     pub name: Option<String>,
     #[serde(default)]
     pub metadata: Option<Value>,
+    /// Cross-validated model selection (checked by the service).
+    #[serde(default)]
+    pub search: Option<Value>,
 }
 
 impl TryFrom<TrainBody> for TrainInput {
@@ -54,6 +57,7 @@ impl TryFrom<TrainBody> for TrainInput {
             source,
             name: b.name,
             metadata: b.metadata,
+            search: b.search,
         })
     }
 }

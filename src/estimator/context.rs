@@ -41,6 +41,9 @@ pub struct Progress(Arc<Mutex<ProgressState>>);
 pub struct ProgressState {
     pub phase: &'static str,
     pub iteration: u64,
+    /// Iterations planned, where the phase knows (a search's fold fits).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub objective: Option<f64>,
 }
@@ -52,7 +55,12 @@ impl Progress {
 
     /// Enters a phase: its iteration count starts at 0, and no objective yet.
     pub fn phase(&self, phase: &'static str) {
-        *self.lock() = ProgressState { phase, iteration: 0, objective: None };
+        *self.lock() = ProgressState { phase, iteration: 0, total: None, objective: None };
+    }
+
+    /// Enters a model search of `total` fold fits (`iteration` then counts those done).
+    pub fn search(&self, total: u64) {
+        *self.lock() = ProgressState { phase: "search", iteration: 0, total: Some(total), objective: None };
     }
 
     pub fn iteration(&self, iteration: u64) {
@@ -105,6 +113,9 @@ pub enum FitError {
     /// No optimiser start could be evaluated.
     #[error("hyperparameter optimisation failed: {0}")]
     Optimisation(String),
+    /// A model search found no candidate with a score.
+    #[error("{0}")]
+    Search(String),
 }
 
 impl From<LinalgError> for FitError {

@@ -277,7 +277,7 @@ fn log_marginal_likelihood_of(y: &DVector<f64>, alpha: &DVector<f64>, chol: &Cho
 
 /// Mean and ddof-0 standard deviation of y, with scikit-learn's rule that a zero
 /// standard deviation becomes 1 (a constant target must not divide by zero).
-pub(super) fn normalisation(y: &[f64]) -> (f64, f64) {
+pub fn normalisation(y: &[f64]) -> (f64, f64) {
     let n = y.len() as f64;
     let mean = y.iter().sum::<f64>() / n;
     let var = y.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;

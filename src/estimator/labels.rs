@@ -108,6 +108,15 @@ impl ClassLabels {
         }
     }
 
+    /// The classes at `keep` (ascending indices), in that order: the labels of a subset
+    /// of the rows that lacks some classes.
+    pub fn subset(&self, keep: &[usize]) -> ClassLabels {
+        match self {
+            ClassLabels::Numbers(v) => ClassLabels::Numbers(keep.iter().map(|&k| v[k]).collect()),
+            ClassLabels::Text(v) => ClassLabels::Text(keep.iter().map(|&k| v[k].clone()).collect()),
+        }
+    }
+
     pub fn to_json(&self) -> Value {
         Value::Array((0..self.len()).map(|k| self.label(k)).collect())
     }
@@ -171,6 +180,12 @@ mod tests {
         assert_eq!(e.pointer, "/y/2");
         let e = ClassLabels::encode(&targets(json!([1, 1.0, 1]))).unwrap_err();
         assert_eq!(e.pointer, "/y");
+    }
+
+    #[test]
+    fn a_subset_keeps_the_named_classes_in_order() {
+        let (c, _) = ClassLabels::encode(&targets(json!(["a", "b", "c"]))).unwrap();
+        assert_eq!(c.subset(&[0, 2]).to_json(), json!(["a", "c"]));
     }
 
     #[test]

@@ -188,6 +188,10 @@ pub struct TrainingReport {
     /// fitted, in the order of `classes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class_kernels: Option<Vec<Value>>,
+    /// A searched fit: the model search that chose these hyperparameters (every
+    /// candidate's fold scores), as `selection` reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<Value>,
 }
 
 /// Leave-one-out figures of an exact fit with its hyperparameters fixed, in y's units:
@@ -289,6 +293,41 @@ impl Prediction {
                 part
             })
             .collect()
+    }
+
+    /// The parts' rows stacked in order (the inverse of [`Prediction::split`]); `parts`
+    /// must be non-empty, all of one model and without covariances.
+    pub fn stack(parts: Vec<Prediction>) -> Prediction {
+        let mut parts = parts.into_iter();
+        let first = parts.next().expect("at least one part");
+        let cat = |a: DMatrix<f64>, b: &DMatrix<f64>| {
+            let m = a.nrows();
+            let mut out = a.resize_vertically(m + b.nrows(), 0.0);
+            out.rows_mut(m, b.nrows()).copy_from(b);
+            out
+        };
+        parts.fold(first, |mut acc, p| {
+            acc.values.extend(p.values);
+            if let (Some(a), Some(b)) = (acc.variance.as_mut(), p.variance) {
+                a.extend(b);
+            }
+            if let (Some(a), Some(b)) = (acc.classes.as_mut(), p.classes) {
+                a.extend(b);
+            }
+            acc.decision = match (acc.decision.take(), p.decision) {
+                (Some(Decision::Binary(mut a)), Some(Decision::Binary(b))) => {
+                    a.extend(b);
+                    Some(Decision::Binary(a))
+                }
+                (Some(Decision::PerClass(a)), Some(Decision::PerClass(b))) => Some(Decision::PerClass(cat(a, &b))),
+                _ => None,
+            };
+            acc.probabilities = match (acc.probabilities.take(), p.probabilities) {
+                (Some(a), Some(b)) => Some(cat(a, &b)),
+                _ => None,
+            };
+            acc
+        })
     }
 
     /// Whether every number in it is finite (JSON has no NaN or infinity).

@@ -42,6 +42,12 @@ enum Node {
         kernel: PairKernel,
         order: Vec<usize>,
     },
+    /// Read from a table of the kernel over a superset; `order[p]` is the table row at
+    /// position p.
+    Table {
+        table: std::sync::Arc<super::GramTable>,
+        order: Vec<usize>,
+    },
     Constant(f64),
     White(f64),
     Sum(Vec<Node>),
@@ -52,6 +58,12 @@ enum Node {
 impl ColumnKernel {
     pub fn new(kernel: &Kernel, points: &Points) -> ColumnKernel {
         ColumnKernel { root: Node::new(kernel, points), n: points.n() }
+    }
+
+    /// The kernel over rows `rows` of a precomputed table (a search's shared Gram).
+    pub fn from_table(table: std::sync::Arc<super::GramTable>, rows: Vec<usize>) -> ColumnKernel {
+        let n = rows.len();
+        ColumnKernel { root: Node::Table { table, order: rows }, n }
     }
 
     pub fn n(&self) -> usize {
@@ -164,6 +176,12 @@ impl Node {
                     *o = kernel.pair(order[i], order[p], &mut scratch);
                 }
             }
+            Node::Table { table, order } => {
+                let i = order[i];
+                for (o, &p) in out.iter_mut().zip(&order[range]) {
+                    *o = table.get(p, i);
+                }
+            }
             Node::Constant(v) => out.fill(*v),
             Node::White(noise) => {
                 out.fill(0.0);
@@ -204,7 +222,7 @@ impl Node {
                     norms.swap(i, j);
                 }
             }
-            Node::Pairs { order, .. } => order.swap(i, j),
+            Node::Pairs { order, .. } | Node::Table { order, .. } => order.swap(i, j),
             Node::Constant(_) | Node::White(_) => {}
             Node::Sum(parts) | Node::Product(parts) => parts.iter_mut().for_each(|p| p.swap(i, j)),
             Node::Scale(_, inner) => inner.swap(i, j),

@@ -24,6 +24,7 @@ mod json;
 mod points;
 mod pointwise;
 mod structured;
+mod table;
 mod theta;
 
 use crate::linalg::Parallelism;
@@ -34,6 +35,7 @@ use nalgebra::{DMatrix, DVector};
 pub use data::MixtureFitter;
 pub use points::{Points, RowKind};
 pub use structured::{Mahalanobis, Mixture, MixtureKernel, SetMeasure};
+pub use table::GramTable;
 pub use theta::HyperInfo;
 
 /// The kernel used when a request names none: `{"type": "rbf", "length_scale": 1.0}`.

@@ -12,9 +12,11 @@
 //! are allocated and the vector-register state after faer's kernels.
 
 mod cholesky;
+mod eigen;
 mod memory;
 
 pub use cholesky::Cholesky;
+pub use eigen::SymmetricEigen;
 pub use memory::{clear_upper_vector_state, copy_of, zeroed_bytes, zeros};
 
 use faer::{MatMut, MatRef, Par};
@@ -75,6 +77,34 @@ pub fn sub_at_a(c: &mut DMatrix<f64>, a: &DMatrix<f64>, par: Parallelism) {
     let av = MatRef::from_column_major_slice(a.as_slice(), n, m);
     let cv = MatMut::from_column_major_slice_mut(c.as_mut_slice(), m, m);
     faer::linalg::matmul::matmul(cv, faer::Accum::Add, av.transpose(), av, -1.0, par.faer());
+}
+
+/// A' B through faer's matrix product (A is n x m, B is n x k).
+pub fn mul_at_b(a: &DMatrix<f64>, b: &DMatrix<f64>, par: Parallelism) -> DMatrix<f64> {
+    let (n, m) = a.shape();
+    let k = b.ncols();
+    assert_eq!(b.nrows(), n);
+    let mut out = zeros(m, k);
+    let av = MatRef::from_column_major_slice(a.as_slice(), n, m);
+    let bv = MatRef::from_column_major_slice(b.as_slice(), n, k);
+    let ov = MatMut::from_column_major_slice_mut(out.as_mut_slice(), m, k);
+    faer::linalg::matmul::matmul(ov, faer::Accum::Replace, av.transpose(), bv, 1.0, par.faer());
+    clear_upper_vector_state();
+    out
+}
+
+/// A B through faer's matrix product (A is n x m, B is m x k).
+pub fn mul_ab(a: &DMatrix<f64>, b: &DMatrix<f64>, par: Parallelism) -> DMatrix<f64> {
+    let (n, m) = a.shape();
+    let k = b.ncols();
+    assert_eq!(b.nrows(), m);
+    let mut out = zeros(n, k);
+    let av = MatRef::from_column_major_slice(a.as_slice(), n, m);
+    let bv = MatRef::from_column_major_slice(b.as_slice(), m, k);
+    let ov = MatMut::from_column_major_slice_mut(out.as_mut_slice(), n, k);
+    faer::linalg::matmul::matmul(ov, faer::Accum::Replace, av, bv, 1.0, par.faer());
+    clear_upper_vector_state();
+    out
 }
 
 /// x with A x = b for a square A, by LU with partial pivoting; None when A is singular

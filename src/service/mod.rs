@@ -9,6 +9,7 @@ mod batch;
 mod catalog;
 pub mod datasets;
 mod observations;
+mod search;
 mod training;
 
 use crate::config::Config;
@@ -41,6 +42,9 @@ pub struct TrainInput {
     pub source: TrainSource,
     pub name: Option<String>,
     pub metadata: Option<Value>,
+    /// A model search (`search` in the body): the hyperparameters are chosen by
+    /// cross-validation before the fit.
+    pub search: Option<Value>,
 }
 
 /// Where a fit's rows come from.
@@ -63,9 +67,23 @@ impl TrainInput {
 /// came from.
 #[derive(Debug)]
 pub struct ValidTraining {
+    /// The model to fit; with a search, its first candidate (the search picks the one
+    /// fitted).
     pub spec: ModelSpec,
     pub data: TrainingData,
     pub origin: Origin,
+    pub search: Option<Box<SearchJob>>,
+}
+
+/// A checked model search and what it may use.
+#[derive(Debug)]
+pub struct SearchJob {
+    pub plan: crate::selection::Plan,
+    /// Bytes left for a shared Gram table once the fits running at once are counted.
+    pub table_budget: u64,
+    /// The body's kernel and params, shown while the search runs.
+    pub kernel: Value,
+    pub params: Value,
 }
 
 #[derive(Debug)]

@@ -79,6 +79,9 @@ impl Service {
                 TrainingData::Classification(ClassificationSet { x, y, classes })
             }
         };
+        if let Some(search) = &input.search {
+            return self.plan_search(kind, input, search, data, origin);
+        }
         let kernel = match &input.kernel {
             None => default_kernel(),
             Some(v) => Kernel::from_json(v).map_err(|e| e.under("/kernel"))?,
@@ -97,7 +100,7 @@ impl Service {
                 ),
             });
         }
-        Ok(ValidTraining { spec, data, origin })
+        Ok(ValidTraining { spec, data, origin, search: None })
     }
 
     fn check_train_rows(&self, n: usize) -> Result<(), ServiceError> {
@@ -128,30 +131,25 @@ impl Service {
         } else {
             (self.validate_training(&input), input)
         };
-        let ValidTraining { spec, data, origin } = valid?;
+        let ValidTraining { spec, data, origin, search } = valid?;
         // The rows now live in `data`; the request's copy must not outlive this point,
         // as a synchronous fit can hold this function for minutes.
         let (name, metadata) = input.into_labels();
-        let mut entry = ModelEntry::new(
-            spec.kind(),
-            name,
-            metadata,
-            data.x().n(),
-            data.x().d(),
-            spec.kernel().to_json(),
-            spec.params_json(),
-        );
+        let (kernel, params) = match &search {
+            Some(job) => (job.kernel.clone(), job.params.clone()),
+            None => (spec.kernel().to_json(), spec.params_json()),
+        };
+        let mut entry = ModelEntry::new(spec.kind(), name, metadata, data.x().n(), data.x().d(), kernel, params);
         entry.origin = origin;
         let entry = Arc::new(entry);
         let (done_tx, done_rx) = oneshot::channel::<()>();
         let job = {
             let service = self.clone();
             let entry = entry.clone();
-            Job::new(entry.id, move |run| service.run_fit(&entry, &spec, &data, run.others_running)).on_done(
-                move || {
+            Job::new(entry.id, move |run| service.run_fit(&entry, &spec, &data, search.as_deref(), run.others_running))
+                .on_done(move || {
                     let _ = done_tx.send(());
-                },
-            )
+                })
         };
         self.registry.insert(entry.clone());
         if let Err(e) = self.pool.try_submit(job) {
@@ -182,7 +180,14 @@ impl Service {
     }
 
     /// Runs on a pool worker: one fit, its state transitions, metrics and logs.
-    fn run_fit(&self, entry: &ModelEntry, spec: &ModelSpec, data: &TrainingData, others_running: usize) {
+    fn run_fit(
+        &self,
+        entry: &ModelEntry,
+        spec: &ModelSpec,
+        data: &TrainingData,
+        search: Option<&super::SearchJob>,
+        others_running: usize,
+    ) {
         let model = entry.kind.name();
         if entry.cancel.is_cancelled() {
             self.metrics.record_fit(model, "cancelled", 0.0);
@@ -197,7 +202,10 @@ impl Service {
         };
         ctx.progress.phase("fit");
         let started = Instant::now();
-        let result = catch_unwind(AssertUnwindSafe(|| spec.fit(data, &ctx)));
+        let result = catch_unwind(AssertUnwindSafe(|| match search {
+            None => spec.fit(data, &ctx),
+            Some(job) => self.search_and_fit(job, data, &ctx, busy),
+        }));
         let secs = started.elapsed().as_secs_f64();
         let (n, d) = (data.x().n(), data.x().d());
         let outcome = match result {
@@ -349,7 +357,9 @@ pub(super) fn failure_of(e: FitError) -> Failure {
             detail: format!("{e}; the kernel matrix plus noise cannot be factorised: increase the noise (or lambda) or check the kernel"),
         },
         FitError::Invalid(field) => Failure { kind: FailureKind::InvalidField { pointer: field.pointer.clone() }, detail: field.message },
-        FitError::Optimisation(_) => Failure { kind: FailureKind::Unprocessable, detail: e.to_string() },
+        FitError::Optimisation(_) | FitError::Search(_) => {
+            Failure { kind: FailureKind::Unprocessable, detail: e.to_string() }
+        }
         FitError::Cancelled | FitError::Factorisation(LinalgError::Interrupted) => {
             Failure { kind: FailureKind::Shutdown, detail: "the fit was cancelled".into() }
         }

@@ -1,0 +1,46 @@
+//! Model selection: cross-validated search over any hyperparameter of a training body.
+//!
+//! A body's `search` names JSON pointers into its `kernel` and `params` and the values
+//! to try. This module owns what happens between the request and the final fit: reading
+//! the search (`space.rs`, `pointer.rs`), checking it against the rows and expanding the
+//! candidates (`plan.rs`), assigning folds as scikit-learn does (`folds.rs`), fitting
+//! and scoring every candidate on every fold while reusing the work candidates share
+//! (`run.rs`, `evaluate.rs`, `eigen.rs`), and scoring as scikit-learn's scorers
+//! (`scoring.rs`). It sits above the estimators and below the service: it knows models,
+//! kernels and factorisations, nothing of HTTP or storage. The service refits the best
+//! candidate on all rows and reports `training.search`.
+
+mod eigen;
+mod evaluate;
+mod folds;
+mod plan;
+mod pointer;
+mod run;
+mod scoring;
+mod space;
+
+pub use folds::Folds;
+pub use plan::{Candidate, Plan, Rows};
+pub use pointer::{Document, Pointer};
+pub use run::{run, Environment, Outcome, SearchError};
+pub use scoring::Scoring;
+pub use space::{Cv, Method, SearchSpec};
+
+use crate::kernel::GramTable;
+
+impl Plan {
+    /// Bytes the search holds at its peak with `at_once` fold fits running side by
+    /// side: the largest candidate fit (at all n rows, which also bounds the final
+    /// refit), times `at_once`, and a shared Gram table when one is planned.
+    pub fn memory_estimate(&self, n: usize, d: usize, at_once: usize) -> (u64, u64) {
+        let largest = self
+            .candidates
+            .iter()
+            .filter_map(|c| c.spec.as_ref().ok())
+            .map(|s| s.fit_memory_estimate(n, d) as u64)
+            .max()
+            .unwrap_or(0);
+        let fits = largest.saturating_mul(at_once.max(1) as u64);
+        (fits, GramTable::bytes(n))
+    }
+}

@@ -1,0 +1,96 @@
+//! Training bodies with `search`: the search checked against the rows before the fit is
+//! queued (every value, the folds, the scoring, the limits, the memory it will hold),
+//! then run on the fit's worker, and the best candidate refitted on all rows.
+
+use super::{SearchJob, Service, ServiceError, TrainInput, ValidTraining};
+use crate::estimator::{FitContext, FitError, FittedModel, ModelKind, ModelSpec, TrainingData};
+use crate::kernel::Kernel;
+use crate::registry::Origin;
+use crate::selection::{self, Document, Plan, Rows, SearchError, SearchSpec};
+use crate::spec::FieldError;
+use serde_json::Value;
+
+impl Service {
+    /// The checked search of a training body whose rows are `data`.
+    pub(super) fn plan_search(
+        &self,
+        kind: ModelKind,
+        input: &TrainInput,
+        search: &Value,
+        data: TrainingData,
+        origin: Origin,
+    ) -> Result<ValidTraining, ServiceError> {
+        let spec = SearchSpec::from_json(search)?;
+        let base = Document::new(input.kernel.as_ref(), input.params.as_ref());
+        let (n, d) = (data.x().n(), data.x().d());
+        let limit = self.config.effective_max_fit_bytes();
+        let exact_max_rows = self.config.exact_max_rows;
+        let check = |doc: &Document| -> Result<ModelSpec, FieldError> {
+            let kernel = Kernel::from_json(doc.kernel()).map_err(|e| e.under("/kernel"))?;
+            let mut spec = ModelSpec::from_json(kind, kernel, Some(doc.params()))?;
+            spec.check_data(n)?;
+            spec.resolve_approximation(n, d, exact_max_rows, limit)?;
+            spec.check_rows(data.x())?;
+            Ok(spec)
+        };
+        let classes = match &data {
+            TrainingData::Classification(c) => Some((c.y.as_slice(), c.classes.len())),
+            TrainingData::Regression(_) => None,
+        };
+        let plan = Plan::new(&spec, kind, &base, Rows { n, classes }, self.config.max_search_fits, &check)?;
+        let first = plan.candidates.iter().find_map(|c| c.spec.as_ref().ok().cloned()).ok_or_else(|| {
+            let why = plan.candidates.first().and_then(|c| c.spec.as_ref().err()).cloned().unwrap_or_default();
+            FieldError::invalid("/search/space", format!("no candidate is a valid setting of the model: {why}"))
+        })?;
+        // Fold fits run side by side on every core; the table comes on top, if it fits.
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+        let (fits, table) = plan.memory_estimate(n, d, cores);
+        if fits > limit {
+            return Err(ServiceError::TooLarge {
+                detail: format!(
+                    "this search needs an estimated {fits} bytes of working memory for {cores} fits at once (n = {n}), \
+                     over the limit of {limit} bytes (MERCER_MAX_FIT_BYTES)"
+                ),
+            });
+        }
+        let table_budget = if fits.saturating_add(table) <= limit { table } else { 0 };
+        let job = SearchJob { plan, table_budget, kernel: base.kernel().clone(), params: base.params().clone() };
+        Ok(ValidTraining { spec: first, data, origin, search: Some(Box::new(job)) })
+    }
+
+    /// Runs a search on a fit worker, then fits its best candidate on every row; the
+    /// model's report carries `training.search`.
+    pub(super) fn search_and_fit(
+        &self,
+        job: &SearchJob,
+        data: &TrainingData,
+        ctx: &FitContext,
+        busy: usize,
+    ) -> Result<FittedModel, FitError> {
+        let env = selection::Environment { busy, table_budget: job.table_budget };
+        let model = job.plan.kind.name();
+        let outcome = match selection::run(&job.plan, data, ctx, env) {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                let fits = ctx.progress.snapshot().iteration;
+                return Err(match e {
+                    SearchError::Cancelled => {
+                        self.metrics.record_search(model, "cancelled", fits);
+                        FitError::Cancelled
+                    }
+                    SearchError::AllFailed(why) => {
+                        self.metrics.record_search(model, "failed", fits);
+                        FitError::Search(why)
+                    }
+                });
+            }
+        };
+        let fits = outcome.report["n_fits"].as_u64().unwrap_or(0);
+        self.metrics.record_search(model, "ready", fits);
+        let best = job.plan.candidates[outcome.best].spec.as_ref().expect("the best candidate has a spec");
+        ctx.progress.phase("fit");
+        let mut fitted = best.fit(data, ctx)?;
+        fitted.predictor_mut().report_mut().search = Some(outcome.report);
+        Ok(fitted)
+    }
+}
