@@ -210,6 +210,7 @@ fn main() {
             source: TrainSource::Rows { x: rows(&data.x), y: targets(&data.y) },
             name: None,
             metadata: None,
+            search: None,
         };
         match rt.block_on(service.train(input, true)).unwrap() {
             TrainOutcome::Ready(e) => e.id,

@@ -31,6 +31,7 @@ fn main() {
             source: TrainSource::Rows { x: rows.clone(), y: y.clone() },
             name: None,
             metadata: None,
+            search: None,
         };
         rt.block_on(service.train(input, true)).unwrap();
     }

@@ -22,12 +22,16 @@ Steps (each prints one PASS/FAIL line; the exit status is 1 when any failed):
     facts (gp.png);
  4. svm-blobs: decision regions of at least two classes and ringed support vectors (classifier.png);
  5. krr-3d: predicted against actual (scatter.png);
- 6. trains from the page's CSV form and waits for the new model, ready and plotted (train.png);
- 7. no SEVERE entry in the browser console;
- 8. with --token (the server has MERCER_API_KEYS): the page asks for the token before anything
-    lists (8a, right after opening the page), and at the end no URL the page requested carries
+ 6. trains over the API an SVM "svm-search" on two noisy blobs with a 3 x 4 grid search over
+    /params/c and /kernel/gamma, then opens it: a search table of 12 candidates sorted by mean
+    score, the best (training.search.best_index, its values those of best_values) first and
+    marked, and a heat map of 12 cells with one outlined best cell (search.png);
+ 7. trains from the page's CSV form and waits for the new model, ready and plotted (train.png);
+ 8. no SEVERE entry in the browser console;
+ 9. with --token (the server has MERCER_API_KEYS): the page asks for the token before anything
+    lists (9a, right after opening the page), and at the end no URL the page requested carries
     the token, which travelled in Authorization headers only and is in no console line or
-    localStorage (8b). The 401s before the token was entered are the only console errors allowed.
+    localStorage (9b). The 401s before the token was entered are the only console errors allowed.
 """
 
 import argparse
@@ -240,6 +244,69 @@ def krr_scatter(driver, ids, shots):
     screenshot(driver, shots, "scatter.png")
 
 
+def svm_search(driver, api, shots):
+    rng = random.Random(23)
+    x, y = [], []
+    for label, (cx, cy) in (("red", (-1.0, -0.8)), ("blue", (1.0, 0.8))):
+        for _ in range(40):
+            x.append([cx + rng.gauss(0, 1.1), cy + rng.gauss(0, 1.1)])
+            y.append(label)
+    model = api.train({
+        "model": "svm", "name": "svm-search", "kernel": {"type": "rbf", "gamma": 1.0}, "params": {"c": 1.0},
+        "x": x, "y": y,
+        "search": {"space": {"/params/c": {"log_grid": [0.1, 100, 3]}, "/kernel/gamma": {"log_grid": [0.05, 5, 4]}},
+                   "cv": 5, "scoring": "accuracy"},
+    })
+    s = model["training"]["search"]
+    cands = s["candidates"]
+    check(len(cands) == 12, f"the search reports {len(cands)} candidates, 12 expected")
+    # The ranking the page must show: higher mean first, failed last, earlier first among equals.
+    expected = sorted(range(12), key=lambda i: (cands[i]["mean_score"] is None, -(cands[i]["mean_score"] or 0), i))
+    check(expected[0] == s["best_index"], f"best_index {s['best_index']} is not the top-ranked candidate {expected[0]}")
+
+    driver.find_element(By.ID, "refresh").click()
+    wait(driver, lambda d: row(d, model["id"]), "svm-search in the models table")
+    select_model(driver, model["id"], "svm-search", "regions")
+    wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid=details] [data-testid=search-table]"), "the search table")
+    shown = driver.execute_script("""
+        const rows = [...document.querySelectorAll('[data-testid=details] [data-testid=search-table] tbody tr')];
+        const svg = document.querySelector('[data-testid=details] svg[data-testid=heatmap]');
+        return {
+          rows: rows.map((r) => ({
+            index: Number(r.getAttribute('data-index')), best: r.classList.contains('best'),
+            mean: r.querySelector('td.mean').textContent,
+            values: Object.fromEntries([...r.querySelectorAll('td.value')].map((td) => [td.getAttribute('data-pointer'), td.textContent])),
+          })),
+          cells: svg ? svg.querySelectorAll('rect.cell').length : -1,
+          bestCells: svg ? [...svg.querySelectorAll('rect.cell.best')].map((c) => Number(c.getAttribute('data-index'))) : [],
+          outlines: svg ? svg.querySelectorAll('rect.best-outline:not(.swatch)').length : -1,
+          summary: (document.querySelector('[data-testid=details] [data-testid=search-summary]') || {}).textContent,
+        };""")
+    rows = shown["rows"]
+    check(len(rows) == 12, f"{len(rows)} rows in the search table, 12 expected")
+    check([r["index"] for r in rows] == expected, f"rows in order {[r['index'] for r in rows]}, expected {expected}")
+    check(rows[0]["index"] == s["best_index"], f"the first row is candidate {rows[0]['index']}, best_index is {s['best_index']}")
+    check([r["index"] for r in rows if r["best"]] == [s["best_index"]], "the best row is not the one row marked best")
+    best_shown = rows[0]["values"]
+    check(set(best_shown) == set(s["best_values"]), f"columns {sorted(best_shown)}, best_values {sorted(s['best_values'])}")
+    for pointer, value in s["best_values"].items():
+        check(math.isclose(float(best_shown[pointer]), value, rel_tol=5e-4),
+              f"the first row shows {pointer} = {best_shown[pointer]}, best_values has {value}")
+    means = [float(r["mean"].split("±")[0]) for r in rows]
+    check(all(a >= b for a, b in zip(means, means[1:])), f"rows not sorted by mean: {means}")
+    check("12 candidates" in (shown["summary"] or "") and "60 fold fits" in shown["summary"], f"summary: {shown['summary']!r}")
+    check(shown["cells"] == 12, f"the heat map has {shown['cells']} cells, 12 expected")
+    check(shown["bestCells"] == [s["best_index"]] and shown["outlines"] == 1,
+          f"best cells {shown['bestCells']} with {shown['outlines']} outlines; one, candidate {s['best_index']}, expected")
+    check(not driver.find_elements(By.CSS_SELECTOR, "[data-testid=details] img"), "an <img> element in the details")
+    section = driver.find_element(By.CSS_SELECTOR, "[data-testid=details] [data-testid=search]")
+    # The search section at the top of the window, a frame painted before the screenshot.
+    driver.execute_async_script(
+        "arguments[0].scrollIntoView(); window.scrollBy(0, -8); requestAnimationFrame(() => requestAnimationFrame(arguments[1]))", section)
+    screenshot(driver, shots, "search.png")
+    driver.execute_script("window.scrollTo(0, 0)")
+
+
 def train_from_form(driver, shots):
     rng = random.Random(11)
     fd, path = tempfile.mkstemp(prefix="mercer-ui-", suffix=".csv")
@@ -304,7 +371,7 @@ def token_not_leaked(driver, token, console):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("url", help="mercer's base URL, e.g. http://127.0.0.1:18097")
-    parser.add_argument("--screenshots", metavar="DIR", help="write gp.png, classifier.png, scatter.png, train.png here")
+    parser.add_argument("--screenshots", metavar="DIR", help="write gp.png, classifier.png, scatter.png, search.png, train.png here")
     parser.add_argument("--token", help="the server runs with MERCER_API_KEYS and this is one of them")
     args = parser.parse_args()
     shots = args.screenshots
@@ -319,24 +386,26 @@ def main():
     driver = start_browser()
     try:
         if args.token:
-            step("8a the page asks for the token on 401, rejects a wrong one, lists with the right one",
+            step("9a the page asks for the token on 401, rejects a wrong one, lists with the right one",
                  token_form_then_list, driver, url, args.token, ids)
         step("2 models listed; the hostile name is literal text, no alert, no <img>, CSP served",
              list_page, driver, url, ids, bool(args.token))
         step("3 gp-sine: band plot, band and mean paths of >= 100 points, 32 training points (2 appended), version 2", gp_band, driver, ids, shots)
         step("4 svm-blobs: decision regions of >= 2 classes, support vectors ringed", svm_regions, driver, ids, shots)
         step("5 krr-3d: predicted against actual", krr_scatter, driver, ids, shots)
-        step("6 train from the CSV form: new model ready, listed and plotted", train_from_form, driver, shots)
+        step("6 svm-search: 12 candidates ranked by mean, the best first and marked, a heat map of 12 cells with one best",
+             svm_search, driver, Api(args.url, args.token), shots)
+        step("7 train from the CSV form: new model ready, listed and plotted", train_from_form, driver, shots)
         console = driver.get_log("browser")
-        step("7 browser console has no SEVERE entry", console_clean, console, bool(args.token))
+        step("8 browser console has no SEVERE entry", console_clean, console, bool(args.token))
         if args.token:
-            step("8b the token is in no URL, no console line, no localStorage; sent as a bearer header",
+            step("9b the token is in no URL, no console line, no localStorage; sent as a bearer header",
                  token_not_leaked, driver, args.token, console)
         if failures and shots:
             driver.save_screenshot(os.path.join(shots, "failure.png"))
     finally:
         driver.quit()
-    total = 7 + (2 if args.token else 0)
+    total = 8 + (2 if args.token else 0)
     print(f"{total - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 

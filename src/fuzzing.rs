@@ -45,6 +45,33 @@ pub fn train_body(data: &[u8]) {
     FittedModel::from_stored(model.to_stored()).expect("a fitted model's stored state restores");
 }
 
+/// POST /models with `search`: decode, validate (every value, the folds, the limits),
+/// and for small searches run it, refit the best and check the report.
+pub fn search_body(data: &[u8]) {
+    let Ok(body) = parse_json::<TrainBody>(data) else { return };
+    let Ok(input) = TrainInput::try_from(body) else { return };
+    let Ok(ValidTraining { data: training, search: Some(job), .. }) = service().validate_training(&input) else {
+        return;
+    };
+    if training.x().n() > MAX_FIT_ROWS || job.plan.total_fits > 60 || too_costly(input.params.as_ref()) {
+        return;
+    }
+    let env = crate::selection::Environment { busy: 1, table_budget: job.table_budget };
+    let Ok(outcome) = crate::selection::run(&job.plan, &training, &FitContext::sequential(), env) else { return };
+    let report = &outcome.report;
+    assert_eq!(report["n_candidates"].as_u64(), Some(job.plan.candidates.len() as u64));
+    let best = &report["candidates"][outcome.best];
+    assert!(best["mean_score"].as_f64().is_some_and(f64::is_finite), "the best has a finite score: {report}");
+    for c in report["candidates"].as_array().expect("candidates") {
+        if let Some(m) = c["mean_score"].as_f64() {
+            assert!(m <= best["mean_score"].as_f64().unwrap(), "the best is the highest mean: {report}");
+        }
+    }
+    let spec = job.plan.candidates[outcome.best].spec.as_ref().expect("the best has a spec");
+    let Ok(model) = spec.fit(&training, &FitContext::sequential()) else { return };
+    answer(&model, training.x(), &PredictOptions::default());
+}
+
 /// POST /models/{id}/predict: decode and answer against one small model of every kind.
 pub fn predict_body(data: &[u8]) {
     let Ok(body) = parse_json::<PredictBody>(data) else { return };

@@ -33,7 +33,7 @@ enum Command {
     /// Print the effective settings as TOML.
     Config,
     /// Upload a CSV file as a dataset and fit a model on it (waits until it is ready).
-    Train(TrainArgs),
+    Train(Box<TrainArgs>),
     /// Predict the rows of a CSV file with a model; CSV out.
     Predict(PredictArgs),
     /// Append the rows of a CSV file to a ready exact GP or kernel ridge model (an online

@@ -49,3 +49,8 @@ fn predict_csv_inputs() {
 fn observations_body_inputs() {
     replay("observations_body", mercer::fuzzing::observations_body);
 }
+
+#[test]
+fn search_body_inputs() {
+    replay("search_body", mercer::fuzzing::search_body);
+}

@@ -117,8 +117,9 @@ async fn bad_appends_get_problems_naming_the_field() {
     let unknown = uuid::Uuid::new_v4();
     let (status, _) = problem(s.post(&format!("/models/{unknown}/observations"), &one).await).await;
     assert_eq!(status, 404);
-    // The kind is checked before readiness: a queued svm is 422, a queued GP 409.
-    let _busy = s.block_worker();
+    // The kind is checked before readiness: a queued svm is 422, a queued GP 409. Every
+    // worker is held, so both stay queued.
+    let _busy: Vec<_> = (0..s.service().pool.workers()).map(|_| s.block_worker()).collect();
     let queued =
         |model: &str| json!({"model": model, "x": x, "y": y.iter().map(|v| (*v > 3.0) as i32).collect::<Vec<_>>()});
     for (model, want) in [("svm", 422), ("gaussian_process", 409)] {

@@ -55,6 +55,80 @@ pub struct TrainArgs {
     /// A label for the dataset and the model.
     #[arg(long)]
     pub name: Option<String>,
+    /// Choose hyperparameters by cross-validation: a whole `search` object, e.g.
+    /// '{"space": {"/params/c": [0.1, 1, 10]}, "cv": 5}'. --grid, --cv, --scoring and
+    /// --search-method add to it.
+    #[arg(long, value_name = "JSON")]
+    pub search_json: Option<String>,
+    /// A searched hyperparameter, POINTER=VALUES: a comma-separated list
+    /// (/params/c=0.1,1,10; each value read as JSON where it parses), or
+    /// log:LO:HI:COUNT / lin:LO:HI:COUNT for an evenly spaced grid
+    /// (/kernel/gamma=log:1e-3:1e1:9). Repeatable.
+    #[arg(long = "grid", value_name = "POINTER=VALUES")]
+    pub grid: Vec<String>,
+    /// Cross-validation folds of the search: a number, or loo.
+    #[arg(long, value_name = "K|loo")]
+    pub cv: Option<String>,
+    /// How the search scores candidates (r2, neg_mean_squared_error, accuracy, roc_auc, ...).
+    #[arg(long)]
+    pub scoring: Option<String>,
+    /// grid (default), random or halving.
+    #[arg(long, value_name = "METHOD")]
+    pub search_method: Option<String>,
+}
+
+/// The `search` object of `mercer train`'s flags; None when none asks for a search.
+pub fn search_of(args: &TrainArgs) -> Result<Option<Value>, String> {
+    let mut search = match &args.search_json {
+        Some(text) => serde_json::from_str::<Value>(text).map_err(|e| format!("--search-json: {e}"))?,
+        None if args.grid.is_empty() => {
+            if args.cv.is_some() || args.scoring.is_some() || args.search_method.is_some() {
+                return Err("--cv, --scoring and --search-method need a search: add --grid or --search-json".into());
+            }
+            return Ok(None);
+        }
+        None => json!({}),
+    };
+    let obj = search.as_object_mut().ok_or("--search-json: expected a JSON object")?;
+    for g in &args.grid {
+        let (pointer, values) = g.split_once('=').ok_or_else(|| format!("--grid {g}: expected POINTER=VALUES"))?;
+        let space = obj.entry("space").or_insert_with(|| json!({}));
+        let space = space.as_object_mut().ok_or("--search-json: `space` must be an object")?;
+        space.insert(pointer.to_string(), grid_values(values).map_err(|e| format!("--grid {g}: {e}"))?);
+    }
+    if let Some(cv) = &args.cv {
+        obj.insert("cv".into(), cv.parse::<u64>().map_or_else(|_| json!(cv), |k| json!(k)));
+    }
+    if let Some(s) = &args.scoring {
+        obj.insert("scoring".into(), json!(s));
+    }
+    if let Some(m) = &args.search_method {
+        obj.insert("method".into(), json!(m));
+    }
+    Ok(Some(search))
+}
+
+/// `0.1,1,10` (values as JSON where they parse), `log:LO:HI:COUNT` or `lin:LO:HI:COUNT`.
+fn grid_values(text: &str) -> Result<Value, String> {
+    for (prefix, form) in [("log:", "log_grid"), ("lin:", "grid")] {
+        if let Some(rest) = text.strip_prefix(prefix) {
+            let parts: Vec<&str> = rest.split(':').collect();
+            let [lo, hi, count] = parts[..] else {
+                return Err(format!("{prefix}LO:HI:COUNT needs three numbers"));
+            };
+            let num = |s: &str| s.trim().parse::<f64>().map_err(|_| format!("`{s}` is not a number"));
+            let count = count.trim().parse::<u64>().map_err(|_| format!("`{count}` is not a count"))?;
+            return Ok(json!({form: [num(lo)?, num(hi)?, count]}));
+        }
+    }
+    let values: Vec<Value> = text
+        .split(',')
+        .map(|v| serde_json::from_str(v.trim()).unwrap_or_else(|_| Value::String(v.trim().to_string())))
+        .collect();
+    if text.trim().is_empty() {
+        return Err("no values".into());
+    }
+    Ok(Value::Array(values))
 }
 
 #[derive(Args, Debug)]
@@ -143,6 +217,7 @@ fn observations_of(
 /// Uploads the CSV as a dataset, fits on it, and waits (with a progress bar) until the
 /// model is ready; returns the model resource.
 pub async fn train(api: &Api, args: &TrainArgs) -> Result<Value, ClientError> {
+    let search = search_of(args).map_err(ClientError::Other)?;
     let kernel = match (&args.kernel, &args.kernel_json) {
         (Some(t), _) => Some(json!({"type": t})),
         (None, Some(text)) => {
@@ -176,6 +251,9 @@ pub async fn train(api: &Api, args: &TrainArgs) -> Result<Value, ClientError> {
     if let Some(n) = &args.name {
         body["name"] = json!(n);
     }
+    if let Some(s) = search {
+        body["search"] = s;
+    }
     let model = api.post_json("/models?wait=false", &body).await?;
     let id = model["id"].as_str().ok_or_else(|| ClientError::Other("the server answered no model id".into()))?;
     wait_ready(api, id).await
@@ -207,7 +285,9 @@ async fn wait_ready(api: &Api, id: &str) -> Result<Value, ClientError> {
             status => {
                 let p = &model["progress"];
                 let mut msg = format!("{} ({})", id, status.unwrap_or("?"));
-                if let Some(phase) = p["phase"].as_str() {
+                if let (Some("search"), Some(total)) = (p["phase"].as_str(), p["total"].as_u64()) {
+                    msg = format!("{msg}: search, {} of {total} fold fits", p["iteration"]);
+                } else if let Some(phase) = p["phase"].as_str() {
                     msg = format!("{msg}: {phase}, iteration {}", p["iteration"]);
                     if let Some(o) = p["objective"].as_f64() {
                         msg.push_str(&format!(", objective {o:.6}"));
@@ -264,5 +344,48 @@ mod tests {
         let e = observations_of(csv, Some(&["c".to_string()]), Some("y")).unwrap_err();
         assert!(e.contains("`c`"), "{e}");
         assert!(observations_of("a,y\n", None, None).unwrap_err().contains("no rows"));
+    }
+
+    fn train_args(extra: &[&str]) -> TrainArgs {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            train: TrainArgs,
+        }
+        let mut argv = vec!["mercer", "data.csv", "--model", "svm"];
+        argv.extend_from_slice(extra);
+        Cli::parse_from(argv).train
+    }
+
+    #[test]
+    fn search_flags_make_a_search_object() {
+        assert_eq!(search_of(&train_args(&[])).unwrap(), None);
+        let s = search_of(&train_args(&[
+            "--grid",
+            "/params/c=0.1,1,10",
+            "--grid",
+            "/kernel/gamma=log:1e-3:1e1:9",
+            "--grid",
+            "/kernel/type=rbf,laplacian",
+            "--cv",
+            "3",
+            "--scoring",
+            "roc_auc",
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            s,
+            json!({"space": {"/params/c": [0.1, 1, 10], "/kernel/gamma": {"log_grid": [1e-3, 10.0, 9]},
+                             "/kernel/type": ["rbf", "laplacian"]}, "cv": 3, "scoring": "roc_auc"})
+        );
+        let s = search_of(&train_args(&["--search-json", r#"{"space": {"/params/c": [1]}, "cv": 4}"#, "--cv", "loo"]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(s, json!({"space": {"/params/c": [1]}, "cv": "loo"}));
+        assert!(search_of(&train_args(&["--cv", "3"])).is_err(), "--cv without a space");
+        assert!(search_of(&train_args(&["--grid", "/params/c=log:1:2"])).is_err());
+        assert!(search_of(&train_args(&["--grid", "nopointer"])).is_err());
     }
 }

@@ -105,10 +105,79 @@ pub fn model_details(m: &Value) -> String {
         out.push_str(&format!("{key:<11} {}\n", text(&m[key])));
     }
     for key in ["kernel", "params", "training", "metadata", "error"] {
-        if !m[key].is_null() {
-            let pretty = serde_json::to_string_pretty(&m[key]).unwrap_or_default().replace('\n', "\n  ");
+        let mut value = m[key].clone();
+        if key == "training" {
+            // The search's candidates are a table of their own, below.
+            if let Some(t) = value.as_object_mut() {
+                t.remove("search");
+            }
+        }
+        if !value.is_null() {
+            let pretty = serde_json::to_string_pretty(&value).unwrap_or_default().replace('\n', "\n  ");
             out.push_str(&format!("{key}:\n  {pretty}\n"));
         }
+    }
+    if let Some(search) = m["training"].get("search") {
+        out.push_str(&search_summary(search));
+    }
+    out
+}
+
+/// Candidates shown by `show`, best first.
+const SEARCH_ROWS: usize = 15;
+
+/// A model search: its settings, then the candidates ranked by mean score (failed ones
+/// last, ties to the earlier), at most [`SEARCH_ROWS`] of them.
+pub fn search_summary(s: &Value) -> String {
+    let mut out = format!(
+        "search:\n  {} search, cv {}, scoring {}: {} candidates, {} fold fits; best {} (mean {})\n",
+        text(&s["method"]),
+        text(&s["cv"]),
+        text(&s["scoring"]),
+        text(&s["n_candidates"]),
+        text(&s["n_fits"]),
+        text(&s["best_index"]),
+        text(&s["best_score"]),
+    );
+    let candidates = s["candidates"].as_array().cloned().unwrap_or_default();
+    let mut ranked: Vec<usize> = (0..candidates.len()).collect();
+    let mean = |i: usize| candidates[i]["mean_score"].as_f64();
+    ranked.sort_by(|&a, &b| match (mean(a), mean(b)) {
+        (Some(x), Some(y)) => y.partial_cmp(&x).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b)),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => a.cmp(&b),
+    });
+    let pointers: Vec<String> =
+        candidates.first().and_then(|c| c["values"].as_object()).map_or_else(Vec::new, |v| v.keys().cloned().collect());
+    let mut header = vec!["RANK", "#"];
+    header.extend(pointers.iter().map(String::as_str));
+    header.extend(["MEAN", "STD", "FIT MS"]);
+    let number = |v: &Value| v.as_f64().map_or_else(|| text(v), |x| format!("{x:.6}"));
+    let rows = ranked
+        .iter()
+        .take(SEARCH_ROWS)
+        .enumerate()
+        .map(|(r, &i)| {
+            let c = &candidates[i];
+            let mut row = vec![(r + 1).to_string(), i.to_string()];
+            row.extend(pointers.iter().map(|p| match &c["values"][p] {
+                Value::Object(_) if c["values"][p]["type"].is_string() => kernel_summary(&c["values"][p]),
+                v => text(v),
+            }));
+            row.extend([
+                number(&c["mean_score"]),
+                number(&c["std_score"]),
+                c["fit_ms"].as_f64().map_or("-".into(), |v| format!("{v:.1}")),
+            ]);
+            row
+        })
+        .collect();
+    for line in table(&header, rows).lines() {
+        out.push_str(&format!("  {line}\n"));
+    }
+    if candidates.len() > SEARCH_ROWS {
+        out.push_str(&format!("  ... {} more\n", candidates.len() - SEARCH_ROWS));
     }
     out
 }
@@ -124,5 +193,20 @@ mod tests {
         assert_eq!(kernel_summary(&k), "sum(product(constant, rbf), white)");
         let t = table(&["A", "LONGER"], vec![vec!["xyz".into(), "1".into()], vec!["é".into(), "22".into()]]);
         assert_eq!(t, "A    LONGER\nxyz  1\né    22\n");
+    }
+
+    #[test]
+    fn search_candidates_are_ranked_best_first_failed_last() {
+        let s = json!({"method": "grid", "cv": 3, "scoring": "r2", "n_candidates": 3, "n_fits": 9, "best_index": 2,
+            "best_score": 0.9, "candidates": [
+                {"values": {"/params/lambda": 1}, "mean_score": 0.5, "std_score": 0.1, "fit_ms": 2.0},
+                {"values": {"/params/lambda": 2}, "mean_score": null, "std_score": null, "fit_ms": 1.0},
+                {"values": {"/params/lambda": 3}, "mean_score": 0.9, "std_score": 0.0, "fit_ms": 3.0}]});
+        let out = search_summary(&s);
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[2].contains("RANK") && lines[2].contains("/params/lambda"), "{out}");
+        assert!(lines[3].trim_start().starts_with("1     2"), "{out}");
+        assert!(lines[4].trim_start().starts_with("2     0"), "{out}");
+        assert!(lines[5].contains('-') && lines[5].trim_start().starts_with("3     1"), "{out}");
     }
 }

@@ -3,7 +3,7 @@
 // metadata, labels, kernels) is rendered as text: no innerHTML anywhere.
 
 import { api, ApiError, getToken, setToken } from "./api.js";
-import { bandPlot, confusionTable, paddedRange, regionsPlot, scatterPlot } from "./plot.js";
+import { bandPlot, confusionTable, heatMap, paddedRange, regionsPlot, scatterPlot } from "./plot.js";
 
 const MODELS = [
   "gaussian_process", "kernel_ridge", "svm", "gp_classifier",
@@ -16,6 +16,7 @@ const KERNELS = [
 const BUSY = new Set(["queued", "training"]);
 const GRID_1D = 200;
 const GRID_2D = 60;
+const SEARCH_ROWS = 50; // candidates listed before "… N more"
 
 const $ = (id) => document.getElementById(id);
 const state = { models: [], selected: null, shownStatus: null, seq: 0, timer: null };
@@ -49,6 +50,19 @@ function formatMs(ms) {
   if (typeof ms !== "number") return "";
   return ms >= 100 ? ms.toFixed(0) : ms.toPrecision(3);
 }
+
+// A search candidate's value, compact: numbers to 4 significant digits, kernels by their
+// label, other objects as JSON; the full value goes in the cell's title when that differs.
+function compact(v) {
+  if (v === undefined) return "";
+  if (typeof v === "number") return Number.isFinite(v) ? String(Number(v.toPrecision(4))) : String(v);
+  if (v && typeof v === "object") return !Array.isArray(v) && typeof v.type === "string" ? kernelLabel(v) : JSON.stringify(v);
+  return String(v);
+}
+
+const full = (v) => (v !== null && typeof v === "object" ? JSON.stringify(v) : String(v));
+const score = (v) => (typeof v === "number" ? compact(v) : "—");
+const isScore = (v) => typeof v === "number" && Number.isFinite(v);
 
 // ---- messages and errors -------------------------------------------------------------
 
@@ -160,6 +174,113 @@ async function refresh() {
 
 // ---- details -------------------------------------------------------------------------
 
+// A running fit's progress in a line: "search: 12 / 60 fold fits", or its phase.
+function progressLine(p) {
+  if (!p || typeof p !== "object") return null;
+  if (p.phase === "search") return `search: ${p.iteration ?? 0} / ${p.total ?? "?"} fold fits`;
+  return p.phase ? `${p.phase}${p.iteration ? `: iteration ${p.iteration}` : ""}` : null;
+}
+
+// The candidates' indexes by rank: higher mean first, no mean last, earlier first among
+// equals (the contract's tie rule). Halving picks its best among the candidates of its last
+// round, whose means are on the most rows: later rounds rank first there.
+function searchOrder(s) {
+  const c = s.candidates;
+  const halving = s.method === "halving";
+  return c.map((_, i) => i).sort((a, b) => {
+    if (halving && (c[a].round ?? 0) !== (c[b].round ?? 0)) return (c[b].round ?? 0) - (c[a].round ?? 0);
+    const ma = c[a].mean_score;
+    const mb = c[b].mean_score;
+    if (isScore(ma) !== isScore(mb)) return isScore(ma) ? -1 : 1;
+    if (isScore(ma) && ma !== mb) return mb - ma;
+    return a - b;
+  });
+}
+
+// A pointer as text that may wrap before each "/": "/kernel", <wbr>, "/gamma".
+const pointerBreaks = (p) => p.split(/(?=\/)/).flatMap((part, i) => (i ? [h("wbr"), part] : [part]));
+
+// Every pointer the candidates set, in sorted order.
+const searchPointers = (s) => [...new Set(s.candidates.flatMap((c) => Object.keys(c.values ?? {})))].sort();
+
+// A heat map's cells when the search has two pointers, numeric in every candidate, whose
+// values form a full grid (every pair of their distinct values exactly once); else null.
+function searchGrid(s, pointers) {
+  if (pointers.length !== 2 || s.candidates.length < 2) return null;
+  const [px, py] = pointers;
+  const pairs = new Set();
+  for (const c of s.candidates) {
+    const x = c.values?.[px];
+    const y = c.values?.[py];
+    if (!Number.isFinite(x) || !Number.isFinite(y)) return null;
+    pairs.add(`${x} ${y}`);
+  }
+  const xs = new Set(s.candidates.map((c) => c.values[px]));
+  const ys = new Set(s.candidates.map((c) => c.values[py]));
+  if (pairs.size !== s.candidates.length || xs.size * ys.size !== pairs.size) return null;
+  const last = Math.max(...s.candidates.map((c) => c.round ?? 0));
+  return s.candidates.map((c, i) => ({
+    index: i,
+    x: c.values[px],
+    y: c.values[py],
+    mean: isScore(c.mean_score) ? c.mean_score : null,
+    best: i === s.best_index,
+    faded: s.method === "halving" && (c.round ?? 0) < last,
+    label: `${px} = ${compact(c.values[px])}, ${py} = ${compact(c.values[py])}: ${
+      isScore(c.mean_score) ? `mean ${s.scoring} ${score(c.mean_score)} ± ${score(c.std_score)}` : "failed"}${
+      s.method === "halving" ? ` (round ${c.round ?? 0})` : ""}`,
+  }));
+}
+
+// training.search: a summary line, the heat map when the candidates form a 2-D grid, and
+// the candidates by rank (the best row marked), the first SEARCH_ROWS of them.
+function searchSection(s) {
+  const cands = Array.isArray(s.candidates) ? s.candidates : [];
+  const pointers = searchPointers({ candidates: cands });
+  const halving = s.method === "halving";
+  const folds = Math.max(0, ...cands.map((c) => (Array.isArray(c.fold_scores) ? c.fold_scores.length : 0)));
+  const cv = s.cv === "loo" ? "leave-one-out" : `${s.cv}-fold`;
+  const summary = h("p", { class: "search-summary", "data-testid": "search-summary" },
+    `${s.method} search, ${cv} cross-validation scored by ${s.scoring}: ${s.n_candidates ?? cands.length} candidates, `
+    + `${s.n_fits} fold fits; best mean ${s.scoring} ${score(s.best_score)} (candidate ${s.best_index}).`);
+  const cells = searchGrid({ ...s, candidates: cands }, pointers);
+  const plot = cells ? heatMap({ xLabel: pointers[0], yLabel: pointers[1], scoreLabel: String(s.scoring), cells }) : null;
+  const last = Math.max(0, ...cands.map((c) => c.round ?? 0));
+  const head = h("tr", {},
+    h("th", { class: "num" }, "rank"),
+    ...pointers.map((p) => h("th", { class: "pointer", title: p }, ...pointerBreaks(p))),
+    h("th", { class: "num" }, `mean ${s.scoring} ± sd`),
+    ...Array.from({ length: folds }, (_, f) => h("th", { class: "num" }, s.cv === "loo" && folds === 1 ? "pooled LOO" : `fold ${f + 1}`)),
+    h("th", { class: "num" }, "fit ms"),
+    halving ? h("th", { class: "num" }, "round") : null,
+  );
+  const order = searchOrder({ ...s, candidates: cands });
+  const rows = order.slice(0, SEARCH_ROWS).map((i, r) => {
+    const c = cands[i];
+    const cls = [i === s.best_index ? "best" : null, halving && (c.round ?? 0) < last ? "eliminated" : null].filter(Boolean).join(" ");
+    const fs = Array.isArray(c.fold_scores) ? c.fold_scores : [];
+    return h("tr", { "data-testid": "search-row", "data-index": i, class: cls || null },
+      h("td", { class: "num" }, r + 1),
+      ...pointers.map((p) => {
+        const v = c.values?.[p];
+        return h("td", { class: "value", "data-pointer": p, title: v !== undefined && full(v) !== compact(v) ? full(v) : null }, compact(v));
+      }),
+      h("td", { class: "num mean" }, isScore(c.mean_score) ? `${score(c.mean_score)} ± ${score(c.std_score)}` : "—"),
+      ...Array.from({ length: folds }, (_, f) => h("td", { class: "num fold", title: isScore(fs[f]) ? null : "failed" }, score(fs[f]))),
+      h("td", { class: "num" }, formatMs(c.fit_ms)),
+      halving ? h("td", { class: "num" }, c.round ?? "") : null,
+    );
+  });
+  const table = h("table", { class: "grid search-table", "data-testid": "search-table" }, h("thead", {}, head), h("tbody", {}, ...rows));
+  return h("section", { class: "search", "data-testid": "search" },
+    h("h3", {}, "Search"),
+    summary,
+    ...(plot ? [h("div", { class: "plot-holder" }, plot)] : []),
+    h("div", { class: "table-scroll" }, table),
+    ...(order.length > SEARCH_ROWS ? [h("p", { class: "hint", "data-testid": "search-more" }, `… ${order.length - SEARCH_ROWS} more`)] : []),
+  );
+}
+
 function block(title, value) {
   return h("details", { open: "" }, h("summary", {}, title), h("pre", {}, typeof value === "string" ? value : json(value)));
 }
@@ -179,6 +300,7 @@ async function showDetails(id) {
     fact("model", m.model);
     fact("task", m.task);
     fact("status", m.status);
+    if (BUSY.has(m.status)) fact("progress", progressLine(m.progress));
     fact("kernel", kernelLabel(m.kernel));
     fact("n_train", m.n_train);
     fact("version", m.version);
@@ -187,15 +309,17 @@ async function showDetails(id) {
     if (Array.isArray(m.classes)) fact("classes", m.classes.map(String).join(", "));
     fact("created", m.created_at);
     const plot = h("div", { class: "plot-holder" });
+    const { search, ...training } = m.training ?? {};
     pane.replaceChildren(
       h("h2", {}, displayName(m)),
       facts,
       plot,
       ...(m.error ? [h("div", { class: "message error" }, ...problemNodes(m.error, m.error.status))] : []),
+      ...(search && typeof search === "object" ? [searchSection(search)] : []),
       ...(m.progress ? [block("progress", m.progress)] : []),
       block("params", m.params ?? {}),
       block("fitted kernel", m.kernel ?? null),
-      block("training report", m.training ?? {}),
+      block("training report", training),
       ...(m.metadata !== undefined && m.metadata !== null ? [block("metadata", m.metadata)] : []),
     );
     if (m.status !== "ready") {

@@ -1,9 +1,9 @@
-// Plots of a fitted model, drawn as hand-written SVG. The three plots (a 1-D fit with its
-// band, 2-D decision regions, predicted against actual) need only axes, paths, rectangles
-// and circles, which the few helpers below draw; a charting library would be far larger
-// than this file, and the page's Content-Security-Policy loads scripts from this origin
-// only. Colours come from classes in style.css (no style attributes: the CSP forbids them);
-// every label is set with textContent, never parsed as markup.
+// Plots of a fitted model, drawn as hand-written SVG. The plots (a 1-D fit with its band,
+// 2-D decision regions, predicted against actual, a search's heat map) need only axes,
+// paths, rectangles and circles, which the few helpers below draw; a charting library
+// would be far larger than this file, and the page's Content-Security-Policy loads scripts
+// from this origin only. Colours come from classes in style.css (no style attributes: the
+// CSP forbids them); every label is set with textContent, never parsed as markup.
 
 const NS = "http://www.w3.org/2000/svg";
 const W = 640;
@@ -61,8 +61,9 @@ function ticks(lo, hi, count = 6) {
 const fmt = (v) => String(Number(v.toPrecision(4)));
 const f2 = (v) => v.toFixed(2);
 
-// The root <svg> with axes; returns it and the data-to-pixel scales.
-function frame(kind, [x0, x1], [y0, y1], xLabel, yLabel, title) {
+// The root <svg> with axes; returns it and the data-to-pixel scales. Ticks are round values
+// unless xTicks/yTicks give [position, label] pairs (a null label: a tick mark alone).
+function frame(kind, [x0, x1], [y0, y1], xLabel, yLabel, title, { xTicks, yTicks } = {}) {
   const svg = svgEl("svg", {
     viewBox: `0 0 ${W} ${H}`,
     class: "plot",
@@ -75,13 +76,14 @@ function frame(kind, [x0, x1], [y0, y1], xLabel, yLabel, title) {
   const sy = linear(y0, y1, H - M.bottom, M.top);
   const axes = svgEl("g", { class: "axes" }, svg);
   svgEl("rect", { x: M.left, y: M.top, width: W - M.left - M.right, height: H - M.top - M.bottom, class: "frame" }, axes);
-  for (const t of ticks(x0, x1)) {
+  const round = (lo, hi) => ticks(lo, hi).map((t) => [t, fmt(t)]);
+  for (const [t, label] of xTicks ?? round(x0, x1)) {
     svgEl("line", { x1: f2(sx(t)), x2: f2(sx(t)), y1: H - M.bottom, y2: H - M.bottom + 5 }, axes);
-    text(axes, f2(sx(t)), H - M.bottom + 18, fmt(t), "tick x");
+    if (label !== null) text(axes, f2(sx(t)), H - M.bottom + 18, label, "tick x");
   }
-  for (const t of ticks(y0, y1)) {
+  for (const [t, label] of yTicks ?? round(y0, y1)) {
     svgEl("line", { x1: M.left - 5, x2: M.left, y1: f2(sy(t)), y2: f2(sy(t)) }, axes);
-    text(axes, M.left - 8, f2(sy(t)) , fmt(t), "tick y");
+    if (label !== null) text(axes, M.left - 8, f2(sy(t)), label, "tick y");
   }
   text(axes, (M.left + W - M.right) / 2, H - 6, xLabel, "label x");
   text(axes, 14, (M.top + H - M.bottom) / 2, yLabel, "label y").setAttribute("transform", `rotate(-90 14 ${(M.top + H - M.bottom) / 2})`);
@@ -164,6 +166,112 @@ export function scatterPlot({ actual, predicted }) {
   svgEl("line", { x1: f2(sx(r[0])), y1: f2(sy(r[0])), x2: f2(sx(r[1])), y2: f2(sy(r[1])), class: "diagonal" }, svg);
   actual.forEach((a, i) => svgEl("circle", { cx: f2(sx(a)), cy: f2(sy(predicted[i])), r: 3.5, class: "point" }, svg));
   return svg;
+}
+
+// One axis of a heat map: the distinct values in order, where they sit (log10 of them on a
+// logarithmic axis: every value > 0 and max/min >= 10) and the cell edges, halfway between
+// neighbours and as far beyond the ends as the nearest neighbour's half gap.
+function heatAxis(values) {
+  const u = [...new Set(values)].sort((a, b) => a - b);
+  const log = u[0] > 0 && u[u.length - 1] / u[0] >= 10;
+  const t = log ? u.map(Math.log10) : u;
+  const n = t.length;
+  const edges = n === 1 ? [t[0] - 0.5, t[0] + 0.5] : [t[0] - (t[1] - t[0]) / 2];
+  if (n > 1) {
+    for (let i = 1; i < n; i++) edges.push((t[i - 1] + t[i]) / 2);
+    edges.push(t[n - 1] + (t[n - 1] - t[n - 2]) / 2);
+  }
+  return { log, edges, index: new Map(u.map((v, i) => [v, i])), labels: u.map(fmt), t };
+}
+
+// Tick marks at every value, labelled every k-th so that labels of about `room` pixels each
+// do not overlap along `length` pixels.
+function valueTicks(axis, room, length) {
+  const every = Math.max(1, Math.ceil(room / (length / axis.t.length)));
+  return axis.t.map((t, i) => [t, i % every === 0 ? axis.labels[i] : null]);
+}
+
+export const HEAT_BINS = 10;
+
+// A search over two numeric hyperparameters whose candidates form a full grid, like LIBSVM's
+// grid.py contour: one cell per candidate (x, y) coloured by its mean score in HEAT_BINS
+// steps from the lowest mean to the highest (null: grey, "failed"); the best cell outlined,
+// faded cells (halving's early eliminations) drawn lighter; `label` is each cell's title.
+export function heatMap({ xLabel, yLabel, scoreLabel, cells }) {
+  const ax = heatAxis(cells.map((c) => c.x));
+  const ay = heatAxis(cells.map((c) => c.y));
+  const xr = [ax.edges[0], ax.edges[ax.edges.length - 1]];
+  const yr = [ay.edges[0], ay.edges[ay.edges.length - 1]];
+  const widest = (a) => Math.max(...a.labels.map((l) => l.length));
+  const { svg, sx, sy } = frame("heatmap", xr, yr, `${xLabel}${ax.log ? " (log)" : ""}`, `${yLabel}${ay.log ? " (log)" : ""}`,
+    `mean ${scoreLabel} over ${xLabel} and ${yLabel}`, {
+      xTicks: valueTicks(ax, 6.5 * widest(ax) + 10, W - M.left - M.right),
+      yTicks: valueTicks(ay, 16, H - M.top - M.bottom),
+    });
+  svg.setAttribute("data-testid", "heatmap");
+  const means = cells.map((c) => c.mean).filter(Number.isFinite);
+  const lo = means.length ? Math.min(...means) : 0;
+  const hi = means.length ? Math.max(...means) : 0;
+  const bin = (m) => (hi > lo ? Math.min(HEAT_BINS - 1, Math.floor(((m - lo) / (hi - lo)) * HEAT_BINS)) : HEAT_BINS >> 1);
+  const g = svgEl("g", { class: "heat" }, svg);
+  let outline = null;
+  for (const c of cells) {
+    const i = ax.index.get(c.x);
+    const j = ay.index.get(c.y);
+    const x = sx(ax.edges[i]);
+    const y = sy(ay.edges[j + 1]);
+    const w = sx(ax.edges[i + 1]) - x;
+    const hgt = sy(ay.edges[j]) - y;
+    const ok = Number.isFinite(c.mean);
+    const b = ok ? bin(c.mean) : null;
+    const cls = ["cell", ok ? `heat-${b}` : "failed", c.best ? "best" : null, c.faded ? "faded" : null].filter(Boolean).join(" ");
+    const rect = svgEl("rect", {
+      x: f2(x), y: f2(y), width: f2(w), height: f2(hgt), class: cls, "data-index": c.index, "data-mean": ok ? c.mean : "",
+    }, g);
+    svgEl("title", {}, rect).textContent = c.label;
+    const value = ok ? fmt(c.mean) : "failed";
+    if (w >= 6.5 * value.length + 8 && hgt >= 16) {
+      const t = text(g, f2(x + w / 2), f2(y + hgt / 2), value, `cell-text ${ok && b < HEAT_BINS / 2 ? "on-dark" : "on-light"}${c.faded ? " faded" : ""}`);
+      svgEl("title", {}, t).textContent = c.label;
+    }
+    if (c.best) outline = [x, y, w, hgt];
+  }
+  if (outline) {
+    const [x, y, w, hgt] = outline;
+    svgEl("rect", { x: f2(x + 1.5), y: f2(y + 1.5), width: f2(w - 3), height: f2(hgt - 3), class: "best-outline" }, svg);
+  }
+  heatLegend(svg, scoreLabel, lo, hi, cells.some((c) => !Number.isFinite(c.mean)), cells.some((c) => c.faded));
+  return svg;
+}
+
+// Above the plot: "mean <score>  lo [HEAT_BINS swatches] hi", then the best outline and,
+// when drawn, the failed and faded cells.
+function heatLegend(svg, scoreLabel, lo, hi, failed, faded) {
+  const g = svgEl("g", { class: "legend", transform: `translate(${M.left} 8)` }, svg);
+  let x = 0;
+  const word = (str, cls = "legend-text") => {
+    text(g, x, 12, str, cls);
+    x += 6.5 * str.length + 8;
+  };
+  word(`mean ${scoreLabel}`);
+  word(fmt(lo));
+  for (let b = 0; b < HEAT_BINS; b++) svgEl("rect", { x: x + 14 * b, y: 2, width: 14, height: 12, class: `swatch heat-${b}` }, g);
+  x += 14 * HEAT_BINS + 6;
+  word(fmt(hi));
+  x += 10;
+  svgEl("rect", { x: x + 1, y: 3, width: 12, height: 10, class: "swatch best-outline" }, g);
+  x += 18;
+  word("best");
+  if (failed) {
+    svgEl("rect", { x, y: 2, width: 12, height: 12, class: "swatch failed" }, g);
+    x += 18;
+    word("failed");
+  }
+  if (faded) {
+    svgEl("rect", { x, y: 2, width: 12, height: 12, class: `swatch heat-${HEAT_BINS - 1} faded` }, g);
+    x += 18;
+    word("eliminated early");
+  }
 }
 
 // Classification on anything else: counts of (actual, predicted) as an HTML table.
