@@ -30,6 +30,8 @@ FAMILIES = {
     "mercer_predict_batch_rows": "histogram",
     "mercer_appended_rows": "counter",
     "mercer_append_duration_seconds": "histogram",
+    "mercer_searches": "counter",
+    "mercer_search_fits": "counter",
     "mercer_fit_queue_depth": "gauge",
     "mercer_fits_running": "gauge",
     "mercer_models": "gauge",

@@ -581,6 +581,9 @@ async fn metrics_families_have_the_contract_names_types_and_labels() {
         .post(&format!("/models/{}/observations", m["id"].as_str().unwrap()), &json!({"x": [[7.5]], "y": [0.9]}))
         .await;
     assert_eq!(appended.status(), 200);
+    let mut searched = gp_body();
+    searched["search"] = json!({"space": {"/params/noise": [0.01, 0.1]}, "cv": 2});
+    s.train(&searched).await;
     let set = |ks: &[&str]| ks.iter().map(|k| k.to_string()).collect::<BTreeSet<_>>();
     // (family, type, a sample's name, its label names)
     let expect = [
@@ -597,6 +600,8 @@ async fn metrics_families_have_the_contract_names_types_and_labels() {
         ("mercer_predict_batch_rows", "histogram", "mercer_predict_batch_rows_bucket", set(&["le"])),
         ("mercer_appended_rows", "counter", "mercer_appended_rows_total", set(&["model"])),
         ("mercer_append_duration_seconds", "histogram", "mercer_append_duration_seconds_bucket", set(&["le", "model"])),
+        ("mercer_searches", "counter", "mercer_searches_total", set(&["model", "outcome"])),
+        ("mercer_search_fits", "counter", "mercer_search_fits_total", set(&["model"])),
         ("mercer_fit_queue_depth", "gauge", "mercer_fit_queue_depth", set(&[])),
         ("mercer_fits_running", "gauge", "mercer_fits_running", set(&[])),
         ("mercer_models", "gauge", "mercer_models", set(&["status"])),

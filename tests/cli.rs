@@ -167,3 +167,50 @@ async fn completions_name_every_subcommand() {
         }
     }
 }
+
+/// `mercer train --grid ... --cv ... --scoring ...` searches on the server; `show` prints
+/// the candidates ranked, the best first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn train_searches_with_grid_flags_and_show_ranks_the_candidates() {
+    let s = TestServer::default().await;
+    let train = temp_file("train.csv", &sine_csv(40));
+    let path = train.to_str().unwrap();
+    let args = [
+        "train",
+        path,
+        "--target",
+        "y",
+        "--model",
+        "kernel_ridge",
+        "--grid",
+        "/params/lambda=log:1e-4:1:5",
+        "--grid",
+        "/kernel/length_scale=0.5,2",
+        "--cv",
+        "4",
+        "--scoring",
+        "neg_mean_squared_error",
+        "--json",
+    ];
+    let (code, out, err) = mercer(&s.url, &args, &[]).await;
+    assert_eq!(code, 0, "{err}");
+    let model: Value = serde_json::from_str(&out).unwrap();
+    let search = &model["training"]["search"];
+    assert_eq!((search["n_candidates"].as_u64(), search["cv"].as_u64()), (Some(10), Some(4)), "{search}");
+    assert_eq!(search["scoring"], "neg_mean_squared_error");
+    assert_eq!(model["params"]["lambda"], search["best_values"]["/params/lambda"]);
+    let id = model["id"].as_str().unwrap();
+    let (code, out, err) = mercer(&s.url, &["show", id], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    let best = search["best_index"].as_u64().unwrap();
+    let first_row = out.lines().skip_while(|l| !l.contains("RANK")).nth(1).unwrap();
+    assert!(
+        first_row.split_whitespace().take(2).eq(["1".to_string(), best.to_string()].iter().map(String::as_str)),
+        "{out}"
+    );
+    assert!(!out.contains("\"fold_scores\""), "the candidates are a table, not JSON: {out}");
+    // --cv without a space is refused before anything is sent.
+    let (code, _, err) = mercer(&s.url, &["train", path, "--model", "kernel_ridge", "--cv", "3"], &[]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("--grid"), "{err}");
+}
