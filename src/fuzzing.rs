@@ -56,7 +56,7 @@ pub fn search_body(data: &[u8]) {
     if training.x().n() > MAX_FIT_ROWS || job.plan.total_fits > 60 || too_costly(input.params.as_ref()) {
         return;
     }
-    let env = crate::selection::Environment { busy: 1, table_budget: job.table_budget };
+    let env = crate::selection::Environment::new(1, job.table_budget);
     let Ok(outcome) = crate::selection::run(&job.plan, &training, &FitContext::sequential(), env) else { return };
     let report = &outcome.report;
     assert_eq!(report["n_candidates"].as_u64(), Some(job.plan.candidates.len() as u64));

@@ -33,8 +33,18 @@ pub struct Environment {
     /// Other CPU-heavy jobs running now (the search then runs its fits one at a time on
     /// one core).
     pub busy: usize,
-    /// Bytes a shared Gram table may take (0: no table).
+    /// Bytes shared Gram tables may take (0: no table).
     pub table_budget: u64,
+    /// The eigen path for lambda / noise sweeps (on in the service; off only to measure
+    /// what it gives).
+    pub eigen: bool,
+}
+
+impl Environment {
+    /// Every reuse on: what the service runs.
+    pub fn new(busy: usize, table_budget: u64) -> Environment {
+        Environment { busy, table_budget, eigen: true }
+    }
 }
 
 #[derive(Debug)]
@@ -225,15 +235,25 @@ impl Search<'_> {
                 plain.extend((0..folds.k()).map(|f| Unit::Plain { c, f }));
             }
         }
-        results.extend(self.execute(&plain, None, &trains, n_train)?);
-        for key in order {
-            let group = &tabled[&key];
-            let units = self.table_units(group, full, &trains);
-            let kernel = self.plan.candidates[group[0]].spec.as_ref().expect("tabled specs are valid").kernel();
+        // Kernel settings are taken a few at a time, as many tables as the budget holds
+        // (at most two per core): their units then run as one batch, so that one
+        // setting's slow fits overlap another's instead of ending each batch alone.
+        let mut batch: Vec<(Unit, Option<Arc<GramTable>>)> = plain.into_iter().map(|u| (u, None)).collect();
+        let per_table = GramTable::bytes(self.n()).max(1);
+        let most = (self.env.table_budget / per_table).clamp(1, 2 * rayon::current_num_threads() as u64) as usize;
+        let mut keys = order.into_iter().peekable();
+        while keys.peek().is_some() || !batch.is_empty() {
+            let chunk: Vec<String> = keys.by_ref().take(most).collect();
             let par = Parallelism::for_problem(self.n(), self.env.busy);
-            self.ctx.cancel.check().map_err(|_| SearchError::Cancelled)?;
-            let table = Arc::new(GramTable::new(kernel, self.data.x(), par));
-            results.extend(self.execute(&units, Some(&table), &trains, n_train)?);
+            for key in chunk {
+                let group = &tabled[&key];
+                let kernel = self.plan.candidates[group[0]].spec.as_ref().expect("tabled specs are valid").kernel();
+                self.ctx.cancel.check().map_err(|_| SearchError::Cancelled)?;
+                let table = Arc::new(GramTable::new(kernel, self.data.x(), par));
+                batch.extend(self.table_units(group, full, &trains).into_iter().map(|u| (u, Some(table.clone()))));
+            }
+            results.extend(self.execute(&batch, &trains, n_train)?);
+            batch.clear();
         }
         Ok(self.collect(cands, results, full))
     }
@@ -254,7 +274,7 @@ impl Search<'_> {
         let loo = self.pooled() && full;
         for cands in sweeps.into_values() {
             let n = if loo { self.n() } else { trains.iter().map(Vec::len).max().unwrap_or(0) };
-            let sweep = super::eigen::pays_off(cands.len(), n, loo);
+            let sweep = self.env.eigen && super::eigen::pays_off(cands.len(), n, loo);
             match (loo, sweep) {
                 (true, true) => units.push(Unit::LooSweep { cands }),
                 (true, false) => units.extend(cands.into_iter().map(|c| Unit::Loo { c })),
@@ -270,8 +290,7 @@ impl Search<'_> {
     /// Runs units side by side (small fits, idle cores) or one at a time with every core.
     fn execute(
         &self,
-        units: &[Unit],
-        table: Option<&Arc<GramTable>>,
+        units: &[(Unit, Option<Arc<GramTable>>)],
         trains: &[Vec<usize>],
         n_train: usize,
     ) -> Result<Vec<Done>, SearchError> {
@@ -280,9 +299,13 @@ impl Search<'_> {
             && !self.gains_from_threads(n_train)
             && units.len() > 1;
         let par = if side_by_side { Parallelism::Sequential } else { Parallelism::for_problem(n_train, self.env.busy) };
-        let run = |u: &Unit| self.run_unit(u, table, trains, par);
-        let out: Result<Vec<Vec<Done>>, SearchError> =
-            if side_by_side { units.par_iter().map(run).collect() } else { units.iter().map(run).collect() };
+        let run = |(u, table): &(Unit, Option<Arc<GramTable>>)| self.run_unit(u, table.as_ref(), trains, par);
+        // One task per unit, so that idle cores steal single units.
+        let out: Result<Vec<Vec<Done>>, SearchError> = if side_by_side {
+            units.par_iter().with_max_len(1).map(run).collect()
+        } else {
+            units.iter().map(run).collect()
+        };
         Ok(out?.into_iter().flatten().collect())
     }
 

@@ -53,7 +53,8 @@ impl Service {
                 ),
             });
         }
-        let table_budget = if fits.saturating_add(table) <= limit { table } else { 0 };
+        // What the fits leave of the limit may hold shared Gram tables (none if not one).
+        let table_budget = if fits.saturating_add(table) <= limit { limit - fits } else { 0 };
         let job = SearchJob { plan, table_budget, kernel: base.kernel().clone(), params: base.params().clone() };
         Ok(ValidTraining { spec: first, data, origin, search: Some(Box::new(job)) })
     }
@@ -67,7 +68,7 @@ impl Service {
         ctx: &FitContext,
         busy: usize,
     ) -> Result<FittedModel, FitError> {
-        let env = selection::Environment { busy, table_budget: job.table_budget };
+        let env = selection::Environment::new(busy, job.table_budget);
         let model = job.plan.kind.name();
         let outcome = match selection::run(&job.plan, data, ctx, env) {
             Ok(outcome) => outcome,

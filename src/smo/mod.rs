@@ -13,6 +13,7 @@
 
 mod cache;
 mod shrinking;
+mod simd;
 
 use crate::kernel::column::ColumnKernel;
 use crate::linalg::Parallelism;
@@ -154,6 +155,10 @@ struct Solver<'p> {
     y: Vec<f64>,
     alpha: Vec<f64>,
     bound: Vec<Bound>,
+    /// 1.0 where the point is in I_up / I_low (from y and its bound), for the vector
+    /// passes (`simd.rs`).
+    up: Vec<f64>,
+    low: Vec<f64>,
     /// Gradient of the objective: (Q a)_i - 1.
     g: Vec<f64>,
     /// sum over a_j = C of C Q_ij: lets shrunk gradients be rebuilt from free points only.
@@ -182,6 +187,8 @@ impl<'p> Solver<'p> {
             y: y.to_vec(),
             alpha: vec![0.0; n],
             bound: vec![Bound::Lower; n],
+            up: y.iter().map(|&v| f64::from(u8::from(in_up(v, Bound::Lower)))).collect(),
+            low: y.iter().map(|&v| f64::from(u8::from(in_low(v, Bound::Lower)))).collect(),
             g: vec![-1.0; n],
             g_bar: vec![0.0; n],
             qd,
@@ -239,37 +246,14 @@ impl<'p> Solver<'p> {
 
     /// max of -y_t g_t over I_up within `r` (the last maximum, as LIBSVM's `>=`).
     fn max_up(&self, r: Range<usize>) -> (f64, usize) {
-        let mut best = (f64::NEG_INFINITY, usize::MAX);
-        for t in r {
-            let v = -self.y[t] * self.g[t];
-            if in_up(self.y[t], self.bound[t]) && v >= best.0 {
-                best = (v, t);
-            }
-        }
-        best
+        simd::max_up(&self.y, &self.g, &self.up, r)
     }
 
     /// Over I_low within `r`: max of y_j g_j, and the j minimising the second-order
     /// objective change with i (the last minimum, as LIBSVM's `<=`): (gmax2, j, change).
     fn min_low(&self, r: Range<usize>, i: usize, gmax: f64, q_i: &[f32]) -> (f64, usize, f64) {
-        let (qd_i, y_i) = (self.qd[i], self.y[i]);
-        let (mut gmax2, mut best, mut best_obj) = (f64::NEG_INFINITY, usize::MAX, f64::INFINITY);
-        for j in r {
-            if !in_low(self.y[j], self.bound[j]) {
-                continue;
-            }
-            let yg = self.y[j] * self.g[j];
-            gmax2 = gmax2.max(yg);
-            let grad_diff = gmax + yg;
-            if grad_diff > 0.0 {
-                let quad = self.qd[j] + qd_i - 2.0 * y_i * self.y[j] * q_i[j] as f64;
-                let obj = -(grad_diff * grad_diff) / if quad > 0.0 { quad } else { TAU };
-                if obj <= best_obj {
-                    (best, best_obj) = (j, obj);
-                }
-            }
-        }
-        (gmax2, best, best_obj)
+        let pair = (gmax, self.qd[i], self.y[i]);
+        simd::min_low(&self.y, &self.g, &self.low, &self.qd, q_i, r, pair, TAU)
     }
 
     fn set_bound(&mut self, i: usize) {
@@ -280,6 +264,8 @@ impl<'p> Solver<'p> {
         } else {
             Bound::Free
         };
+        self.up[i] = f64::from(u8::from(in_up(self.y[i], self.bound[i])));
+        self.low[i] = f64::from(u8::from(in_low(self.y[i], self.bound[i])));
     }
 
     /// WSS 2: i maximises -y_i g_i over I_up; j minimises the second-order gain estimate
@@ -378,18 +364,9 @@ impl<'p> Solver<'p> {
         {
             // The gradient update, and in the same pass the next iteration's i.
             let (q_i, q_j) = self.cache.pair(i, j, active);
-            let (y, bound) = (&self.y, &self.bound);
-            let update = |g: &mut [f64], r: Range<usize>| -> (f64, usize) {
-                let mut best = (f64::NEG_INFINITY, usize::MAX);
-                for (t, ((g, a), b)) in r.clone().zip(g.iter_mut().zip(&q_i[r.clone()]).zip(&q_j[r])) {
-                    *g += *a as f64 * di + *b as f64 * dj;
-                    let v = -y[t] * *g;
-                    if in_up(y[t], bound[t]) && v >= best.0 {
-                        best = (v, t);
-                    }
-                }
-                best
-            };
+            let (y, up) = (&self.y, &self.up);
+            let update =
+                |g: &mut [f64], r: Range<usize>| -> (f64, usize) { simd::update(g, q_i, q_j, (di, dj), y, up, r) };
             self.next_i = Some(match self.partner {
                 Some(p) if active >= MIN_SPLIT => {
                     let g = SplitSlice::new(&mut self.g[..active]);

@@ -91,6 +91,8 @@ impl Solver<'_> {
         self.y.swap(i, j);
         self.g.swap(i, j);
         self.bound.swap(i, j);
+        self.up.swap(i, j);
+        self.low.swap(i, j);
         self.alpha.swap(i, j);
         self.original.swap(i, j);
         self.g_bar.swap(i, j);

@@ -1,0 +1,127 @@
+//! `cargo bench --bench search`: what each reuse of a model search contributes, in
+//! process, on the shapes of the benchmarks (scripts/bench_search.py times the
+//! same searches over HTTP against scikit-learn's GridSearchCV):
+//!
+//! - SVC over grid.py's default grid (110 candidates, 5-fold, n = 2000, d = 20): every
+//!   reuse; without the shared Gram table; and one fit at a time on one core.
+//! - kernel ridge, 30 lambdas x 2 length scales, 5-fold, n = 2000 (1600 training rows per
+//!   fold) and n = 4000 (3200): with the eigen path, with one Cholesky per value from the
+//!   table, without the table; and leave-one-out in closed form.
+//!
+//! Each row is one run (they take seconds); the machine is shared, so compare rows of
+//! one run, not runs.
+
+mod common;
+
+use common::points;
+use mercer::estimator::{
+    ClassLabels, ClassificationSet, FitContext, ModelKind, ModelSpec, Target, TrainingData, TrainingSet,
+};
+use mercer::kernel::{GramTable, Kernel};
+use mercer::linalg::Parallelism;
+use mercer::selection::{self, Document, Environment, Plan, Rows, SearchSpec};
+use serde_json::{json, Value};
+use std::time::Instant;
+
+fn plan(kind: ModelKind, body: &Value, data: &TrainingData) -> Plan {
+    let (n, d) = (data.x().n(), data.x().d());
+    let check = |doc: &Document| {
+        let kernel = Kernel::from_json(doc.kernel()).map_err(|e| e.under("/kernel"))?;
+        let mut spec = ModelSpec::from_json(kind, kernel, Some(doc.params()))?;
+        spec.resolve_approximation(n, d, 20_000, u64::MAX)?;
+        Ok(spec)
+    };
+    let classes = match data {
+        TrainingData::Classification(c) => Some((c.y.as_slice(), c.classes.len())),
+        TrainingData::Regression(_) => None,
+    };
+    let spec = SearchSpec::from_json(&body["search"]).unwrap();
+    let base = Document::new(body.get("kernel"), body.get("params"));
+    Plan::new(&spec, kind, &base, Rows { n, classes }, 1_000_000, &check).unwrap()
+}
+
+/// Seconds of one search, and its best candidate's values.
+fn time(plan: &Plan, data: &TrainingData, env: Environment) -> (f64, Value) {
+    let started = Instant::now();
+    let out = selection::run(plan, data, &FitContext::new(Parallelism::Parallel), env).unwrap();
+    (started.elapsed().as_secs_f64(), out.report["best_values"].clone())
+}
+
+fn classification(n: usize) -> TrainingData {
+    let x = points(20, n, 17);
+    let y: Vec<Target> = (0..n)
+        .map(|i| {
+            let p = x.point(i);
+            let f = p[..10].iter().map(|v| (2.0 * v).sin()).sum::<f64>() + p[10] * p[11];
+            // One label in ten flipped: the large-C fits then take as many SMO
+            // iterations as real data makes them take.
+            let flip = (i.wrapping_mul(2_654_435_761) >> 7) % 10 == 0;
+            Target::Number(if (f > 0.0) != flip { 1.0 } else { 0.0 })
+        })
+        .collect();
+    let (classes, y) = ClassLabels::encode(&y).unwrap();
+    TrainingData::Classification(ClassificationSet { x, y, classes })
+}
+
+fn regression(n: usize) -> TrainingData {
+    let x = points(8, n, 23);
+    let y = (0..n)
+        .map(|i| x.point(i).iter().map(|v| (2.0 * v).sin()).sum::<f64>() + 0.1 * ((i * 37 % 11) as f64 - 5.0) / 5.0)
+        .collect();
+    TrainingData::Regression(TrainingSet { x, y })
+}
+
+fn main() {
+    mercer::tune_allocator();
+    let budget = 4 * GramTable::bytes(4000);
+    let all = Environment::new(0, budget);
+    let mut rows: Vec<(String, f64, f64)> = Vec::new();
+
+    let only = std::env::var("MERCER_BENCH_ONLY").unwrap_or_default();
+    let data = classification(2000);
+    let body = json!({"kernel": {"type": "rbf", "gamma": 1.0}, "params": {"c": 1.0, "cache_mb": 200}, "search": {
+        "space": {"/params/c": {"log_grid": [0.03125, 32768.0, 11]}, "/kernel/gamma": {"log_grid": [8.0, 3.0517578125e-05, 10]}},
+        "cv": 5}});
+    let p = plan(ModelKind::Svm, &body, &data);
+    let (base, best) = if only == "krr" { (0.0, Value::Null) } else { time(&p, &data, all) };
+    let svc: Vec<(&str, f64)> = if only == "krr" {
+        vec![]
+    } else {
+        vec![
+            ("every reuse (the service)", base),
+            ("without the shared Gram table", time(&p, &data, Environment { table_budget: 0, ..all }).0),
+            ("one fit at a time, one core", time(&p, &data, Environment { busy: 1, ..all }).0),
+        ]
+    };
+    for (name, s) in svc.into_iter().filter(|_| only != "krr") {
+        rows.push((format!("SVC grid.py grid, 110 x 5 folds, n = 2000: {name}"), s, s / base));
+    }
+    println!("SVC best: {best}");
+
+    for n in [2000usize, 4000].into_iter().filter(|_| only != "svc") {
+        let data = regression(n);
+        let body = json!({"kernel": {"type": "rbf", "gamma": 1.0}, "params": {"lambda": 1.0, "approximation": "exact"}, "search": {
+            "space": {"/params/lambda": {"log_grid": [1e-4, 10.0, 30]}, "/kernel/gamma": {"log_grid": [0.01, 0.1, 2]}},
+            "cv": 5}});
+        let p = plan(ModelKind::KernelRidge, &body, &data);
+        let (eigen, _) = time(&p, &data, all);
+        let cholesky = time(&p, &data, Environment { eigen: false, ..all }).0;
+        let untabled = time(&p, &data, Environment { eigen: false, table_budget: 0, ..all }).0;
+        for (name, s) in [("eigen path", eigen), ("a Cholesky per value, table", cholesky), ("no table", untabled)] {
+            rows.push((format!("KRR 30 lambdas x 2 gammas x 5 folds, n = {n}: {name}"), s, s / eigen));
+        }
+        let mut loo = body.clone();
+        loo["search"]["cv"] = json!("loo");
+        let p = plan(ModelKind::KernelRidge, &loo, &data);
+        let swept = time(&p, &data, all).0;
+        let factored = time(&p, &data, Environment { eigen: false, ..all }).0;
+        for (name, s) in [("closed-form LOO, eigen path", swept), ("closed-form LOO, a factor per value", factored)] {
+            rows.push((format!("KRR 30 lambdas x 2 gammas, n = {n}: {name}"), s, s / eigen));
+        }
+    }
+
+    println!("{:<100}{:>10}{:>12}", "search", "seconds", "vs first");
+    for (name, s, r) in rows {
+        println!("{name:<100}{s:>10.2}{r:>11.2}x");
+    }
+}
