@@ -177,9 +177,9 @@ impl Node {
                 }
             }
             Node::Table { table, order } => {
-                let i = order[i];
+                let column = table.column(order[i]);
                 for (o, &p) in out.iter_mut().zip(&order[range]) {
-                    *o = table.get(p, i);
+                    *o = column[p];
                 }
             }
             Node::Constant(v) => out.fill(*v),

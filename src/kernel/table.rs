@@ -48,6 +48,12 @@ impl GramTable {
         self.k[(i, j)]
     }
 
+    /// k(x_j, x_i) for every j: column i.
+    pub fn column(&self, i: usize) -> &[f64] {
+        let n = self.n();
+        &self.k.as_slice()[i * n..(i + 1) * n]
+    }
+
     /// k(rows[i], cols[j]), |rows| x |cols|.
     pub fn block(&self, rows: &[usize], cols: &[usize], par: Parallelism) -> DMatrix<f64> {
         let mut out = crate::linalg::zeros(rows.len(), cols.len());
