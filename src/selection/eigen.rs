@@ -183,13 +183,14 @@ pub fn sweep_loo(
         .collect()
 }
 
-/// Whether one decomposition is cheaper than a factorisation per value: on this class
-/// of machine a symmetric eigendecomposition costs about 14 Cholesky factorisations of
-/// the same size at n = 1600 and 25 at n = 3200 (its tridiagonal reduction is bound by
-/// memory bandwidth; see BENCHMARKS.md). Leave-one-out by factor also needs diag(A^-1),
-/// a second n^3/3.
+/// Whether one decomposition is cheaper than a factorisation per value. Measured here
+/// (benches/search.rs): a symmetric eigendecomposition costs about 15 Cholesky
+/// factorisations of the same size at n = 1600 and 30-37 at n = 3200, because its
+/// tridiagonal reduction reads the trailing matrix once per column and is bound by memory
+/// bandwidth; the ratio grows with n. Leave-one-out by factor also needs diag(A^-1), a
+/// second n^3/3.
 pub fn pays_off(values: usize, n: usize, loo: bool) -> bool {
-    let ratio = if n <= 2000 { 14.0 } else { 25.0 };
+    let ratio = 14.0 + 21.0 * (n.saturating_sub(1600) as f64 / 1600.0);
     let per_value = if loo { 2.0 } else { 1.0 };
     values >= 2 && values as f64 * per_value >= ratio
 }
