@@ -111,8 +111,10 @@ def post(url, body):
 
 
 def check_metrics(base):
-    # A fit, a prediction and an append, so that every family has samples.
+    # A fit, a prediction, an append and a search, so that every family has samples.
     model = post(base + "/models", {"model": "kernel_ridge", "x": [[0.0], [1.0]], "y": [0.0, 1.0]})
+    post(base + "/models", {"model": "kernel_ridge", "x": [[0.0], [1.0], [2.0], [3.0]], "y": [0.0, 1.0, 0.5, 0.2],
+                            "search": {"space": {"/params/lambda": [0.1, 1.0]}, "cv": 2}})
     post(f"{base}/models/{model['id']}/predict", {"x": [[0.5]]})
     post(f"{base}/models/{model['id']}/observations", {"x": [[2.0]], "y": [0.5]})
     ctype, text = get(base + "/metrics")
