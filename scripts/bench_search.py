@@ -44,25 +44,10 @@ import os
 import sys
 
 
-def _python():
-    """Re-exec under $MERCER_BENCH_PYTHON, else the peer venv when this one lacks numpy/sklearn."""
-    if os.environ.get("_BENCH_SEARCH_EXEC"):
-        return
-    want = os.environ.get("MERCER_BENCH_PYTHON")
-    if not want:
-        try:
-            import numpy, scipy, sklearn  # noqa: F401
-            return
-        except ImportError:
-            want = os.path.expanduser("~/.cache/mercer-peer-venv/bin/python")
-            if not os.access(want, os.X_OK):
-                sys.exit("bench_search: needs numpy, scipy and scikit-learn: set MERCER_BENCH_PYTHON "
-                         "or run ../shared/peer/setup-venv.sh")
-    os.environ["_BENCH_SEARCH_EXEC"] = "1"
-    os.execv(want, [want] + sys.argv)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_python  # noqa: E402
 
-
-_python()
+bench_python.ensure("bench_search", ["numpy", "scipy", "sklearn"])
 
 import argparse, copy, http.client, itertools, json, signal, socket, statistics, subprocess, tempfile, time  # noqa: E402,E401
 import numpy as np  # noqa: E402

@@ -202,6 +202,42 @@ impl Ridge {
     }
 }
 
+/// The factor of K + s I over `rows` (the contract's jitter rule, as the direct fit),
+/// alpha for the (normalised) targets, and their normalisation; the GP's refusal of an
+/// overflowing likelihood.
+struct Factored {
+    chol: Cholesky,
+    yt: DVector<f64>,
+    alpha: DVector<f64>,
+    mean: f64,
+    std: f64,
+}
+
+impl Ridge {
+    fn factor(&self, table: &GramTable, y: &[f64], rows: &[usize], ctx: &FitContext) -> Result<Factored, FoldError> {
+        ctx.cancel.check()?;
+        let par = ctx.par;
+        let (yt, mean, std) = self.targets(&rows.iter().map(|&i| y[i]).collect::<Vec<_>>());
+        let chol = Cholesky::factor_with_jitter_until(
+            || {
+                let mut k = table.block(rows, rows, par);
+                for i in 0..rows.len() {
+                    k[(i, i)] += self.diagonal;
+                }
+                k
+            },
+            par,
+            &|| ctx.cancel.is_cancelled(),
+        )?;
+        let yt = DVector::from_vec(yt);
+        let alpha = chol.solve_vec(&yt);
+        let n = rows.len() as f64;
+        let lml = -0.5 * yt.dot(&alpha) - 0.5 * chol.log_det() - 0.5 * n * (2.0 * std::f64::consts::PI).ln();
+        self.check_likelihood(lml)?;
+        Ok(Factored { chol, yt, alpha, mean, std })
+    }
+}
+
 /// The fold fit of a [`Ridge`] model from the table: K + s I factorised with the
 /// contract's jitter rule, as the direct fit does.
 pub fn ridge(
@@ -213,28 +249,11 @@ pub fn ridge(
     needs: Needs,
     ctx: &FitContext,
 ) -> Result<Held, FoldError> {
-    ctx.cancel.check()?;
-    let par = ctx.par;
-    let (yt, mean, std) = r.targets(&train.iter().map(|&i| y[i]).collect::<Vec<_>>());
-    let chol = Cholesky::factor_with_jitter_until(
-        || {
-            let mut k = table.block(train, train, par);
-            for i in 0..train.len() {
-                k[(i, i)] += r.diagonal;
-            }
-            k
-        },
-        par,
-        &|| ctx.cancel.is_cancelled(),
-    )?;
-    let yv = DVector::from_vec(yt);
-    let alpha = chol.solve_vec(&yv);
-    let n = train.len() as f64;
-    r.check_likelihood(-0.5 * yv.dot(&alpha) - 0.5 * chol.log_det() - 0.5 * n * (2.0 * std::f64::consts::PI).ln())?;
-    let mut cross = table.block(train, test, par);
+    let Factored { chol, alpha, mean, std, .. } = r.factor(table, y, train, ctx)?;
+    let mut cross = table.block(train, test, ctx.par);
     let values = crate::estimator::weighted_columns(&cross, alpha.as_slice()).iter().map(|f| f * std + mean).collect();
     let var = needs.variance.then(|| {
-        chol.solve_l_in_place(&mut cross, par);
+        chol.solve_l_in_place(&mut cross, ctx.par);
         let prior = table.diag(test);
         cross
             .column_iter()
@@ -270,27 +289,10 @@ pub fn svm(
 /// residual of row i is alpha_i / [A^-1]_ii and its predictive variance (noise
 /// included) 1 / [A^-1]_ii, A = K + s I (R&W 5.4.2; Allen's PRESS for kernel ridge).
 pub fn ridge_loo(r: &Ridge, table: &GramTable, y: &[f64], needs: Needs, ctx: &FitContext) -> Result<Held, FoldError> {
-    ctx.cancel.check()?;
-    let par = ctx.par;
     let all: Vec<usize> = (0..y.len()).collect();
-    let (yt, mean, std) = r.targets(y);
-    let chol = Cholesky::factor_with_jitter_until(
-        || {
-            let mut k = table.block(&all, &all, par);
-            for i in 0..all.len() {
-                k[(i, i)] += r.diagonal;
-            }
-            k
-        },
-        par,
-        &|| ctx.cancel.is_cancelled(),
-    )?;
-    let yv = DVector::from_vec(yt);
-    let alpha = chol.solve_vec(&yv);
-    let n = y.len() as f64;
-    r.check_likelihood(-0.5 * yv.dot(&alpha) - 0.5 * chol.log_det() - 0.5 * n * (2.0 * std::f64::consts::PI).ln())?;
-    let inv_diag = chol.inverse_diagonal(par);
-    Ok(loo_held(y, yv.as_slice(), alpha.as_slice(), &inv_diag, mean, std, needs))
+    let Factored { chol, yt, alpha, mean, std } = r.factor(table, y, &all, ctx)?;
+    let inv_diag = chol.inverse_diagonal(ctx.par);
+    Ok(loo_held(y, yt.as_slice(), alpha.as_slice(), &inv_diag, mean, std, needs))
 }
 
 /// Held-out predictions of every row from the closed form (normalised targets `yt`,
