@@ -207,7 +207,7 @@ fn main() {
             model: "gaussian_process".into(),
             kernel: Some(json!({"type": "rbf", "length_scale": 2.0})),
             params: Some(spec(ModelKind::GaussianProcess).1),
-            source: TrainSource::Rows { x: rows(&data.x), y: targets(&data.y) },
+            source: TrainSource::Rows { x: rows(&data.x), y: Some(targets(&data.y)) },
             name: None,
             metadata: None,
             search: None,

@@ -33,7 +33,7 @@ fn plan(kind: ModelKind, body: &Value, data: &TrainingData) -> Plan {
     };
     let classes = match data {
         TrainingData::Classification(c) => Some((c.y.as_slice(), c.classes.len())),
-        TrainingData::Regression(_) => None,
+        TrainingData::Regression(_) | TrainingData::Unlabelled(_) => None,
     };
     let spec = SearchSpec::from_json(&body["search"]).unwrap();
     let base = Document::new(body.get("kernel"), body.get("params"));

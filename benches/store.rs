@@ -28,7 +28,7 @@ fn main() {
             model: "gaussian_process".into(),
             kernel: Some(json!({"type": "rbf", "length_scale": 2.0})),
             params: Some(json!({"noise": 0.01})),
-            source: TrainSource::Rows { x: rows.clone(), y: y.clone() },
+            source: TrainSource::Rows { x: rows.clone(), y: Some(y.clone()) },
             name: None,
             metadata: None,
             search: None,

@@ -38,8 +38,11 @@ async fn svm_binary_with_string_labels() {
     assert!(m["training"]["iterations"].as_u64().unwrap() > 0);
     assert_eq!(
         m["params"],
-        json!({"c": 1.0, "tol": 1e-3, "max_iter": null, "probability": false, "cache_mb": 100.0, "seed": 0})
+        json!({"c": 1.0, "tol": 1e-3, "max_iter": null, "cache_mb": 100.0, "probability": false, "seed": 0,
+               "class_weight": null, "sample_weight": null})
     );
+    let per_class: Vec<u64> = serde_json::from_value(m["training"]["n_support_per_class"].clone()).unwrap();
+    assert_eq!(per_class.iter().sum::<u64>(), n_support, "support vectors per class, in the order of classes");
 
     let p = predict(&s, m["id"].as_str().unwrap(), json!({"x": [[0.1, -0.1], [3.1, 2.9]]})).await;
     assert_eq!(p["predictions"], json!(["dog", "cat"]));

@@ -9,7 +9,7 @@ use mercer::estimator::{
 use mercer::kernel::column::ColumnKernel;
 use mercer::kernel::{Kernel, Points};
 use mercer::linalg::Parallelism;
-use mercer::smo::{solve, SmoOptions};
+use mercer::smo::{solve, Problem, SmoOptions};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
@@ -45,8 +45,8 @@ fn problem() -> impl Strategy<Value = (Points, Vec<f64>)> {
     })
 }
 
-fn options(c: f64, shrinking: bool) -> SmoOptions {
-    SmoOptions { c, tol: 1e-5, max_iter: None, cache_bytes: 1 << 20, shrinking, par: Parallelism::Sequential }
+fn options(shrinking: bool) -> SmoOptions {
+    SmoOptions { tol: 1e-5, max_iter: None, cache_bytes: 1 << 20, shrinking, par: Parallelism::Sequential }
 }
 
 proptest! {
@@ -55,16 +55,18 @@ proptest! {
     #[test]
     fn dual_solution_is_feasible_and_optimal((x, y) in problem(), spec in psd_kernel(), c in 0.1f64..10.0) {
         let kernel = Kernel::from_json(&spec).unwrap();
-        let sol = solve(ColumnKernel::new(&kernel, &x), &y, &options(c, true), &|| false).unwrap();
+        let problem = Problem::c_svc(y.clone(), vec![c; y.len()]);
+        let sol = solve(ColumnKernel::new(&kernel, &x), &problem, &options(true), &|| false).unwrap();
         prop_assert!(sol.converged);
+        let coef = sol.coef(&y);
         let n = y.len();
         let k = kernel.gram(&x, Parallelism::Sequential);
         let scale = k.amax().max(1.0);
-        prop_assert!(sol.coef.iter().sum::<f64>().abs() <= 1e-9 * c * n as f64, "y'a = 0");
+        prop_assert!(coef.iter().sum::<f64>().abs() <= 1e-9 * c * n as f64, "y'a = 0");
         for i in 0..n {
-            let a = sol.coef[i] * y[i];
+            let a = sol.alpha[i];
             prop_assert!((-1e-12..=c * (1.0 + 1e-12)).contains(&a), "0 <= a_{} = {} <= {}", i, a, c);
-            let f: f64 = (0..n).map(|j| sol.coef[j] * k[(j, i)]).sum::<f64>() - sol.rho;
+            let f: f64 = (0..n).map(|j| coef[j] * k[(j, i)]).sum::<f64>() - sol.rho;
             let margin = y[i] * f;
             // tol on the scaled gap, plus f32 storage of the kernel columns.
             let slack = 1e-4 + 1e-6 * scale * c * n as f64;
@@ -76,7 +78,7 @@ proptest! {
                 prop_assert!((margin - 1.0).abs() <= slack, "free a_{} with margin {}", i, margin);
             }
         }
-        let plain = solve(ColumnKernel::new(&kernel, &x), &y, &options(c, false), &|| false).unwrap();
+        let plain = solve(ColumnKernel::new(&kernel, &x), &problem, &options(false), &|| false).unwrap();
         prop_assert!(
             (plain.objective - sol.objective).abs() <= 1e-6 * sol.objective.abs().max(1.0),
             "shrinking {} vs none {}", sol.objective, plain.objective

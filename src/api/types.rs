@@ -47,8 +47,8 @@ impl TryFrom<TrainBody> for TrainInput {
             }
             (Some(id), None, None) => TrainSource::Dataset(id),
             (None, None, _) => return Err(FieldError::shape("/x", "missing field `x` (or name a `dataset`)")),
-            (None, Some(_), None) => return Err(FieldError::shape("/y", "missing field `y`")),
-            (None, Some(x), Some(y)) => TrainSource::Rows { x, y },
+            // Whether the model needs y is the service's to say (novelty detection has none).
+            (None, Some(x), y) => TrainSource::Rows { x, y },
         };
         Ok(TrainInput {
             model: b.model,
@@ -111,6 +111,8 @@ pub struct PredictResponse {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub probabilities: Option<Vec<Vec<f64>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub score_samples: Option<Vec<f64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub classes: Option<Value>,
 }
 
@@ -120,6 +122,8 @@ pub struct PredictResponse {
 pub enum Predictions {
     Values(Vec<f64>),
     Labels(Vec<Value>),
+    /// One-class: 1 (inlier) or -1 (outlier).
+    Signs(Vec<i8>),
 }
 
 #[derive(Debug, Serialize)]
@@ -139,6 +143,8 @@ impl PredictResponse {
         let std = p.variance.as_ref().map(|v| v.iter().map(|x| x.sqrt()).collect());
         let predictions = match (classes, p.classes) {
             (Some(labels), Some(index)) => Predictions::Labels(index.into_iter().map(|k| labels.label(k)).collect()),
+            // One-class SVMs (the models with score_samples) answer the integers 1 / -1.
+            _ if p.score_samples.is_some() => Predictions::Signs(p.values.iter().map(|&v| v as i8).collect()),
             _ => Predictions::Values(p.values),
         };
         PredictResponse {
@@ -151,6 +157,7 @@ impl PredictResponse {
                 Decision::PerClass(m) => DecisionFunction::PerClass(rows(&m)),
             }),
             probabilities: p.probabilities.as_ref().map(rows),
+            score_samples: p.score_samples,
             classes: classes.map(ClassLabels::to_json),
         }
     }
@@ -313,6 +320,7 @@ impl PredictResponse {
         let mut columns: Vec<Vec<String>> = vec![match &self.predictions {
             Predictions::Values(v) => v.iter().map(num).collect(),
             Predictions::Labels(l) => l.iter().map(cell).collect(),
+            Predictions::Signs(v) => v.iter().map(|s| s.to_string()).collect(),
         }];
         for (name, values) in [("variance", &self.variance), ("std", &self.std)] {
             if let Some(v) = values {

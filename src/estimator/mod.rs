@@ -47,7 +47,7 @@ pub(crate) use search::HyperSearch;
 pub use sparse_gp::SparseGpModel;
 pub(crate) use stored::StoredArrays;
 pub use stored::{FittedModel, RestoreError, StoredFit, StoredRows};
-pub use svm::{Svm, SvmModel};
+pub use svm::{OneClassModel, OneClassSvm, Svm, SvmModel, Svr, SvrModel};
 
 /// The model names of the contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -61,6 +61,10 @@ pub enum ModelKind {
     KernelLogistic,
     NadarayaWatson,
     RbfNetwork,
+    Svr,
+    NuSvr,
+    NuSvm,
+    OneClassSvm,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -68,10 +72,12 @@ pub enum ModelKind {
 pub enum Task {
     Regression,
     Classification,
+    /// No targets: inliers against outliers (one_class_svm).
+    Novelty,
 }
 
 impl ModelKind {
-    pub const ALL: [ModelKind; 8] = [
+    pub const ALL: [ModelKind; 12] = [
         ModelKind::KernelRidge,
         ModelKind::GaussianProcess,
         ModelKind::GpClassifier,
@@ -80,6 +86,10 @@ impl ModelKind {
         ModelKind::KernelLogistic,
         ModelKind::NadarayaWatson,
         ModelKind::RbfNetwork,
+        ModelKind::Svr,
+        ModelKind::NuSvr,
+        ModelKind::NuSvm,
+        ModelKind::OneClassSvm,
     ];
 
     pub fn name(self) -> &'static str {
@@ -92,6 +102,10 @@ impl ModelKind {
             ModelKind::KernelLogistic => "kernel_logistic",
             ModelKind::NadarayaWatson => "nadaraya_watson",
             ModelKind::RbfNetwork => "rbf_network",
+            ModelKind::Svr => "svr",
+            ModelKind::NuSvr => "nu_svr",
+            ModelKind::NuSvm => "nu_svm",
+            ModelKind::OneClassSvm => "one_class_svm",
         }
     }
 
@@ -101,9 +115,13 @@ impl ModelKind {
 
     pub fn task(self) -> Task {
         match self {
-            ModelKind::KernelRidge | ModelKind::GaussianProcess | ModelKind::NadarayaWatson | ModelKind::RbfNetwork => {
-                Task::Regression
-            }
+            ModelKind::KernelRidge
+            | ModelKind::GaussianProcess
+            | ModelKind::NadarayaWatson
+            | ModelKind::RbfNetwork
+            | ModelKind::Svr
+            | ModelKind::NuSvr => Task::Regression,
+            ModelKind::OneClassSvm => Task::Novelty,
             _ => Task::Classification,
         }
     }
@@ -117,11 +135,13 @@ pub struct TrainingSet {
     pub y: Vec<f64>,
 }
 
-/// Validated training inputs of either task.
+/// Validated training inputs of any task.
 #[derive(Debug, Clone)]
 pub enum TrainingData {
     Regression(TrainingSet),
     Classification(ClassificationSet),
+    /// Rows without targets (novelty detection).
+    Unlabelled(Points),
 }
 
 impl TrainingData {
@@ -129,6 +149,7 @@ impl TrainingData {
         match self {
             TrainingData::Regression(d) => &d.x,
             TrainingData::Classification(d) => &d.x,
+            TrainingData::Unlabelled(x) => x,
         }
     }
 }
@@ -188,6 +209,12 @@ pub struct TrainingReport {
     /// fitted, in the order of `classes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class_kernels: Option<Vec<Value>>,
+    /// SVM classifiers: support vectors per class, in the order of `classes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n_support_per_class: Option<Vec<u64>>,
+    /// nu-SVR: the epsilon its solver found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epsilon: Option<f64>,
     /// A searched fit: the model search that chose these hyperparameters (every
     /// candidate's fold scores), as `selection` reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -264,6 +291,8 @@ pub struct Prediction {
     pub decision: Option<Decision>,
     /// m x classes, rows summing to 1.
     pub probabilities: Option<DMatrix<f64>>,
+    /// one_class_svm: the decision function plus rho.
+    pub score_samples: Option<Vec<f64>>,
 }
 
 impl Prediction {
@@ -288,6 +317,7 @@ impl Prediction {
                         Decision::PerClass(m) => Decision::PerClass(rows(m, at, len)),
                     }),
                     probabilities: self.probabilities.as_ref().map(|p| rows(p, at, len)),
+                    score_samples: self.score_samples.as_ref().map(|v| v[range.clone()].to_vec()),
                 };
                 at += len;
                 part
@@ -314,6 +344,9 @@ impl Prediction {
             if let (Some(a), Some(b)) = (acc.classes.as_mut(), p.classes) {
                 a.extend(b);
             }
+            if let (Some(a), Some(b)) = (acc.score_samples.as_mut(), p.score_samples) {
+                a.extend(b);
+            }
             acc.decision = match (acc.decision.take(), p.decision) {
                 (Some(Decision::Binary(mut a)), Some(Decision::Binary(b))) => {
                     a.extend(b);
@@ -337,6 +370,7 @@ impl Prediction {
             && self.variance.as_deref().is_none_or(all)
             && self.covariance.as_ref().is_none_or(|c| all(c.as_slice()))
             && self.probabilities.as_ref().is_none_or(|p| all(p.as_slice()))
+            && self.score_samples.as_deref().is_none_or(all)
             && match &self.decision {
                 None => true,
                 Some(Decision::Binary(d)) => all(d),

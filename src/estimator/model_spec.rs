@@ -4,8 +4,8 @@
 
 use super::{
     approx, mixture, nystrom, Estimator, FitContext, FitError, FittedModel, GaussianProcess, GpClassifier,
-    KernelLogistic, KernelPerceptron, KernelRidge, ModelKind, NadarayaWatson, RbfNetwork, SparseGpModel, Svm,
-    TrainingData,
+    KernelLogistic, KernelPerceptron, KernelRidge, ModelKind, NadarayaWatson, OneClassSvm, RbfNetwork, SparseGpModel,
+    Svm, Svr, TrainingData,
 };
 use crate::kernel::{Kernel, Points, RowKind};
 use crate::spec::FieldError;
@@ -22,6 +22,9 @@ pub enum ModelSpec {
     GpClassifier(GpClassifier),
     NadarayaWatson(NadarayaWatson),
     RbfNetwork(RbfNetwork),
+    /// epsilon- and nu-SVR.
+    Svr(Svr),
+    OneClassSvm(OneClassSvm),
 }
 
 impl ModelSpec {
@@ -47,6 +50,10 @@ impl ModelSpec {
             }
             ModelKind::GpClassifier => GpClassifier::from_json(kernel, params, "/params").map(ModelSpec::GpClassifier),
             ModelKind::RbfNetwork => RbfNetwork::from_json(kernel, params, "/params").map(ModelSpec::RbfNetwork),
+            ModelKind::NuSvm => Svm::from_json_nu(kernel, params, "/params").map(ModelSpec::Svm),
+            ModelKind::Svr => Svr::from_json(kernel, params, "/params").map(ModelSpec::Svr),
+            ModelKind::NuSvr => Svr::from_json_nu(kernel, params, "/params").map(ModelSpec::Svr),
+            ModelKind::OneClassSvm => OneClassSvm::from_json(kernel, params, "/params").map(ModelSpec::OneClassSvm),
         }
     }
 
@@ -54,7 +61,11 @@ impl ModelSpec {
         match self {
             ModelSpec::KernelRidge(_) => ModelKind::KernelRidge,
             ModelSpec::GaussianProcess(_) => ModelKind::GaussianProcess,
+            ModelSpec::Svm(p) if p.nu.is_some() => ModelKind::NuSvm,
             ModelSpec::Svm(_) => ModelKind::Svm,
+            ModelSpec::Svr(p) if p.nu.is_some() => ModelKind::NuSvr,
+            ModelSpec::Svr(_) => ModelKind::Svr,
+            ModelSpec::OneClassSvm(_) => ModelKind::OneClassSvm,
             ModelSpec::KernelPerceptron(_) => ModelKind::KernelPerceptron,
             ModelSpec::KernelLogistic(_) => ModelKind::KernelLogistic,
             ModelSpec::GpClassifier(_) => ModelKind::GpClassifier,
@@ -73,6 +84,8 @@ impl ModelSpec {
             ModelSpec::GpClassifier(p) => &p.kernel,
             ModelSpec::NadarayaWatson(p) => &p.kernel,
             ModelSpec::RbfNetwork(p) => &p.kernel,
+            ModelSpec::Svr(p) => &p.kernel,
+            ModelSpec::OneClassSvm(p) => &p.kernel,
         }
     }
 
@@ -86,6 +99,8 @@ impl ModelSpec {
             ModelSpec::GpClassifier(p) => &mut p.kernel,
             ModelSpec::NadarayaWatson(p) => &mut p.kernel,
             ModelSpec::RbfNetwork(p) => &mut p.kernel,
+            ModelSpec::Svr(p) => &mut p.kernel,
+            ModelSpec::OneClassSvm(p) => &mut p.kernel,
         }
     }
 
@@ -139,6 +154,8 @@ impl ModelSpec {
             ModelSpec::GpClassifier(p) => p.params_json(),
             ModelSpec::NadarayaWatson(p) => p.params_json(),
             ModelSpec::RbfNetwork(p) => p.params_json(),
+            ModelSpec::Svr(p) => p.params_json(),
+            ModelSpec::OneClassSvm(p) => p.params_json(),
         }
     }
 
@@ -200,6 +217,8 @@ impl ModelSpec {
         }
         match self {
             ModelSpec::Svm(svm) => return svm.fit_memory_estimate(n, d),
+            ModelSpec::Svr(svr) => return svr.fit_memory_estimate(n, d),
+            ModelSpec::OneClassSvm(oc) => return oc.fit_memory_estimate(n, d),
             ModelSpec::RbfNetwork(net) => return net.fit_memory_estimate(n, d),
             ModelSpec::KernelLogistic(klr) => return klr.fit_memory_estimate(n, d),
             ModelSpec::GpClassifier(gpc) => return gpc.fit_memory_estimate(n, d),
@@ -222,7 +241,29 @@ impl ModelSpec {
                 "/params/centers",
                 format!("{c} centres requested but there are only {n} training rows"),
             )),
+            ModelSpec::Svm(Svm { sample_weight: Some(w), .. }) => w.check_len(n, "/params/sample_weight"),
+            ModelSpec::Svr(p) => p.check_data(n),
+            ModelSpec::OneClassSvm(p) => p.check_data(n),
             _ => Ok(()),
+        }
+    }
+
+    /// What can only be checked against the targets: class weights' labels, classes
+    /// left without weight, nu feasibility.
+    pub fn check_targets(&self, data: &TrainingData) -> Result<(), FieldError> {
+        match (self, data) {
+            (ModelSpec::Svm(p), TrainingData::Classification(d)) => p.check_targets(d),
+            _ => Ok(()),
+        }
+    }
+
+    /// The same model for rows `rows` of its data (a cross-validation fold's training
+    /// rows): parameters given per row are taken at those rows.
+    pub fn for_rows(&self, rows: &[usize]) -> ModelSpec {
+        match self {
+            ModelSpec::Svm(p) => ModelSpec::Svm(p.for_rows(rows)),
+            ModelSpec::Svr(p) => ModelSpec::Svr(p.for_rows(rows)),
+            other => other.clone(),
         }
     }
 
@@ -255,6 +296,8 @@ impl ModelSpec {
             (ModelSpec::GpClassifier(p), TrainingData::Classification(d)) => FittedModel::GpClassifier(p.fit(d, ctx)?),
             (ModelSpec::NadarayaWatson(p), TrainingData::Regression(d)) => FittedModel::NadarayaWatson(p.fit(d, ctx)?),
             (ModelSpec::RbfNetwork(p), TrainingData::Regression(d)) => FittedModel::RbfNetwork(p.fit(d, ctx)?),
+            (ModelSpec::Svr(p), TrainingData::Regression(d)) => FittedModel::Svr(p.fit(d, ctx)?),
+            (ModelSpec::OneClassSvm(p), TrainingData::Unlabelled(x)) => FittedModel::OneClassSvm(p.fit(x, ctx)?),
             _ => {
                 return Err(FitError::Invalid(FieldError::invalid(
                     "/y",

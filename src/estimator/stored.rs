@@ -6,8 +6,8 @@ use super::online::AppendError;
 use super::{
     ClassLabels, GaussianProcess, GaussianProcessModel, GpClassifier, GpClassifierModel, KernelLogistic,
     KernelLogisticModel, KernelPerceptron, KernelPerceptronModel, KernelRidge, KernelRidgeModel, ModelKind,
-    NadarayaWatson, NadarayaWatsonModel, Predictor, RbfNetwork, RbfNetworkModel, SparseGpModel, Svm, SvmModel,
-    TrainingReport, TrainingSet,
+    NadarayaWatson, NadarayaWatsonModel, OneClassModel, OneClassSvm, Predictor, RbfNetwork, RbfNetworkModel,
+    SparseGpModel, Svm, SvmModel, Svr, SvrModel, TrainingReport, TrainingSet,
 };
 use crate::kernel::{Kernel, Points, RowKind};
 use crate::linalg::Parallelism;
@@ -141,6 +141,8 @@ pub enum FittedModel {
     GpClassifier(GpClassifierModel),
     NadarayaWatson(NadarayaWatsonModel),
     RbfNetwork(RbfNetworkModel),
+    Svr(SvrModel),
+    OneClassSvm(OneClassModel),
 }
 
 impl FittedModel {
@@ -148,7 +150,11 @@ impl FittedModel {
         match self {
             FittedModel::KernelRidge(_) => ModelKind::KernelRidge,
             FittedModel::GaussianProcess(_) | FittedModel::SparseGp(_) => ModelKind::GaussianProcess,
+            FittedModel::Svm(m) if m.is_nu() => ModelKind::NuSvm,
             FittedModel::Svm(_) => ModelKind::Svm,
+            FittedModel::Svr(m) if m.is_nu() => ModelKind::NuSvr,
+            FittedModel::Svr(_) => ModelKind::Svr,
+            FittedModel::OneClassSvm(_) => ModelKind::OneClassSvm,
             FittedModel::KernelPerceptron(_) => ModelKind::KernelPerceptron,
             FittedModel::KernelLogistic(_) => ModelKind::KernelLogistic,
             FittedModel::GpClassifier(_) => ModelKind::GpClassifier,
@@ -168,6 +174,8 @@ impl FittedModel {
             FittedModel::GpClassifier(m) => m,
             FittedModel::NadarayaWatson(m) => m,
             FittedModel::RbfNetwork(m) => m,
+            FittedModel::Svr(m) => m,
+            FittedModel::OneClassSvm(m) => m,
         }
     }
 
@@ -200,6 +208,8 @@ impl FittedModel {
             FittedModel::GpClassifier(m) => m.store_into(&mut s),
             FittedModel::NadarayaWatson(m) => m.store_into(&mut s),
             FittedModel::RbfNetwork(m) => m.store_into(&mut s),
+            FittedModel::Svr(m) => m.store_into(&mut s),
+            FittedModel::OneClassSvm(m) => m.store_into(&mut s),
         }
         s
     }
@@ -216,9 +226,25 @@ impl FittedModel {
         let bad = |e: FieldError| RestoreError(format!("params: {e}"));
         let mut arrays = StoredArrays(std::mem::take(&mut s.arrays));
         match kind {
-            ModelKind::Svm => {
-                let spec = Svm::from_json(kernel, &params, "/params").map_err(bad)?;
+            ModelKind::Svm | ModelKind::NuSvm => {
+                let spec = match kind {
+                    ModelKind::Svm => Svm::from_json(kernel, &params, "/params"),
+                    _ => Svm::from_json_nu(kernel, &params, "/params"),
+                }
+                .map_err(bad)?;
                 return Ok(FittedModel::Svm(SvmModel::restore(spec, s.classes()?, x, arrays, report)?));
+            }
+            ModelKind::Svr | ModelKind::NuSvr => {
+                let spec = match kind {
+                    ModelKind::Svr => Svr::from_json(kernel, &params, "/params"),
+                    _ => Svr::from_json_nu(kernel, &params, "/params"),
+                }
+                .map_err(bad)?;
+                return Ok(FittedModel::Svr(SvrModel::restore(spec, x, s.alpha, arrays, report)?));
+            }
+            ModelKind::OneClassSvm => {
+                let spec = OneClassSvm::from_json(kernel, &params, "/params").map_err(bad)?;
+                return Ok(FittedModel::OneClassSvm(OneClassModel::restore(spec, x, s.alpha, arrays, report)?));
             }
             ModelKind::KernelPerceptron => {
                 let spec = KernelPerceptron::from_json(kernel, &params, "/params").map_err(bad)?;
@@ -311,6 +337,8 @@ impl FittedModel {
             FittedModel::GpClassifier(m) => m,
             FittedModel::NadarayaWatson(m) => m,
             FittedModel::RbfNetwork(m) => m,
+            FittedModel::Svr(m) => m,
+            FittedModel::OneClassSvm(m) => m,
         }
     }
 }

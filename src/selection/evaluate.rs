@@ -55,6 +55,7 @@ impl FoldSet {
                 data: TrainingData::Regression(TrainingSet { x, y: train.iter().map(|&i| d.y[i]).collect() }),
                 present: None,
             },
+            TrainingData::Unlabelled(_) => FoldSet { data: TrainingData::Unlabelled(x), present: None },
             TrainingData::Classification(d) => {
                 let mut seen = vec![false; d.classes.len()];
                 for &i in train {
@@ -89,6 +90,7 @@ impl FoldSet {
                 mean: p.values,
                 var: if needs.variance { p.variance } else { None },
             },
+            TrainingData::Unlabelled(_) => unreachable!("a search refuses models without targets (plan.rs)"),
             TrainingData::Classification(d) => {
                 let present = self.present.as_deref().expect("a classifier's fold");
                 let k = d.classes.len();
@@ -137,7 +139,7 @@ pub fn plain(
 ) -> Result<Held, FoldError> {
     ctx.cancel.check()?;
     let fold = FoldSet::new(data, train)?;
-    let mut spec = spec.clone();
+    let mut spec = spec.for_rows(train);
     let d = data.x().d();
     // The approximation was resolved for all rows; its checks against this fold's rows
     // (inducing points above n) still apply.
@@ -279,7 +281,7 @@ pub fn svm(
     let TrainingData::Classification(set) = &fold.data else {
         return Err(FoldError::Failed("an SVM needs class labels".into()));
     };
-    let (model, sv_rows) = svm.fit_from_table(set, table, train, ctx)?;
+    let (model, sv_rows) = svm.for_rows(train).fit_from_table(set, table, train, ctx)?;
     let sv: Vec<usize> = sv_rows.iter().map(|&r| train[r]).collect();
     let p = model.predict_cross(&table.block(&sv, test, ctx.par), &predict_options(needs));
     Ok(fold.held(data, test, p, needs))

@@ -55,6 +55,12 @@ impl Plan {
         check: &dyn Fn(&Document) -> Result<ModelSpec, FieldError>,
     ) -> Result<Plan, FieldError> {
         let n = rows.n;
+        if kind.task() == Task::Novelty {
+            return Err(FieldError::invalid(
+                "/search",
+                format!("a search scores predictions of targets; {} has none", kind.name()),
+            ));
+        }
         let (folds, cv) = plan_folds(search, &rows)?;
         let scoring = plan_scoring(search, kind, rows.classes.map(|(_, k)| k))?;
         let fits_per_candidate = |closed: bool| match search.cv {

@@ -331,7 +331,9 @@ impl Search<'_> {
         let spec = |c: usize| self.plan.candidates[c].spec.as_ref().expect("units are made for valid specs");
         let y = || match self.data {
             TrainingData::Regression(d) => d.y.as_slice(),
-            TrainingData::Classification(_) => unreachable!("ridge units are regressions"),
+            TrainingData::Classification(_) | TrainingData::Unlabelled(_) => {
+                unreachable!("ridge units are regressions")
+            }
         };
         let table = || table.expect("table units have a table");
         let ridge = |c: usize| Ridge::of(spec(c)).expect("a ridge unit");

@@ -50,8 +50,8 @@ pub struct TrainInput {
 /// Where a fit's rows come from.
 #[derive(Debug, Clone)]
 pub enum TrainSource {
-    /// `x` and `y` in the request body.
-    Rows { x: Vec<Row>, y: Vec<Target> },
+    /// `x` and `y` in the request body (`y` absent for models without targets).
+    Rows { x: Vec<Row>, y: Option<Vec<Target>> },
     /// An uploaded dataset, by the id the request gave (checked at validation).
     Dataset(String),
 }

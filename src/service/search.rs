@@ -29,13 +29,14 @@ impl Service {
             let kernel = Kernel::from_json(doc.kernel()).map_err(|e| e.under("/kernel"))?;
             let mut spec = ModelSpec::from_json(kind, kernel, Some(doc.params()))?;
             spec.check_data(n)?;
+            spec.check_targets(&data)?;
             spec.resolve_approximation(n, d, exact_max_rows, limit)?;
             spec.check_rows(data.x())?;
             Ok(spec)
         };
         let classes = match &data {
             TrainingData::Classification(c) => Some((c.y.as_slice(), c.classes.len())),
-            TrainingData::Regression(_) => None,
+            TrainingData::Regression(_) | TrainingData::Unlabelled(_) => None,
         };
         let plan = Plan::new(&spec, kind, &base, Rows { n, classes }, self.config.max_search_fits, &check)?;
         let first = plan.candidates.iter().find_map(|c| c.spec.as_ref().ok().cloned()).ok_or_else(|| {

@@ -36,6 +36,8 @@ impl Service {
         // The points, each row's target, and where they came from.
         enum Ys<'a> {
             Sent(&'a [Target]),
+            /// No `y` in the body.
+            Absent,
             Stored(crate::dataset::Targets),
         }
         let (x, ys, origin) = match &input.source {
@@ -46,10 +48,15 @@ impl Service {
                 }
                 self.check_train_rows(n)?;
                 let x = to_points(x, None)?;
-                if y.len() != n {
-                    return Err(FieldError::invalid("/y", format!("has {} entries but x has {n} rows", y.len())).into());
+                match y {
+                    Some(y) if y.len() != n => {
+                        return Err(
+                            FieldError::invalid("/y", format!("has {} entries but x has {n} rows", y.len())).into()
+                        )
+                    }
+                    Some(y) => (x, Ys::Sent(y), Origin::default()),
+                    None => (x, Ys::Absent, Origin::default()),
                 }
-                (x, Ys::Sent(y), Origin::default())
             }
             TrainSource::Dataset(id) => {
                 let (id, stored) = self.read_dataset_for_fit(id)?;
@@ -60,6 +67,12 @@ impl Service {
         };
         let (n, d) = (x.n(), x.d());
         let data = match (kind.task(), ys) {
+            (Task::Novelty, Ys::Sent(_)) => {
+                return Err(FieldError::invalid("/y", format!("{} takes no targets: leave `y` out", kind.name())).into())
+            }
+            // A dataset's target column is not used by models without targets.
+            (Task::Novelty, _) => TrainingData::Unlabelled(x),
+            (_, Ys::Absent) => return Err(FieldError::shape("/y", "missing field `y`").into()),
             (Task::Regression, Ys::Sent(y)) => TrainingData::Regression(TrainingSet { x, y: regression_targets(y)? }),
             (Task::Regression, Ys::Stored(crate::dataset::Targets::Numeric(y))) => {
                 TrainingData::Regression(TrainingSet { x, y })
@@ -75,6 +88,7 @@ impl Service {
                 let (classes, y) = match ys {
                     Ys::Sent(y) => ClassLabels::encode(y)?,
                     Ys::Stored(t) => ClassLabels::encode(&t.to_targets())?,
+                    Ys::Absent => unreachable!("handled above"),
                 };
                 TrainingData::Classification(ClassificationSet { x, y, classes })
             }
@@ -88,6 +102,7 @@ impl Service {
         };
         let mut spec = ModelSpec::from_json(kind, kernel, input.params.as_ref())?;
         spec.check_data(n)?;
+        spec.check_targets(&data)?;
         let limit = self.config.effective_max_fit_bytes();
         spec.resolve_approximation(n, d, self.config.exact_max_rows, limit)?;
         spec.check_rows(data.x())?;
@@ -333,6 +348,7 @@ fn sample_json(data: &TrainingData) -> String {
     let y: Vec<Value> = match data {
         TrainingData::Regression(d) => rows.iter().map(|&i| serde_json::json!(d.y[i])).collect(),
         TrainingData::Classification(d) => rows.iter().map(|&i| d.classes.label(d.y[i])).collect(),
+        TrainingData::Unlabelled(_) => vec![Value::Null; rows.len()],
     };
     serde_json::json!({"n_train": x.n(), "x": rows_json(x, &rows), "y": y}).to_string()
 }

@@ -1,24 +1,31 @@
-//! The SMO solver for the C-SVC dual, the algorithm of LIBSVM:
+//! The SMO solver of LIBSVM's duals, one core for every formulation:
 //!
-//!   min 1/2 a'Qa - e'a  subject to  0 <= a_i <= C,  y'a = 0,  Q_ij = y_i y_j k(x_i, x_j)
+//!   min 1/2 a'Qa + p'a  subject to  0 <= a_t <= C_t,  y'a = const,
+//!   Q_ts = y_t y_s k(x_point(t), x_point(t')),
 //!
-//! with second-order working-set selection (Fan, Chen & Lin, JMLR 2005, "WSS 2"), the
-//! tau safeguard for non-PSD kernels (sigmoid), shrinking, and an LRU cache of kernel
-//! columns bounded in bytes. It follows LIBSVM step for step (same selection order and
-//! ties, same shrinking schedule, columns cached as f32) so that it reaches the same
-//! solution as scikit-learn's SVC on the same data; the speed comes from computing
-//! kernel columns with SIMD across cores and from branch-free inner loops.
+//! and, for the nu formulations, e'a fixed within each sign as well (LIBSVM's
+//! `Solver_NU`: working pairs of one sign, its own shrinking and rho/r). A
+//! [`Problem`] is the data of one formulation (signs, linear term, bounds, start, one or
+//! two variables per point); `estimator::svm` builds C-SVC, nu-SVC, one-class,
+//! epsilon-SVR and nu-SVR problems exactly as LIBSVM's `solve_*` functions do.
 //!
-//! Nothing here knows about classes or labels: `svm.rs` builds the +-1 problems.
+//! The solver follows LIBSVM step for step: second-order working-set selection (Fan,
+//! Chen & Lin, JMLR 2005, "WSS 2"), the tau safeguard for non-PSD kernels, the same
+//! shrinking schedule and ties, Q cached as f32 (`columns.rs`), so that it reaches
+//! scikit-learn's solutions with the same iteration counts. The speed comes from
+//! computing kernel columns with SIMD across cores, from passes four points per vector
+//! (`simd.rs`), and from splitting long passes with a partner thread.
 
 mod cache;
+mod columns;
+mod select;
 mod shrinking;
 mod simd;
 
 use crate::kernel::column::ColumnKernel;
 use crate::linalg::Parallelism;
 use crate::partner::{with_partner, Partner, SplitSlice};
-use cache::ColumnCache;
+use columns::Columns;
 use std::ops::Range;
 use std::sync::Mutex;
 
@@ -31,11 +38,9 @@ const MIN_SPLIT: usize = 4096;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SmoOptions {
-    /// Upper bound of every a_i, > 0.
-    pub c: f64,
     /// Stop when the maximal KKT violation m(a) - M(a) is at most tol.
     pub tol: f64,
-    /// None: LIBSVM's own safety cap, max(10^7, 100 n).
+    /// None: LIBSVM's own safety cap, max(10^7, 100 l).
     pub max_iter: Option<u64>,
     /// Bytes for cached kernel columns (at least two full columns are always allowed).
     pub cache_bytes: usize,
@@ -43,17 +48,49 @@ pub struct SmoOptions {
     pub par: Parallelism,
 }
 
+/// One dual problem: per variable its sign y_t (+1 or -1), linear term p_t, upper bound
+/// C_t and (feasible) start a_t. With as many variables as the kernel has points,
+/// variable t is point t; with twice as many, variables t and t + n are both point t
+/// (SVR's a and a*).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    pub y: Vec<f64>,
+    pub p: Vec<f64>,
+    pub c: Vec<f64>,
+    pub start: Vec<f64>,
+    /// LIBSVM's `Solver_NU` (nu-SVC, nu-SVR) instead of `Solver`.
+    pub nu: bool,
+}
+
+impl Problem {
+    /// C-SVC's dual for labels `y` (+-1) and per-variable bounds `c` (C times the class
+    /// and sample weights): p = -1, a = 0.
+    pub fn c_svc(y: Vec<f64>, c: Vec<f64>) -> Problem {
+        let l = y.len();
+        Problem { y, p: vec![-1.0; l], c, start: vec![0.0; l], nu: false }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct SmoSolution {
-    /// y_i a_i, in the order of the input points.
-    pub coef: Vec<f64>,
-    /// The bias term: f(x) = sum_i coef_i k(x_i, x) - rho.
+    /// a_t, in the order of the problem's variables.
+    pub alpha: Vec<f64>,
+    /// The bias term: f(x) = sum_t y_t a_t k(x_t, x) - rho (before a formulation's scaling).
     pub rho: f64,
+    /// `Solver_NU`'s r (0 for the other formulations).
+    pub r: f64,
     pub iterations: u64,
     /// False when max_iter stopped it first.
     pub converged: bool,
-    /// The dual objective 1/2 a'Qa - e'a at the solution.
+    /// The dual objective 1/2 a'Qa + p'a at the solution.
     pub objective: f64,
+}
+
+impl SmoSolution {
+    /// y_t a_t per variable.
+    pub fn coef(&self, y: &[f64]) -> Vec<f64> {
+        self.alpha.iter().zip(y).map(|(a, y)| a * y).collect()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,33 +103,35 @@ enum Bound {
     Free,
 }
 
-/// Solves the dual for the points of `kernel` with labels `y` (each +1 or -1).
-/// `cancelled` is polled every few hundred iterations.
+/// Solves `problem` over the points of `kernel`. `cancelled` is polled every few
+/// hundred iterations.
 pub fn solve(
     kernel: ColumnKernel,
-    y: &[f64],
+    problem: &Problem,
     opts: &SmoOptions,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<SmoSolution, Cancelled> {
-    assert_eq!(kernel.n(), y.len());
+    let l = problem.y.len();
+    assert!(kernel.n() == l || 2 * kernel.n() == l, "one or two variables per point");
+    assert!(problem.p.len() == l && problem.c.len() == l && problem.start.len() == l);
     // Every pass of an iteration is split between this thread and a partner pinned to
     // the other half of the points (each core keeps its half of the data in its cache).
-    if opts.par.is_parallel() && y.len() >= MIN_SPLIT {
-        with_partner(|p| run(kernel, y, opts, cancelled, Some(p)))
+    if opts.par.is_parallel() && l >= MIN_SPLIT {
+        with_partner(|p| run(kernel, problem, opts, cancelled, Some(p)))
     } else {
-        run(kernel, y, opts, cancelled, None)
+        run(kernel, problem, opts, cancelled, None)
     }
 }
 
 fn run(
     kernel: ColumnKernel,
-    y: &[f64],
+    problem: &Problem,
     opts: &SmoOptions,
     cancelled: &dyn Fn() -> bool,
     partner: Option<&Partner<'_>>,
 ) -> Result<SmoSolution, Cancelled> {
-    let n = y.len();
-    let mut s = Solver::new(kernel, y, opts, partner);
+    let n = problem.y.len();
+    let mut s = Solver::new(kernel, problem, opts, partner);
     let cap = opts.max_iter.unwrap_or((100 * n as u64).max(10_000_000));
     let mut iter = 0u64;
     let mut counter = n.min(1000) + 1;
@@ -134,34 +173,37 @@ fn run(
         iter += 1;
         s.update_pair(i, j);
     }
-    let rho = s.rho();
-    let objective = (0..n).map(|i| s.alpha[i] * (s.g[i] - 1.0)).sum::<f64>() / 2.0;
-    let mut coef = vec![0.0; n];
-    for p in 0..n {
-        coef[s.original[p]] = s.alpha[p] * s.y[p];
+    let (rho, r) = if problem.nu { s.rho_nu() } else { (s.rho(), 0.0) };
+    let objective = (0..n).map(|i| s.alpha[i] * (s.g[i] + s.p[i])).sum::<f64>() / 2.0;
+    let mut alpha = vec![0.0; n];
+    for t in 0..n {
+        alpha[s.original[t]] = s.alpha[t];
     }
-    Ok(SmoSolution { coef, rho, iterations: iter, converged, objective })
+    Ok(SmoSolution { alpha, rho, r, iterations: iter, converged, objective })
 }
 
 /// The solver's state. Every per-point array is in position order: shrinking moves
 /// inactive points to the end (`original` maps positions back), so the active set is the
 /// prefix 0..active and the cache stores column prefixes.
 struct Solver<'p> {
-    kernel: ColumnKernel,
-    cache: ColumnCache,
+    columns: Columns,
     partner: Option<&'p Partner<'p>>,
-    c: f64,
     tol: f64,
+    nu: bool,
     y: Vec<f64>,
+    /// Linear term and upper bound of each variable.
+    p: Vec<f64>,
+    c: Vec<f64>,
     alpha: Vec<f64>,
     bound: Vec<Bound>,
     /// 1.0 where the point is in I_up / I_low (from y and its bound), for the vector
     /// passes (`simd.rs`).
     up: Vec<f64>,
     low: Vec<f64>,
-    /// Gradient of the objective: (Q a)_i - 1.
+    /// Gradient of the objective: (Q a)_i + p_i.
     g: Vec<f64>,
-    /// sum over a_j = C of C Q_ij: lets shrunk gradients be rebuilt from free points only.
+    /// sum over a_j = C_j of C_j Q_ij: lets shrunk gradients be rebuilt from free points
+    /// only.
     g_bar: Vec<f64>,
     qd: Vec<f64>,
     original: Vec<usize>,
@@ -175,21 +217,23 @@ struct Solver<'p> {
 }
 
 impl<'p> Solver<'p> {
-    fn new(kernel: ColumnKernel, y: &[f64], opts: &SmoOptions, partner: Option<&'p Partner<'p>>) -> Solver<'p> {
-        let n = y.len();
-        let qd = (0..n).map(|i| kernel.diag(i)).collect();
-        Solver {
-            cache: ColumnCache::new(n, opts.cache_bytes),
-            kernel,
+    fn new(kernel: ColumnKernel, problem: &Problem, opts: &SmoOptions, partner: Option<&'p Partner<'p>>) -> Solver<'p> {
+        let n = problem.y.len();
+        let columns = Columns::new(kernel, n, opts.cache_bytes);
+        let qd = columns.diagonal(n);
+        let mut s = Solver {
+            columns,
             partner,
-            c: opts.c,
             tol: opts.tol,
-            y: y.to_vec(),
+            nu: problem.nu,
+            y: problem.y.clone(),
+            p: problem.p.clone(),
+            c: problem.c.clone(),
             alpha: vec![0.0; n],
             bound: vec![Bound::Lower; n],
-            up: y.iter().map(|&v| f64::from(u8::from(in_up(v, Bound::Lower)))).collect(),
-            low: y.iter().map(|&v| f64::from(u8::from(in_low(v, Bound::Lower)))).collect(),
-            g: vec![-1.0; n],
+            up: vec![0.0; n],
+            low: vec![0.0; n],
+            g: problem.p.clone(),
             g_bar: vec![0.0; n],
             qd,
             original: (0..n).collect(),
@@ -197,6 +241,34 @@ impl<'p> Solver<'p> {
             unshrunk: false,
             next_i: None,
             scratch: Vec::new(),
+        };
+        s.start_at(&problem.start);
+        s
+    }
+
+    /// Sets a = start, with the gradient p + Q a and g_bar from the variables at their
+    /// upper bound, as LIBSVM initialises: columns of the nonzero a only.
+    fn start_at(&mut self, start: &[f64]) {
+        let n = self.n();
+        self.alpha.copy_from_slice(start);
+        for t in 0..n {
+            self.set_bound(t);
+        }
+        for t in 0..n {
+            if self.bound[t] == Bound::Lower {
+                continue;
+            }
+            let (a_t, upper, c_t) = (self.alpha[t], self.bound[t] == Bound::Upper, self.c[t]);
+            self.load_column(t, n, 0);
+            let q_t = self.columns.get(t, n, 0);
+            for (g, q) in self.g.iter_mut().zip(q_t) {
+                *g += a_t * *q as f64;
+            }
+            if upper {
+                for (gb, q) in self.g_bar.iter_mut().zip(q_t) {
+                    *gb += c_t * *q as f64;
+                }
+            }
         }
     }
 
@@ -204,30 +276,10 @@ impl<'p> Solver<'p> {
         self.y.len()
     }
 
-    /// Makes Q_i[0..len] available in the cache.
-    fn load_column(&mut self, i: usize, len: usize) {
-        let Solver { cache, kernel, y, scratch, partner, .. } = self;
-        cache.fill(i, len, |start, out| {
-            scratch.resize(out.len(), 0.0);
-            let fill = |r: Range<usize>, k: &mut [f64], o: &mut [f32]| {
-                kernel.column(i, r.clone(), k, Parallelism::Sequential);
-                let yi = y[i];
-                for ((o, k), yp) in o.iter_mut().zip(k.iter()).zip(&y[r]) {
-                    *o = (yi * yp * k) as f32;
-                }
-            };
-            match partner {
-                Some(p) if out.len() >= MIN_SPLIT => {
-                    let (k, o) = (SplitSlice::new(scratch), SplitSlice::new(out));
-                    p.split(start..len, &|_, r| {
-                        let local = r.start - start..r.end - start;
-                        // SAFETY: `split` hands the two threads disjoint ranges.
-                        unsafe { fill(r, k.range(local.clone()), o.range(local)) }
-                    });
-                }
-                _ => fill(start..len, scratch, out),
-            }
-        });
+    /// Makes Q_i[0..len] available in `slot` (0 or 1: the pair's two columns).
+    fn load_column(&mut self, i: usize, len: usize, slot: usize) {
+        let Solver { columns, y, scratch, partner, .. } = self;
+        columns.load(i, len, slot, y, scratch, *partner);
     }
 
     /// `f` over `range`, split with the partner when there is one and the range is long;
@@ -244,20 +296,27 @@ impl<'p> Solver<'p> {
         }
     }
 
-    /// max of -y_t g_t over I_up within `r` (the last maximum, as LIBSVM's `>=`).
-    fn max_up(&self, r: Range<usize>) -> (f64, usize) {
-        simd::max_up(&self.y, &self.g, &self.up, r)
+    /// max of -y_t g_t over I_up within `r` (the last maximum, as LIBSVM's `>=`), over
+    /// the variables of sign `only` (0: all).
+    fn max_up(&self, r: Range<usize>, only: f64) -> (f64, usize) {
+        simd::max_up(&self.y, &self.g, &self.up, r, only)
     }
 
-    /// Over I_low within `r`: max of y_j g_j, and the j minimising the second-order
-    /// objective change with i (the last minimum, as LIBSVM's `<=`): (gmax2, j, change).
-    fn min_low(&self, r: Range<usize>, i: usize, gmax: f64, q_i: &[f32]) -> (f64, usize, f64) {
-        let pair = (gmax, self.qd[i], self.y[i]);
-        simd::min_low(&self.y, &self.g, &self.low, &self.qd, q_i, r, pair, TAU)
+    /// Over I_low within `r` (the variables of sign `only`, 0: all): max of y_j g_j, and
+    /// the j minimising the second-order objective change with i (the last minimum, as
+    /// LIBSVM's `<=`): (gmax2, j, change). `qd_i`, `y_i` describe i, `q_i` its column.
+    fn min_low(
+        &self,
+        r: Range<usize>,
+        (gmax, qd_i, y_i): (f64, f64, f64),
+        q_i: &[f32],
+        only: f64,
+    ) -> (f64, usize, f64) {
+        simd::min_low(&self.y, &self.g, &self.low, &self.qd, q_i, r, (gmax, qd_i, y_i), TAU, only)
     }
 
     fn set_bound(&mut self, i: usize) {
-        self.bound[i] = if self.alpha[i] >= self.c {
+        self.bound[i] = if self.alpha[i] >= self.c[i] {
             Bound::Upper
         } else if self.alpha[i] <= 0.0 {
             Bound::Lower
@@ -268,43 +327,15 @@ impl<'p> Solver<'p> {
         self.low[i] = f64::from(u8::from(in_low(self.y[i], self.bound[i])));
     }
 
-    /// WSS 2: i maximises -y_i g_i over I_up; j minimises the second-order gain estimate
-    /// over I_low among those violating with i. None when the gap is below tol.
-    fn select_working_set(&mut self) -> Option<(usize, usize)> {
-        let active = self.active;
-        let (gmax, i) = match self.next_i.take() {
-            Some(found) => found,
-            None => {
-                let (first, second) = self.halves(0..active, &|r| self.max_up(r));
-                later_max(first, second)
-            }
-        };
-        if i == usize::MAX {
-            return None;
-        }
-        self.load_column(i, active);
-        let q_i = self.cache.get(i, active);
-        let (first, second) = self.halves(0..active, &|r| self.min_low(r, i, gmax, q_i));
-        let (gmax2, j) = match second {
-            Some(b) if b.1 != usize::MAX && b.2 <= first.2 => (first.0.max(b.0), b.1),
-            Some(b) => (first.0.max(b.0), first.1),
-            None => (first.0, first.1),
-        };
-        if gmax + gmax2 < self.tol || j == usize::MAX {
-            return None;
-        }
-        Some((i, j))
-    }
-
     /// The analytic two-variable step on (i, j), clipped to the box, then the gradient
     /// update over the active set.
     fn update_pair(&mut self, i: usize, j: usize) {
         let active = self.active;
-        self.load_column(i, active);
-        self.load_column(j, active);
-        let c = self.c;
+        self.load_column(i, active, 0);
+        self.load_column(j, active, 1);
+        let (c_i, c_j) = (self.c[i], self.c[j]);
         let (old_i, old_j) = (self.alpha[i], self.alpha[j]);
-        let q_ij = self.cache.get(i, active)[j] as f64;
+        let q_ij = self.columns.get(i, active, 0)[j] as f64;
         let (mut ai, mut aj) = (old_i, old_j);
         if self.y[i] != self.y[j] {
             let quad = self.qd[i] + self.qd[j] + 2.0 * q_ij;
@@ -321,14 +352,14 @@ impl<'p> Solver<'p> {
                 ai = 0.0;
                 aj = -diff;
             }
-            if diff > 0.0 {
-                if ai > c {
-                    ai = c;
-                    aj = c - diff;
+            if diff > c_i - c_j {
+                if ai > c_i {
+                    ai = c_i;
+                    aj = c_i - diff;
                 }
-            } else if aj > c {
-                aj = c;
-                ai = c + diff;
+            } else if aj > c_j {
+                aj = c_j;
+                ai = c_j + diff;
             }
         } else {
             let quad = self.qd[i] + self.qd[j] - 2.0 * q_ij;
@@ -336,19 +367,19 @@ impl<'p> Solver<'p> {
             let sum = ai + aj;
             ai -= delta;
             aj += delta;
-            if sum > c {
-                if ai > c {
-                    ai = c;
-                    aj = sum - c;
+            if sum > c_i {
+                if ai > c_i {
+                    ai = c_i;
+                    aj = sum - c_i;
                 }
             } else if aj < 0.0 {
                 aj = 0.0;
                 ai = sum;
             }
-            if sum > c {
-                if aj > c {
-                    aj = c;
-                    ai = sum - c;
+            if sum > c_j {
+                if aj > c_j {
+                    aj = c_j;
+                    ai = sum - c_j;
                 }
             } else if ai < 0.0 {
                 ai = 0.0;
@@ -363,11 +394,11 @@ impl<'p> Solver<'p> {
         self.set_bound(j);
         {
             // The gradient update, and in the same pass the next iteration's i.
-            let (q_i, q_j) = self.cache.pair(i, j, active);
+            let (q_i, q_j) = self.columns.pair(i, j, active);
             let (y, up) = (&self.y, &self.up);
             let update =
                 |g: &mut [f64], r: Range<usize>| -> (f64, usize) { simd::update(g, q_i, q_j, (di, dj), y, up, r) };
-            self.next_i = Some(match self.partner {
+            let best = match self.partner {
                 Some(p) if active >= MIN_SPLIT => {
                     let g = SplitSlice::new(&mut self.g[..active]);
                     let out: [Mutex<(f64, usize)>; 2] = Default::default();
@@ -379,52 +410,23 @@ impl<'p> Solver<'p> {
                     later_max(a, Some(b))
                 }
                 _ => update(&mut self.g[..active], 0..active),
-            });
+            };
+            // The nu solver picks one i per sign: the fused maximum does not serve it.
+            self.next_i = (!self.nu).then_some(best);
         }
         let n = self.n();
-        for (k, was_upper) in [(i, was_upper_i), (j, was_upper_j)] {
+        for (slot, (k, was_upper)) in [(i, was_upper_i), (j, was_upper_j)].into_iter().enumerate() {
             if was_upper != (self.bound[k] == Bound::Upper) {
-                let sign = if was_upper { -c } else { c };
-                self.load_column(k, n);
-                for (gb, q) in self.g_bar.iter_mut().zip(self.cache.get(k, n)) {
-                    *gb += sign * *q as f64;
+                let c_k = self.c[k];
+                self.load_column(k, n, slot);
+                // LIBSVM subtracts or adds C_k Q_k term by term.
+                let q_k = self.columns.get(k, n, slot);
+                if was_upper {
+                    self.g_bar.iter_mut().zip(q_k).for_each(|(gb, q)| *gb -= c_k * *q as f64);
+                } else {
+                    self.g_bar.iter_mut().zip(q_k).for_each(|(gb, q)| *gb += c_k * *q as f64);
                 }
             }
-        }
-    }
-
-    /// The bias: the mean of y_i g_i over free points, or the middle of its feasible
-    /// interval when none is free.
-    fn rho(&self) -> f64 {
-        let (mut ub, mut lb) = (f64::INFINITY, f64::NEG_INFINITY);
-        let (mut free, mut sum_free) = (0usize, 0.0);
-        for i in 0..self.active {
-            let yg = self.y[i] * self.g[i];
-            match self.bound[i] {
-                Bound::Upper => {
-                    if self.y[i] < 0.0 {
-                        ub = ub.min(yg)
-                    } else {
-                        lb = lb.max(yg)
-                    }
-                }
-                Bound::Lower => {
-                    if self.y[i] > 0.0 {
-                        ub = ub.min(yg)
-                    } else {
-                        lb = lb.max(yg)
-                    }
-                }
-                Bound::Free => {
-                    free += 1;
-                    sum_free += yg;
-                }
-            }
-        }
-        if free > 0 {
-            sum_free / free as f64
-        } else {
-            (ub + lb) / 2.0
         }
     }
 }

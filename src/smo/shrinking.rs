@@ -1,6 +1,7 @@
-//! Shrinking, as LIBSVM does it: points at a bound that are far from violating the
+//! Shrinking, as LIBSVM does it: variables at a bound that are far from violating the
 //! optimality conditions leave the active set (swapped to its end), and the gradient of
-//! the inactive points is rebuilt from g_bar before the solver stops or unshrinks.
+//! the inactive ones is rebuilt from g_bar before the solver stops or unshrinks. The nu
+//! solver judges each sign against its own maxima.
 
 use super::{Bound, Solver};
 
@@ -13,20 +14,25 @@ impl Solver<'_> {
             return;
         }
         for j in active..n {
-            self.g[j] = self.g_bar[j] - 1.0;
+            self.g[j] = self.g_bar[j] + self.p[j];
         }
         let free: Vec<usize> = (0..active).filter(|&j| self.bound[j] == Bound::Free).collect();
         if free.len() * n > 2 * active * (n - active) {
             for i in active..n {
-                self.load_column(i, active);
-                let q_i = self.cache.get(i, active);
-                self.g[i] += free.iter().map(|&j| self.alpha[j] * q_i[j] as f64).sum::<f64>();
+                self.load_column(i, active, 0);
+                let q_i = self.columns.get(i, active, 0);
+                // Term by term into g_i, as LIBSVM accumulates.
+                let mut g_i = self.g[i];
+                for &j in &free {
+                    g_i += self.alpha[j] * q_i[j] as f64;
+                }
+                self.g[i] = g_i;
             }
         } else {
             for &i in &free {
                 let a_i = self.alpha[i];
-                self.load_column(i, n);
-                let q_i = self.cache.get(i, n);
+                self.load_column(i, n, 0);
+                let q_i = self.columns.get(i, n, 0);
                 for (g, q) in self.g[active..].iter_mut().zip(&q_i[active..]) {
                     *g += a_i * *q as f64;
                 }
@@ -46,6 +52,9 @@ impl Solver<'_> {
     }
 
     pub(super) fn shrink(&mut self) {
+        if self.nu {
+            return self.shrink_nu();
+        }
         self.next_i = None;
         let mut gmax1 = f64::NEG_INFINITY; // max -y_i g_i over I_up
         let mut gmax2 = f64::NEG_INFINITY; // max y_i g_i over I_low
@@ -84,10 +93,63 @@ impl Solver<'_> {
         }
     }
 
+    /// `Solver_NU::do_shrinking`: the maxima of -g over I_up and of g over I_low, per
+    /// sign (Gmax1, Gmax2 for y = +1; Gmax4, Gmax3 for y = -1).
+    fn shrink_nu(&mut self) {
+        self.next_i = None;
+        let (mut g1, mut g2, mut g3, mut g4) =
+            (f64::NEG_INFINITY, f64::NEG_INFINITY, f64::NEG_INFINITY, f64::NEG_INFINITY);
+        for t in 0..self.active {
+            let (g, positive) = (self.g[t], self.y[t] > 0.0);
+            if self.bound[t] != Bound::Upper {
+                if positive {
+                    g1 = g1.max(-g);
+                } else {
+                    g4 = g4.max(-g);
+                }
+            }
+            if self.bound[t] != Bound::Lower {
+                if positive {
+                    g2 = g2.max(g);
+                } else {
+                    g3 = g3.max(g);
+                }
+            }
+        }
+        if !self.unshrunk && (g1 + g2).max(g3 + g4) <= self.tol * 10.0 {
+            self.unshrunk = true;
+            self.reconstruct_gradient();
+            self.active = self.n();
+        }
+        let shrinkable = |s: &Self, t: usize| {
+            let (g, positive) = (s.g[t], s.y[t] > 0.0);
+            match s.bound[t] {
+                Bound::Upper => -g > if positive { g1 } else { g4 },
+                Bound::Lower => g > if positive { g2 } else { g3 },
+                Bound::Free => false,
+            }
+        };
+        let mut i = 0;
+        while i < self.active {
+            if shrinkable(self, i) {
+                self.active -= 1;
+                while self.active > i {
+                    if !shrinkable(self, self.active) {
+                        self.swap(i, self.active);
+                        break;
+                    }
+                    self.active -= 1;
+                }
+            }
+            i += 1;
+        }
+    }
+
     fn swap(&mut self, i: usize, j: usize) {
-        self.kernel.swap(i, j);
-        self.cache.swap(i, j);
+        self.columns.swap(i, j);
         self.qd.swap(i, j);
+        self.p.swap(i, j);
+        self.c.swap(i, j);
         self.y.swap(i, j);
         self.g.swap(i, j);
         self.bound.swap(i, j);

@@ -56,16 +56,18 @@ fn last_max(values: f64x4, idx: f64x4, best: (f64, usize)) -> (f64, usize) {
     out
 }
 
-/// max of -y_t g_t over I_up in `r`, the last index on ties; (-inf, usize::MAX) if none.
-pub(super) fn max_up(y: &[f64], g: &[f64], up: &[f64], r: Range<usize>) -> (f64, usize) {
+/// max of -y_t g_t over I_up in `r` among the variables of sign `only` (0: all), the last
+/// index on ties; (-inf, usize::MAX) if none.
+pub(super) fn max_up(y: &[f64], g: &[f64], up: &[f64], r: Range<usize>, only: f64) -> (f64, usize) {
     let vec_end = r.start + r.len() / LANES * LANES;
     let (mut best_v, mut best_i) = (f64x4::splat(f64::NEG_INFINITY), f64x4::splat(-1.0));
-    let half = f64x4::splat(0.5);
+    let (half, zero, only_v) = (f64x4::splat(0.5), f64x4::splat(0.0), f64x4::splat(only));
     let (mut idx, step) = (indices(r.start), f64x4::splat(LANES as f64));
     let vr = r.start..vec_end;
     for ((y4, g4), up4) in lanes(y, vr.clone()).zip(lanes(g, vr.clone())).zip(lanes(up, vr)) {
-        let v = -load(y4) * load(g4);
-        let take = load(up4).simd_gt(half) & v.simd_ge(best_v);
+        let yv = load(y4);
+        let v = -yv * load(g4);
+        let take = load(up4).simd_gt(half) & (yv * only_v).simd_ge(zero) & v.simd_ge(best_v);
         best_v = take.select(v, best_v);
         best_i = take.select(idx, best_i);
         idx += step;
@@ -73,16 +75,17 @@ pub(super) fn max_up(y: &[f64], g: &[f64], up: &[f64], r: Range<usize>) -> (f64,
     let mut best = last_max(best_v, best_i, (f64::NEG_INFINITY, usize::MAX));
     for t in vec_end..r.end {
         let v = -y[t] * g[t];
-        if up[t] > 0.5 && v >= best.0 {
+        if up[t] > 0.5 && y[t] * only >= 0.0 && v >= best.0 {
             best = (v, t);
         }
     }
     best
 }
 
-/// Over I_low in `r`: max of y_j g_j, and the j minimising the second-order objective
-/// change -(gmax + y_j g_j)^2 / quad_ij among violators (the last on ties): (gmax2, j,
-/// objective). `qd_i`, `y_i` and `q_i` (Q's column i, f32) describe the pair's i.
+/// Over I_low in `r` among the variables of sign `only` (0: all): max of y_j g_j, and the
+/// j minimising the second-order objective change -(gmax + y_j g_j)^2 / quad_ij among
+/// violators (the last on ties): (gmax2, j, objective). `qd_i`, `y_i` and `q_i` (Q's
+/// column i, f32) describe the pair's i.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn min_low(
     y: &[f64],
@@ -93,11 +96,13 @@ pub(super) fn min_low(
     r: Range<usize>,
     (gmax, qd_i, y_i): (f64, f64, f64),
     tau: f64,
+    only: f64,
 ) -> (f64, usize, f64) {
     let vec_end = r.start + r.len() / LANES * LANES;
     let (half, zero) = (f64x4::splat(0.5), f64x4::splat(0.0));
     let (gmax_v, qd_i_v, two_y_i, tau_v) =
         (f64x4::splat(gmax), f64x4::splat(qd_i), f64x4::splat(2.0 * y_i), f64x4::splat(tau));
+    let only_v = f64x4::splat(only);
     let mut gmax2 = f64x4::splat(f64::NEG_INFINITY);
     let (mut best_obj, mut best_j) = (f64x4::splat(f64::INFINITY), f64x4::splat(-1.0));
     let (mut idx, step) = (indices(r.start), f64x4::splat(LANES as f64));
@@ -110,7 +115,7 @@ pub(super) fn min_low(
     for ((((y4, g4), low4), qd4), q4) in zipped {
         let yj = load(y4);
         let yg = yj * load(g4);
-        let in_low = load(low4).simd_gt(half);
+        let in_low = load(low4).simd_gt(half) & (yj * only_v).simd_ge(zero);
         gmax2 = in_low.select(gmax2.max(yg), gmax2);
         let grad_diff = gmax_v + yg;
         // The scalar expression's order: (qd_j + qd_i) - ((2 y_i) y_j) q_ij.
@@ -133,7 +138,7 @@ pub(super) fn min_low(
     }
     let mut gmax2 = gmax2.to_array().into_iter().fold(f64::NEG_INFINITY, f64::max);
     for j in vec_end..r.end {
-        if low[j] <= 0.5 {
+        if low[j] <= 0.5 || y[j] * only < 0.0 {
             continue;
         }
         let yg = y[j] * g[j];
@@ -221,10 +226,11 @@ mod tests {
         (y, g, low, qd, q): Views<'_>,
         r: Range<usize>,
         (gmax, qd_i, y_i): (f64, f64, f64),
+        only: f64,
     ) -> (f64, usize, f64) {
         let (mut gmax2, mut best, mut best_obj) = (f64::NEG_INFINITY, usize::MAX, f64::INFINITY);
         for j in r {
-            if low[j] <= 0.5 {
+            if low[j] <= 0.5 || (only != 0.0 && y[j] != only) {
                 continue;
             }
             let yg = y[j] * g[j];
@@ -258,14 +264,31 @@ mod tests {
                         want = (v, t);
                     }
                 }
-                assert_eq!(max_up(&y, &g, &up, r.clone()), want, "seed {seed} {r:?}");
+                assert_eq!(max_up(&y, &g, &up, r.clone(), 0.0), want, "seed {seed} {r:?}");
+                for only in [1.0, -1.0] {
+                    let mut want = (f64::NEG_INFINITY, usize::MAX);
+                    for t in r.clone() {
+                        let v = -y[t] * g[t];
+                        if up[t] > 0.5 && y[t] == only && v >= want.0 {
+                            want = (v, t);
+                        }
+                    }
+                    assert_eq!(max_up(&y, &g, &up, r.clone(), only), want, "seed {seed} {r:?} sign {only}");
+                }
                 for gmax in [0.0, 0.5, 2.0] {
                     let pair = (gmax, qd[0], y[0]);
                     assert_eq!(
-                        min_low(&y, &g, &low, &qd, &q, r.clone(), pair, 1e-12),
-                        scalar_min_low((&y, &g, &low, &qd, &q), r.clone(), pair),
+                        min_low(&y, &g, &low, &qd, &q, r.clone(), pair, 1e-12, 0.0),
+                        scalar_min_low((&y, &g, &low, &qd, &q), r.clone(), pair, 0.0),
                         "seed {seed} {r:?} gmax {gmax}"
                     );
+                    for only in [1.0, -1.0] {
+                        assert_eq!(
+                            min_low(&y, &g, &low, &qd, &q, r.clone(), pair, 1e-12, only),
+                            scalar_min_low((&y, &g, &low, &qd, &q), r.clone(), pair, only),
+                            "seed {seed} {r:?} gmax {gmax} sign {only}"
+                        );
+                    }
                 }
                 let (di, dj) = (0.25, -0.75);
                 let mut gs: Vec<f64> = g[r.clone()].to_vec();

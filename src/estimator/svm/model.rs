@@ -28,6 +28,11 @@ pub struct SvmModel {
 }
 
 impl SvmModel {
+    /// Whether it is a nu-SVC.
+    pub fn is_nu(&self) -> bool {
+        self.spec.nu.is_some()
+    }
+
     pub fn classes(&self) -> &ClassLabels {
         &self.classes
     }

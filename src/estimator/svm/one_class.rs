@@ -1,0 +1,174 @@
+//! The one-class SVM (Schölkopf et al. 2001), as scikit-learn's `OneClassSVM` (LIBSVM
+//! `-s 2`): min 1/2 a'Ka subject to 0 <= a_i <= w_i, e'a = nu sum(w), started from
+//! LIBSVM's point (nu sum(w) spent in row order) and solved by the one SMO solver.
+//! decision_function(x) = sum_i a_i k(x_i, x) - rho (negative: an outlier), predictions
+//! +1 / -1, score_samples = decision_function + rho. No targets.
+
+use super::weights::{rows_and_weights, SampleWeight};
+use super::{read_nu, support, SolverParams, Source};
+use crate::estimator::{
+    Decision, FitContext, FitError, PredictOptions, Prediction, Predictor, RestoreError, StoredFit, TrainingReport,
+};
+use crate::kernel::{Kernel, Points};
+use crate::linalg::Parallelism;
+use crate::smo::Problem;
+use crate::spec::{FieldError, ObjectReader};
+use serde_json::{json, Value};
+
+/// Checked parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OneClassSvm {
+    pub kernel: Kernel,
+    pub nu: f64,
+    pub solver: SolverParams,
+    pub sample_weight: Option<SampleWeight>,
+}
+
+impl OneClassSvm {
+    pub fn from_json(kernel: Kernel, params: &Value, path: &str) -> Result<OneClassSvm, FieldError> {
+        let mut obj = ObjectReader::new(params, path)?;
+        let nu = read_nu(&mut obj)?;
+        let solver = SolverParams::read(&mut obj)?;
+        let sample_weight = SampleWeight::read(&mut obj)?;
+        crate::estimator::approx::Approximation::read_exact_only(&mut obj)?;
+        obj.finish()?;
+        Ok(OneClassSvm { kernel, nu, solver, sample_weight })
+    }
+
+    pub fn params_json(&self) -> Value {
+        let mut out = json!({"nu": self.nu});
+        let map = out.as_object_mut().expect("an object");
+        self.solver.write(map);
+        map.insert("sample_weight".into(), self.sample_weight.as_ref().map_or(Value::Null, SampleWeight::to_json));
+        out
+    }
+
+    pub fn fit_memory_estimate(&self, n: usize, d: usize) -> usize {
+        self.solver.fit_memory_estimate(n, d)
+    }
+
+    pub fn check_data(&self, n: usize) -> Result<(), FieldError> {
+        match &self.sample_weight {
+            Some(w) => w.check_len(n, "/params/sample_weight"),
+            None => Ok(()),
+        }
+    }
+
+    /// LIBSVM's solve_one_class problem for the kept rows' weights.
+    fn problem(&self, w: &[f64]) -> Problem {
+        let l = w.len();
+        let mut nu_l: f64 = w.iter().map(|c| c * self.nu).sum();
+        let mut start = vec![0.0; l];
+        let mut i = 0;
+        // LIBSVM runs `while (nu_l > 0)`; nu <= 1 keeps i inside the rows but for
+        // round-off, which the bound on i absorbs.
+        while nu_l > 0.0 && i < l {
+            start[i] = w[i].min(nu_l);
+            nu_l -= start[i];
+            i += 1;
+        }
+        Problem { y: vec![1.0; l], p: vec![0.0; l], c: w.to_vec(), start, nu: false }
+    }
+
+    pub fn fit(&self, x: &Points, ctx: &FitContext) -> Result<OneClassModel, FitError> {
+        ctx.cancel.check()?;
+        let n = x.n();
+        self.check_data(n).map_err(FitError::Invalid)?;
+        let (kept, w) = rows_and_weights(self.sample_weight.as_ref(), n);
+        let kw: Vec<f64> = kept.iter().map(|&r| w[r]).collect();
+        ctx.progress.phase("solve");
+        let sol = self.solver.solve(&self.kernel, &Source::Points(x), &kept, &self.problem(&kw), ctx)?;
+        let (sv_rows, coef) = support(&kept, &sol.alpha);
+        let report =
+            TrainingReport { converged: Some(sol.converged), iterations: Some(sol.iterations), ..Default::default() };
+        Ok(OneClassModel { spec: self.clone(), sv: x.select(&sv_rows), coef, rho: sol.rho, report })
+    }
+}
+
+/// A fitted one-class SVM: support vectors, their a_i, and rho.
+#[derive(Debug, Clone)]
+pub struct OneClassModel {
+    spec: OneClassSvm,
+    sv: Points,
+    coef: Vec<f64>,
+    rho: f64,
+    report: TrainingReport,
+}
+
+impl OneClassModel {
+    pub fn rho(&self) -> f64 {
+        self.rho
+    }
+
+    pub(crate) fn store_into(&self, s: &mut StoredFit) {
+        s.put_points(&self.sv);
+        s.alpha = self.coef.clone();
+        s.arrays = vec![("rho".into(), vec![self.rho])];
+    }
+
+    pub(crate) fn restore(
+        spec: OneClassSvm,
+        sv: Points,
+        coef: Vec<f64>,
+        mut arrays: crate::estimator::StoredArrays,
+        report: TrainingReport,
+    ) -> Result<OneClassModel, RestoreError> {
+        if coef.len() != sv.n() {
+            return Err(RestoreError("one coefficient per support vector".into()));
+        }
+        let rho = arrays.take("rho", Some(1))?[0];
+        Ok(OneClassModel { spec, sv, coef, rho, report })
+    }
+}
+
+impl Predictor for OneClassModel {
+    /// `values`: +1 (inlier) or -1 (outlier); `decision`: the decision function;
+    /// `score_samples`: decision + rho.
+    fn predict(&self, x: &Points, _opts: &PredictOptions, par: Parallelism) -> Prediction {
+        let block = crate::estimator::predict_block_rows(self.sv.n().max(1));
+        let mut dec = Vec::with_capacity(x.n());
+        for start in (0..x.n()).step_by(block) {
+            let q = x.slice(start, block.min(x.n() - start));
+            let k = self.spec.kernel.cross(&self.sv, &q, par);
+            dec.extend(crate::estimator::weighted_columns(&k, &self.coef).into_iter().map(|f| f - self.rho));
+        }
+        let values = dec.iter().map(|&d| if d > 0.0 { 1.0 } else { -1.0 }).collect();
+        let score_samples = Some(dec.iter().map(|d| d + self.rho).collect());
+        Prediction { values, decision: Some(Decision::Binary(dec)), score_samples, ..Default::default() }
+    }
+
+    crate::estimator::spec_and_report_accessors!();
+
+    fn n_support(&self) -> usize {
+        self.sv.n()
+    }
+
+    fn support(&self) -> &Points {
+        &self.sv
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.sv.memory_bytes() + 8 * (self.coef.len() + 1)
+    }
+
+    fn predict_cost(&self, m: usize, _opts: &PredictOptions) -> f64 {
+        (m * self.sv.n()) as f64 * (self.kernel().pair_cost(&self.sv) + 2.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// LIBSVM's start: nu sum(w) spent in row order, each a_i <= w_i.
+    #[test]
+    fn the_start_spends_nu_l_in_order() {
+        let k = crate::kernel::default_kernel();
+        let oc = OneClassSvm::from_json(k.clone(), &json!({"nu": 0.25}), "/params").unwrap();
+        let p = oc.problem(&[1.0, 2.0, 1.0, 4.0]);
+        // nu sum(w) = 2: row 0 takes 1, row 1 the remaining 1.
+        assert_eq!(p.start, vec![1.0, 1.0, 0.0, 0.0]);
+        assert_eq!(OneClassSvm::from_json(k.clone(), &oc.params_json(), "/params").unwrap(), oc);
+        assert_eq!(OneClassSvm::from_json(k, &json!({"c": 1}), "/params").unwrap_err().pointer, "/params/c");
+    }
+}
