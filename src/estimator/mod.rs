@@ -152,6 +152,14 @@ impl TrainingData {
             TrainingData::Unlabelled(x) => x,
         }
     }
+
+    pub fn x_mut(&mut self) -> &mut Points {
+        match self {
+            TrainingData::Regression(d) => &mut d.x,
+            TrainingData::Classification(d) => &mut d.x,
+            TrainingData::Unlabelled(x) => x,
+        }
+    }
 }
 
 /// How a fit went, as reported in the model resource's `training`.

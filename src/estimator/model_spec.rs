@@ -55,6 +55,41 @@ impl ModelSpec {
             ModelKind::NuSvr => Svr::from_json_nu(kernel, params, "/params").map(ModelSpec::Svr),
             ModelKind::OneClassSvm => OneClassSvm::from_json(kernel, params, "/params").map(ModelSpec::OneClassSvm),
         }
+        .and_then(ModelSpec::check_precomputed)
+    }
+
+    /// A precomputed kernel serves the models that need kernel values between training
+    /// rows and from queries to training rows only, and no approximation (which would
+    /// place inducing points between rows); `auto` is then exact.
+    fn check_precomputed(mut self) -> Result<ModelSpec, FieldError> {
+        if !matches!(self.kernel(), Kernel::Precomputed) {
+            return Ok(self);
+        }
+        let why = match self {
+            ModelSpec::GaussianProcess(_) | ModelSpec::GpClassifier(_) => {
+                Some("needs k(x, x) at a query, which a precomputed kernel does not have")
+            }
+            ModelSpec::NadarayaWatson(_) | ModelSpec::RbfNetwork(_) => {
+                Some("needs rows as points, which a precomputed kernel does not have")
+            }
+            _ => None,
+        };
+        if let Some(why) = why {
+            return Err(FieldError::invalid("/kernel", format!("{} {why}", self.kind().name())));
+        }
+        if let Some(a) = self.approximation_mut() {
+            match a.mode {
+                approx::Mode::Nystrom => {
+                    return Err(FieldError::invalid(
+                        "/kernel",
+                        "a precomputed kernel has no values between inducing points: use approximation \"exact\"",
+                    ))
+                }
+                approx::Mode::Auto => a.mode = approx::Mode::Exact,
+                approx::Mode::Exact => {}
+            }
+        }
+        Ok(self)
     }
 
     pub fn kind(&self) -> ModelKind {
@@ -108,6 +143,18 @@ impl ModelSpec {
     /// and width, and k-means inducing points against non-numeric rows. Pointers are
     /// within the request.
     pub fn check_rows(&self, x: &Points) -> Result<(), FieldError> {
+        let precomputed = matches!(self.kernel(), Kernel::Precomputed);
+        if precomputed != x.indexed().is_some() {
+            let why = if precomputed {
+                "a precomputed kernel needs the body's `kernel` to be precomputed, so that x is read as kernel values"
+            } else {
+                "x holds precomputed kernel values: the kernel must be precomputed"
+            };
+            return Err(FieldError::invalid("/kernel", why));
+        }
+        if precomputed {
+            return Ok(());
+        }
         let (kind, d) = (x.kind(), x.d());
         self.kernel().check_rows(kind).map_err(|e| e.under("/kernel"))?;
         self.kernel().check_lengths(x)?;
@@ -124,7 +171,8 @@ impl ModelSpec {
         Ok(())
     }
 
-    /// This spec with every generative and Fisher kernel's mixture fitted to `x`.
+    /// This spec with every generative and Fisher kernel's mixture fitted to `x` and
+    /// every `gamma: "scale"` decided by it.
     fn with_fitted_mixtures(&self, x: &Points, ctx: &FitContext) -> Result<Option<ModelSpec>, FitError> {
         let mut fit = |g: &crate::kernel::MixtureKernel,
                        path: &str|
@@ -135,7 +183,7 @@ impl ModelSpec {
                 Err(e) => Err(e),
             }
         };
-        let kernel = self.kernel().with_mixtures(&mut fit)?;
+        let kernel = self.kernel().with_mixtures(&mut fit)?.with_scale(x);
         if &kernel == self.kernel() {
             return Ok(None);
         }

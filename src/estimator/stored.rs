@@ -50,6 +50,12 @@ pub enum StoredRows {
     Numeric,
     Text(Vec<String>),
     Tokens(Vec<Vec<String>>),
+    /// A precomputed kernel's training rows by index, of a training set of `width` rows
+    /// (format version 6).
+    Indices {
+        rows: Vec<u64>,
+        width: u64,
+    },
 }
 
 /// A stored fit's named arrays, taken out one by one on restore.
@@ -78,6 +84,10 @@ pub struct RestoreError(pub String);
 impl StoredFit {
     /// Stores `p` as the model's points.
     pub(crate) fn put_points(&mut self, p: &Points) {
+        if let Some((rows, _)) = p.indexed() {
+            self.rows = StoredRows::Indices { rows: rows.iter().map(|&r| r as u64).collect(), width: p.d() as u64 };
+            return;
+        }
         match p.kind() {
             RowKind::Numeric => {
                 self.d = p.d() as u64;
@@ -99,6 +109,9 @@ impl StoredFit {
             StoredRows::Numeric => {}
             StoredRows::Text(t) if !t.is_empty() => return Ok(Points::from_texts(t)),
             StoredRows::Tokens(t) if !t.is_empty() => return Ok(Points::from_tokens(t)),
+            StoredRows::Indices { rows, width } if !rows.is_empty() && rows.iter().all(|&r| r < width) => {
+                return Ok(Points::indices(rows.iter().map(|&r| r as usize).collect(), width as usize))
+            }
             _ => return Err(RestoreError("no training points".into())),
         }
         let d = self.d as usize;

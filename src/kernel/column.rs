@@ -98,6 +98,11 @@ impl ColumnKernel {
 
 impl Node {
     fn new(kernel: &Kernel, points: &Points) -> Node {
+        if let Kernel::Precomputed = kernel {
+            let (rows, table) = points.indexed().expect("a precomputed kernel trains on indexed rows");
+            let table = table.expect("a training set holds its kernel values").clone();
+            return Node::Table { table, order: rows.to_vec() };
+        }
         if let Some((base, map)) = feature_map(kernel) {
             return Node::new(&base, &map(points));
         }

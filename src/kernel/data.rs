@@ -176,12 +176,77 @@ impl Kernel {
             other => other.clone(),
         })
     }
+
+    /// Whether a part of this kernel has `gamma: "scale"` still to decide.
+    pub fn has_scale(&self) -> bool {
+        match self {
+            Kernel::Rbf(RbfWidth::Gamma(g))
+            | Kernel::Polynomial { gamma: g, .. }
+            | Kernel::Sigmoid { gamma: g, .. } => g.is_scale(),
+            Kernel::Sum(ks) | Kernel::Product(ks) => ks.iter().any(Kernel::has_scale),
+            Kernel::Scale { kernel, .. } => kernel.has_scale(),
+            _ => false,
+        }
+    }
+
+    /// This kernel with every `gamma: "scale"` decided for the training rows `x`:
+    /// 1 / (d var(x)) over all of x's values (population variance), or 1 when they are
+    /// all equal, as scikit-learn. `x` must be numeric ([`Kernel::check_rows`] says so
+    /// first: every kernel with a gamma takes numbers).
+    pub fn with_scale(&self, x: &Points) -> Kernel {
+        if !self.has_scale() {
+            return self.clone();
+        }
+        let m = x.as_matrix();
+        let count = m.len() as f64;
+        let mean = m.iter().sum::<f64>() / count;
+        let var = m.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / count;
+        let gamma = if var == 0.0 { 1.0 } else { 1.0 / (x.d() as f64 * var) };
+        self.with_gamma(gamma)
+    }
+
+    fn with_gamma(&self, value: f64) -> Kernel {
+        match self {
+            Kernel::Rbf(RbfWidth::Gamma(g)) => Kernel::Rbf(RbfWidth::Gamma(g.resolved(value))),
+            Kernel::Polynomial { degree, gamma, coef0 } => {
+                Kernel::Polynomial { degree: *degree, gamma: gamma.resolved(value), coef0: coef0.clone() }
+            }
+            Kernel::Sigmoid { gamma, coef0 } => Kernel::Sigmoid { gamma: gamma.resolved(value), coef0: coef0.clone() },
+            Kernel::Sum(ks) => Kernel::Sum(ks.iter().map(|k| k.with_gamma(value)).collect()),
+            Kernel::Product(ks) => Kernel::Product(ks.iter().map(|k| k.with_gamma(value)).collect()),
+            Kernel::Scale { factor, kernel } => {
+                Kernel::Scale { factor: factor.clone(), kernel: Box::new(kernel.with_gamma(value)) }
+            }
+            other => other.clone(),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn scale_gammas_are_decided_by_the_rows_everywhere_in_the_kernel() {
+        let k = Kernel::from_json(&json!({"type": "sum", "kernels": [
+            {"type": "rbf", "gamma": "scale"},
+            {"type": "scale", "factor": 2.0, "kernel": {"type": "polynomial", "gamma": "scale", "degree": 2}},
+            {"type": "sigmoid", "gamma": 0.5}
+        ]}))
+        .unwrap();
+        assert!(k.has_scale());
+        assert_eq!(k.to_json()["kernels"][0]["gamma"], json!("scale"));
+        // Values 0, 2, 4, 6 over d = 2: mean 3, population variance 5.
+        let x = Points::from_rows(&[vec![0.0, 2.0], vec![4.0, 6.0]]);
+        let fitted = k.with_scale(&x).to_json();
+        assert_eq!(fitted["kernels"][0]["gamma"], json!(0.1));
+        assert_eq!(fitted["kernels"][1]["kernel"]["gamma"], json!(0.1));
+        assert_eq!(fitted["kernels"][2]["gamma"], json!(0.5));
+        let flat = Points::from_rows(&[vec![3.0, 3.0], vec![3.0, 3.0]]);
+        assert_eq!(k.with_scale(&flat).to_json()["kernels"][0]["gamma"], json!(1.0));
+        assert!(!k.with_scale(&x).has_scale());
+    }
 
     #[test]
     fn ard_length_must_match_feature_count_at_any_depth() {

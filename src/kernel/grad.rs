@@ -171,7 +171,8 @@ pub(super) fn gram_with_gradient(k: &Kernel, x: &Points, z: Option<&Points>, par
         | Kernel::Set { .. }
         | Kernel::Mahalanobis(_)
         | Kernel::Generative(_)
-        | Kernel::Fisher(_) => (super::gram::build(k, x, z, par), Vec::new()),
+        | Kernel::Fisher(_)
+        | Kernel::Precomputed => (super::gram::build(k, x, z, par), Vec::new()),
         _ => pointwise_gram_with_gradient(k, x, z, par),
     }
 }
@@ -249,7 +250,8 @@ pub(super) fn diag_with_gradient(k: &Kernel, x: &Points) -> (DVector<f64>, Vec<D
         | Kernel::Set { .. }
         | Kernel::Mahalanobis(_)
         | Kernel::Generative(_)
-        | Kernel::Fisher(_) => (k.diag(x), Vec::new()),
+        | Kernel::Fisher(_)
+        | Kernel::Precomputed => (k.diag(x), Vec::new()),
         _ => {
             let p = k.theta().len();
             let mut values = DVector::zeros(n);

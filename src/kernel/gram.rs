@@ -134,7 +134,8 @@ pub(super) fn leaf(k: &Kernel) -> Option<Leaf> {
         | Kernel::Set { .. }
         | Kernel::Mahalanobis(_)
         | Kernel::Generative(_)
-        | Kernel::Fisher(_) => None,
+        | Kernel::Fisher(_)
+        | Kernel::Precomputed => None,
     }
 }
 
@@ -156,6 +157,9 @@ pub(super) fn build(k: &Kernel, x: &Points, z: Option<&Points>, par: Parallelism
 pub(super) fn build_half(k: &Kernel, x: &Points, z: Option<&Points>, par: Parallelism, half: Half) -> DMatrix<f64> {
     let build = |k: &Kernel, x: &Points, z: Option<&Points>, par| build_half(k, x, z, par, half);
     let (n, m) = (x.n(), z.map_or(x.n(), Points::n));
+    if let Kernel::Precomputed = k {
+        return super::precomputed::build(x, z, par);
+    }
     if let Some((base, map)) = super::structured::feature_map(k) {
         let zm = z.map(&map);
         return build(&base, &map(x), zm.as_ref(), par);

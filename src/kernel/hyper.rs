@@ -20,11 +20,14 @@ pub struct Hyper<T = f64> {
     pub fixed: bool,
     /// Written by the client in the object form; echoed back the same way.
     object_form: bool,
+    /// Given as `"scale"`: the value is decided by the training rows at the fit
+    /// (scikit-learn's `gamma="scale"`); `value` means nothing until then.
+    scale: bool,
 }
 
 impl<T> Hyper<T> {
     pub fn new(value: T) -> Self {
-        Hyper { value, bounds: None, fixed: false, object_form: false }
+        Hyper { value, bounds: None, fixed: false, object_form: false, scale: false }
     }
 
     pub fn bounds_or(&self, default: (f64, f64)) -> (f64, f64) {
@@ -33,7 +36,30 @@ impl<T> Hyper<T> {
 
     /// The same hyperparameter (bounds, flag, form) holding another value.
     pub fn with_value<U>(&self, value: U) -> Hyper<U> {
-        Hyper { value, bounds: self.bounds, fixed: self.fixed, object_form: self.object_form }
+        Hyper { value, bounds: self.bounds, fixed: self.fixed, object_form: self.object_form, scale: self.scale }
+    }
+}
+
+impl Hyper<f64> {
+    /// `"scale"`: a gamma the fit decides (its value is a placeholder until
+    /// [`Hyper::resolved`]).
+    pub fn scale() -> Self {
+        Hyper { scale: true, ..Hyper::new(1.0) }
+    }
+
+    /// Whether this is a `"scale"` gamma not yet decided.
+    pub fn is_scale(&self) -> bool {
+        self.scale
+    }
+
+    /// A `"scale"` gamma decided as `value` (a plain number from then on); any other
+    /// hyperparameter unchanged.
+    pub fn resolved(&self, value: f64) -> Self {
+        if self.scale {
+            Hyper::new(value)
+        } else {
+            self.clone()
+        }
     }
 }
 
@@ -111,7 +137,7 @@ impl<T: HyperValue> Hyper<T> {
         };
         let fixed = obj.bool("fixed")?.unwrap_or(false);
         obj.finish()?;
-        Ok(Hyper { value, bounds, fixed, object_form: true })
+        Ok(Hyper { value, bounds, fixed, object_form: true, scale: false })
     }
 
     /// Reads like [`Hyper::read`] and requires every value to be strictly positive.
@@ -125,6 +151,9 @@ impl<T: HyperValue> Hyper<T> {
     }
 
     pub fn to_json(&self) -> Value {
+        if self.scale {
+            return Value::String("scale".into());
+        }
         if !self.object_form {
             return self.value.write();
         }

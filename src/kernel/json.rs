@@ -29,6 +29,7 @@ const TYPES: &[&str] = &[
     "mahalanobis",
     "generative",
     "fisher",
+    "precomputed",
 ];
 
 /// The largest polynomial degree accepted; beyond it the kernel only overflows.
@@ -53,7 +54,7 @@ pub(super) fn read(v: &Value, path: &str) -> Result<Kernel, FieldError> {
                     ))
                 }
             };
-            let gamma = positive(&mut obj, "gamma", 1.0)?;
+            let gamma = gamma(&mut obj)?;
             let coef0 = any_number(&mut obj, "coef0", 1.0)?;
             Kernel::Polynomial { degree, gamma, coef0 }
         }
@@ -67,6 +68,7 @@ pub(super) fn read(v: &Value, path: &str) -> Result<Kernel, FieldError> {
                     return Err(FieldError::invalid(g_ptr, "give either `length_scale` or `gamma`, not both"))
                 }
                 (Some(l), None) => Kernel::Rbf(RbfWidth::LengthScale(Hyper::read_positive(l, &ls_ptr)?)),
+                (None, Some(g)) if g == "scale" => Kernel::Rbf(RbfWidth::Gamma(Hyper::scale())),
                 (None, Some(g)) => Kernel::Rbf(RbfWidth::Gamma(Hyper::read_positive(g, &g_ptr)?)),
                 (None, None) => Kernel::Rbf(RbfWidth::LengthScale(Hyper::new(Scales::Isotropic(1.0)))),
             }
@@ -91,9 +93,15 @@ pub(super) fn read(v: &Value, path: &str) -> Result<Kernel, FieldError> {
             length_scale: positive(&mut obj, "length_scale", 1.0)?,
             period: positive(&mut obj, "period", 1.0)?,
         },
-        "sigmoid" => {
-            Kernel::Sigmoid { gamma: positive(&mut obj, "gamma", 1.0)?, coef0: any_number(&mut obj, "coef0", 0.0)? }
+        "sigmoid" => Kernel::Sigmoid { gamma: gamma(&mut obj)?, coef0: any_number(&mut obj, "coef0", 0.0)? },
+        // The rows of x are kernel values, so no part of a combination can be this.
+        "precomputed" if !path.is_empty() => {
+            return Err(FieldError::invalid(
+                path,
+                "a precomputed kernel must be the whole kernel, not part of a sum, product or scale",
+            ))
         }
+        "precomputed" => Kernel::Precomputed,
         "inverse_multiquadric" => Kernel::InverseMultiquadric { c: positive(&mut obj, "c", 1.0)? },
         "constant" => Kernel::Constant { value: positive(&mut obj, "value", 1.0)? },
         "white" => Kernel::White { noise: positive(&mut obj, "noise", 1.0)? },
@@ -147,6 +155,16 @@ fn scales(obj: &mut ObjectReader<'_>) -> Result<Hyper<Scales>, FieldError> {
     let pointer = obj.pointer("length_scale");
     match obj.take("length_scale") {
         None => Ok(Hyper::new(Scales::Isotropic(1.0))),
+        Some(v) => Hyper::read_positive(v, &pointer),
+    }
+}
+
+/// A polynomial's or sigmoid's gamma: a positive number (1 when absent) or `"scale"`.
+fn gamma(obj: &mut ObjectReader<'_>) -> Result<Hyper, FieldError> {
+    let pointer = obj.pointer("gamma");
+    match obj.take("gamma") {
+        None => Ok(Hyper::new(1.0)),
+        Some(v) if v == "scale" => Ok(Hyper::scale()),
         Some(v) => Hyper::read_positive(v, &pointer),
     }
 }
@@ -224,6 +242,7 @@ pub(super) fn write(k: &Kernel) -> Value {
             put("factor", factor.to_json());
             put("kernel", write(kernel));
         }
+        Kernel::Precomputed => {}
         _ => {
             let written = super::structured::json::write(k, &mut m);
             debug_assert!(written, "every kernel type is written somewhere");

@@ -23,6 +23,7 @@ pub mod hyper;
 mod json;
 mod points;
 mod pointwise;
+mod precomputed;
 mod structured;
 mod table;
 mod theta;
@@ -34,6 +35,7 @@ use nalgebra::{DMatrix, DVector};
 
 pub use data::MixtureFitter;
 pub use points::{Points, RowKind};
+pub use precomputed::training_rows as precomputed_training_rows;
 pub use structured::{Mahalanobis, Mixture, MixtureKernel, SetMeasure};
 pub use table::GramTable;
 pub use theta::HyperInfo;
@@ -151,6 +153,8 @@ pub enum Kernel {
     Generative(MixtureKernel),
     /// The mixture's Fisher scores (gradients with respect to the means), dotted.
     Fisher(MixtureKernel),
+    /// The rows of x are kernel values (`precomputed.rs`); only ever a whole kernel.
+    Precomputed,
 }
 
 impl Kernel {
@@ -178,6 +182,7 @@ impl Kernel {
             Kernel::Mahalanobis(_) => "mahalanobis",
             Kernel::Generative(_) => "generative",
             Kernel::Fisher(_) => "fisher",
+            Kernel::Precomputed => "precomputed",
         }
     }
 
@@ -225,6 +230,9 @@ impl Kernel {
 
     /// k(x_i, x_i) for every point, without building the Gram matrix.
     pub fn diag(&self, x: &Points) -> DVector<f64> {
+        if let Kernel::Precomputed = self {
+            return precomputed::diag(x);
+        }
         if let Some((base, map)) = structured::feature_map(self) {
             return base.diag(&map(x));
         }
@@ -254,7 +262,8 @@ impl Kernel {
             | Kernel::Set { .. }
             | Kernel::Mahalanobis(_)
             | Kernel::Generative(_)
-            | Kernel::Fisher(_) => unreachable!("handled above"),
+            | Kernel::Fisher(_)
+            | Kernel::Precomputed => unreachable!("handled above"),
         }
     }
 

@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::hyper::Scales;
+use super::GramTable;
 
 /// A set of n points of one kind.
 #[derive(Debug, Clone)]
@@ -56,11 +57,32 @@ impl std::fmt::Debug for Prepared {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 enum Repr {
     Numeric(DMatrix<f64>),
     Text(Arc<[Box<[char]>]>),
     Tokens(Arc<[Box<[String]>]>),
+    /// Training rows of a precomputed kernel: each point is a row of the training Gram
+    /// matrix, named by its index. The matrix is here while the model trains; a model
+    /// restored from the store keeps the indices alone, which is all a prediction needs
+    /// (the query rows carry their own kernel values).
+    Indexed {
+        rows: Arc<[usize]>,
+        table: Option<Arc<GramTable>>,
+        width: usize,
+    },
+}
+
+impl PartialEq for Repr {
+    fn eq(&self, other: &Repr) -> bool {
+        match (self, other) {
+            (Repr::Numeric(a), Repr::Numeric(b)) => a == b,
+            (Repr::Text(a), Repr::Text(b)) => a == b,
+            (Repr::Tokens(a), Repr::Tokens(b)) => a == b,
+            (Repr::Indexed { rows: a, width: wa, .. }, Repr::Indexed { rows: b, width: wb, .. }) => a == b && wa == wb,
+            _ => false,
+        }
+    }
 }
 
 /// What a row is: the contract's three kinds of `x`.
@@ -133,9 +155,36 @@ impl Points {
         Points::new(Repr::Tokens(rows.into_iter().map(Vec::into_boxed_slice).collect()))
     }
 
+    /// The n training rows of a precomputed kernel, `gram` being their n x n kernel
+    /// matrix (entry (a, b) = x[b][a]: the request's row b is column b).
+    pub fn precomputed(gram: DMatrix<f64>) -> Points {
+        let n = gram.ncols();
+        Points::new(Repr::Indexed {
+            rows: (0..n).collect(),
+            table: Some(Arc::new(GramTable::from_matrix(gram))),
+            width: n,
+        })
+    }
+
+    /// Rows `rows` of a precomputed kernel's training set of `width` rows, without their
+    /// kernel values (a stored model's support).
+    pub fn indices(rows: Vec<usize>, width: usize) -> Points {
+        Points::new(Repr::Indexed { rows: rows.into(), table: None, width })
+    }
+
+    /// The training-row indices of precomputed-kernel points, with the training Gram
+    /// matrix when it is still held; None for other points.
+    pub fn indexed(&self) -> Option<(&[usize], Option<&Arc<GramTable>>)> {
+        match &self.0 {
+            Repr::Indexed { rows, table, .. } => Some((rows, table.as_ref())),
+            _ => None,
+        }
+    }
+
     pub fn kind(&self) -> RowKind {
         match &self.0 {
-            Repr::Numeric(_) => RowKind::Numeric,
+            // A query of a precomputed kernel is a numeric row of kernel values.
+            Repr::Numeric(_) | Repr::Indexed { .. } => RowKind::Numeric,
             Repr::Text(_) => RowKind::Text,
             Repr::Tokens(_) => RowKind::Tokens,
         }
@@ -146,13 +195,16 @@ impl Points {
             Repr::Numeric(m) => m.ncols(),
             Repr::Text(t) => t.len(),
             Repr::Tokens(t) => t.len(),
+            Repr::Indexed { rows, .. } => rows.len(),
         }
     }
 
-    /// Features per point: d for numeric rows, 0 for strings and token lists.
+    /// Features per point: d for numeric rows, 0 for strings and token lists, the
+    /// training row count for a precomputed kernel's rows (a query's width).
     pub fn d(&self) -> usize {
         match &self.0 {
             Repr::Numeric(m) => m.nrows(),
+            Repr::Indexed { width, .. } => *width,
             _ => 0,
         }
     }
@@ -200,6 +252,9 @@ impl Points {
             Repr::Numeric(m) => Repr::Numeric(m.columns(start, len).into_owned()),
             Repr::Text(t) => Repr::Text(t[start..start + len].into()),
             Repr::Tokens(t) => Repr::Tokens(t[start..start + len].into()),
+            Repr::Indexed { rows, table, width } => {
+                Repr::Indexed { rows: rows[start..start + len].into(), table: table.clone(), width: *width }
+            }
         })
     }
 
@@ -224,6 +279,11 @@ impl Points {
             Repr::Tokens(_) => Repr::Tokens(
                 parts.iter().flat_map(|p| p.token_lists().expect("one kind per batch").iter().cloned()).collect(),
             ),
+            Repr::Indexed { table, width, .. } => Repr::Indexed {
+                rows: parts.iter().flat_map(|p| p.indexed().expect("one kind per batch").0.iter().copied()).collect(),
+                table: table.clone(),
+                width: *width,
+            },
         })
     }
 
@@ -240,6 +300,9 @@ impl Points {
             }
             Repr::Text(t) => Repr::Text(indices.iter().map(|&i| t[i].clone()).collect()),
             Repr::Tokens(t) => Repr::Tokens(indices.iter().map(|&i| t[i].clone()).collect()),
+            Repr::Indexed { rows, table, width } => {
+                Repr::Indexed { rows: indices.iter().map(|&i| rows[i]).collect(), table: table.clone(), width: *width }
+            }
         })
     }
 
@@ -251,6 +314,7 @@ impl Points {
                 Repr::Numeric(m) => m.len() * std::mem::size_of::<f64>(),
                 Repr::Text(t) => t.iter().map(|s| 16 + 4 * s.len()).sum(),
                 Repr::Tokens(t) => t.iter().map(|r| 16 + r.iter().map(|s| 24 + s.len()).sum::<usize>()).sum(),
+                Repr::Indexed { rows, table, .. } => rows.len() * 8 + table.as_ref().map_or(0, |t| t.n() * t.n() * 8),
             }
     }
 

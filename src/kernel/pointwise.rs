@@ -152,6 +152,7 @@ pub(super) fn eval(k: &Kernel, x: &[f64], z: &[f64], same: bool, grads: Option<&
         Kernel::Spectrum { .. } | Kernel::Subsequence { .. } | Kernel::Set { .. } => {
             unreachable!("string and set kernels are never evaluated on numeric points")
         }
+        Kernel::Precomputed => unreachable!("a precomputed kernel has no value at a pair of feature vectors"),
         Kernel::Sum(ks) => ks.iter().map(|part| eval(part, x, z, same, want.then_some(&mut *out))).sum(),
         Kernel::Product(ks) => {
             let mut values = Vec::with_capacity(ks.len());

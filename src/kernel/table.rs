@@ -17,9 +17,20 @@ pub struct GramTable {
     k: DMatrix<f64>,
 }
 
+impl std::fmt::Debug for GramTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "GramTable({0} x {0})", self.n())
+    }
+}
+
 impl GramTable {
     pub fn new(kernel: &Kernel, x: &Points, par: Parallelism) -> GramTable {
         GramTable { k: kernel.gram(x, par) }
+    }
+
+    /// A table of given values (a precomputed kernel's training matrix).
+    pub fn from_matrix(k: DMatrix<f64>) -> GramTable {
+        GramTable { k }
     }
 
     /// Bytes a table over n rows holds.
@@ -29,8 +40,12 @@ impl GramTable {
 
     /// Whether a kernel's value at a pair of rows is the same whichever subset holds
     /// them: false for `white` (it counts coincident rows of one set only) and for
-    /// mixture kernels that a fit fits to its own training rows.
+    /// mixture kernels that a fit fits to its own training rows, nor for a `"scale"`
+    /// gamma (each fit decides it from its own training rows).
     pub fn suits(kernel: &Kernel) -> bool {
+        if kernel.has_scale() {
+            return false;
+        }
         match kernel {
             Kernel::White { .. } => false,
             Kernel::Generative(m) | Kernel::Fisher(m) => m.mixture.is_some(),

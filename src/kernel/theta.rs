@@ -79,7 +79,8 @@ impl Kernel {
             | Kernel::Set { .. }
             | Kernel::Mahalanobis(_)
             | Kernel::Generative(_)
-            | Kernel::Fisher(_) => {}
+            | Kernel::Fisher(_)
+            | Kernel::Precomputed => {}
             Kernel::Rbf(RbfWidth::LengthScale(h))
             | Kernel::Exponential { length_scale: h }
             | Kernel::Matern { length_scale: h, .. } => scales(h, format!("{path}/length_scale"), f),

@@ -61,6 +61,12 @@ impl TrainInput {
     fn into_labels(self) -> (Option<String>, Option<Value>) {
         (self.name, self.metadata)
     }
+
+    /// Whether the body's kernel is `precomputed`: its rows are then kernel values
+    /// (checked and turned into indexed rows before anything else sees them).
+    pub(crate) fn precomputed_kernel(&self) -> bool {
+        self.kernel.as_ref().and_then(|k| k.get("type")).is_some_and(|t| t == "precomputed")
+    }
 }
 
 /// A training request that passed validation: what to fit, on what, and where the rows

@@ -227,6 +227,17 @@ fn check_appendable(entry: &ModelEntry) -> Result<(), ServiceError> {
         Some(s) => s.training.get("approximation").and_then(|v| v.as_str()).map(str::to_owned),
         None => entry.requested_params.get("approximation").and_then(|v| v.as_str()).map(str::to_owned),
     };
+    if entry.requested_kernel.get("type").is_some_and(|t| t == "precomputed") {
+        // New rows would need their kernel values against each other and every old row.
+        return Err(FieldError::invalid(
+            "/model",
+            format!(
+                "online updates need kernel values between the new rows; this {} uses a precomputed kernel",
+                entry.kind.name()
+            ),
+        )
+        .into());
+    }
     if approximation.as_deref() == Some("nystrom") {
         return Err(FieldError::invalid(
             "/model",

@@ -93,6 +93,10 @@ impl Service {
                 TrainingData::Classification(ClassificationSet { x, y, classes })
             }
         };
+        let mut data = data;
+        if input.precomputed_kernel() {
+            *data.x_mut() = crate::kernel::precomputed_training_rows(data.x())?;
+        }
         if let Some(search) = &input.search {
             return self.plan_search(kind, input, search, data, origin);
         }
@@ -137,8 +141,9 @@ impl Service {
             return Err(ServiceError::Draining);
         }
         self.store_admission()?;
-        let (valid, input) = if let TrainSource::Dataset(_) = input.source {
-            // Reading a stored dataset is file I/O and decoding: not on the async threads.
+        let (valid, input) = if matches!(input.source, TrainSource::Dataset(_)) || input.precomputed_kernel() {
+            // Reading a stored dataset is file I/O and decoding, checking a precomputed
+            // kernel matrix n^2 work: not on the async threads.
             let service = self.clone();
             tokio::task::spawn_blocking(move || (service.validate_training(&input), input))
                 .await

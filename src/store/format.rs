@@ -15,8 +15,9 @@ use uuid::Uuid;
 const MAGIC: &[u8; 8] = b"MERCERM\0";
 /// 2 added classes and named arrays to `StoredFit`; 3 added [`StoredModel::extra`]; 4
 /// put a [`ModelHead`] before the model; 5 added `StoredFit::rows` (string and token-list
-/// training rows) and [`StoredModel::sample`].
-pub const VERSION: u32 = 5;
+/// training rows) and [`StoredModel::sample`]; 6 added `StoredRows::Indices` (a
+/// precomputed kernel's rows; a version 5 body is a version 6 body without them).
+pub const VERSION: u32 = 6;
 const LEGACY_HEADER: usize = 8 + 4 + 8 + 4;
 pub const HEADER: usize = 8 + 4 + 8 + 4 + 8 + 4;
 
