@@ -138,6 +138,16 @@ pub fn kernel_json(data: &[u8]) {
             crate::estimator::mixture::fit(&x, g, &ctx).map(|m| std::sync::Arc::new(m.mixture)).map_err(|_| ())
         });
         let Ok(kernel) = fitted else { continue };
+        let kernel = if x.kind() == crate::kernel::RowKind::Numeric { kernel.with_scale(&x) } else { kernel };
+        // A precomputed kernel's rows are a training Gram matrix by index (here the linear
+        // kernel's of these rows).
+        let x = match kernel {
+            Kernel::Precomputed if x.kind() == crate::kernel::RowKind::Numeric => {
+                let m = x.as_matrix();
+                Points::precomputed(m.transpose() * m)
+            }
+            _ => x,
+        };
         let _ = kernel.gram(&x, Parallelism::Sequential);
         let _ = kernel.gram_with_gradient(&x, Parallelism::Sequential);
         let _ = kernel.diag(&x);
@@ -180,8 +190,20 @@ pub fn predict_csv(data: &[u8]) {
 
 fn answer(model: &FittedModel, x: &Points, opts: &PredictOptions) {
     let p = model.predictor().predict(x, opts, Parallelism::Sequential);
-    let body = PredictResponse::new(p, model.predictor().classes());
-    serde_json::to_vec(&body).expect("a prediction serialises");
+    if let Some(e) = &p.embedding {
+        assert_eq!(e.nrows(), x.n());
+        serde_json::to_vec(&crate::api::types::EmbeddingResponse::new(e)).expect("an embedding serialises");
+    } else {
+        let body = PredictResponse::new(p, model.predictor().classes());
+        serde_json::to_vec(&body).expect("a prediction serialises");
+    }
+    // A kernel PCA's inverse map takes rows as wide as its components.
+    if let FittedModel::KernelPca(m) = model {
+        if m.has_inverse() && x.kind() == crate::kernel::RowKind::Numeric && x.d() == m.n_components() {
+            let back = m.inverse_transform(x, Parallelism::Sequential).expect("it has one");
+            assert_eq!(back.nrows(), x.n());
+        }
+    }
 }
 
 /// One small fitted model of every kind, on two features, and two over strings and token
@@ -192,6 +214,9 @@ fn models() -> &'static [FittedModel] {
         let x: Vec<Vec<f64>> = (0..12).map(|i| vec![(i % 4) as f64, (i / 4) as f64 * 0.7]).collect();
         let numbers: Vec<f64> = x.iter().map(|r| (r[0] - r[1]).sin()).collect();
         let labels: Vec<&str> = (0..12).map(|i| ["a", "b", "c"][i % 3]).collect();
+        let rbf = Kernel::from_json(&json!({"type": "rbf"})).expect("a kernel");
+        let k = rbf.gram(&Points::from_rows(&x), Parallelism::Sequential);
+        let gram: Vec<Vec<f64>> = k.row_iter().map(|r| r.iter().copied().collect()).collect();
         let bodies = [
             json!({"model": "kernel_ridge", "x": x, "y": numbers}),
             json!({"model": "gaussian_process", "params": {"noise": 0.1}, "x": x, "y": numbers}),
@@ -205,6 +230,14 @@ fn models() -> &'static [FittedModel] {
             json!({"model": "svm", "kernel": {"type": "spectrum", "k": 2}, "x": ["abab", "baba", "cdcd", "dcdc"],
                    "y": ["p", "p", "q", "q"]}),
             json!({"model": "kernel_ridge", "kernel": {"type": "set"}, "x": [["a"], [], ["a", "b"]], "y": [1, 2, 3]}),
+            json!({"model": "svr", "params": {"epsilon": 0.05}, "x": x, "y": numbers}),
+            json!({"model": "nu_svr", "kernel": {"type": "rbf", "gamma": "scale"}, "x": x, "y": numbers}),
+            json!({"model": "nu_svm", "params": {"nu": 0.3, "probability": true}, "x": x, "y": labels}),
+            json!({"model": "svm", "params": {"class_weight": "balanced", "sample_weight": [1, 0, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1]},
+                   "x": x, "y": labels}),
+            json!({"model": "one_class_svm", "params": {"nu": 0.2}, "x": x}),
+            json!({"model": "kernel_pca", "params": {"n_components": 2, "fit_inverse_transform": true}, "x": x}),
+            json!({"model": "svm", "kernel": {"type": "precomputed"}, "x": gram, "y": labels}),
         ];
         bodies
             .iter()

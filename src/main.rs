@@ -4,7 +4,7 @@
 //! the HTTP client (`mercer::client`); `completions SHELL` prints shell completions.
 
 use clap::{CommandFactory, Parser, Subcommand};
-use mercer::client::{self, Api, ClientError, Connection, ObserveArgs, PredictArgs, TrainArgs};
+use mercer::client::{self, Api, ClientError, Connection, ObserveArgs, PredictArgs, TrainArgs, TransformArgs};
 use mercer::config::Config;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -36,6 +36,8 @@ enum Command {
     Train(Box<TrainArgs>),
     /// Predict the rows of a CSV file with a model; CSV out.
     Predict(PredictArgs),
+    /// Map the rows of a CSV file to a kernel_pca model's components; CSV out.
+    Transform(TransformArgs),
     /// Append the rows of a CSV file to a ready exact GP or kernel ridge model (an online
     /// update: the model equals a refit on all its rows).
     Observe(ObserveArgs),
@@ -68,6 +70,7 @@ fn main() -> ExitCode {
         Some(
             command @ (Command::Train(_)
             | Command::Predict(_)
+            | Command::Transform(_)
             | Command::Observe(_)
             | Command::Models
             | Command::Show { .. }
@@ -132,6 +135,17 @@ async fn client_command(command: Command, conn: &Connection) -> Result<(), Clien
                 None => std::io::stdout()
                     .write_all(&csv)
                     .map_err(|e| ClientError::Other(format!("cannot write the predictions: {e}")))?,
+            }
+        }
+        Command::Transform(args) => {
+            let answer = client::transform(&api, &args).await?;
+            let text = if conn.json { format!("{answer}\n") } else { client::embedding_csv(&answer) };
+            match &args.output {
+                Some(path) => std::fs::write(path, text)
+                    .map_err(|e| ClientError::Other(format!("cannot write {}: {e}", path.display())))?,
+                None => std::io::stdout()
+                    .write_all(text.as_bytes())
+                    .map_err(|e| ClientError::Other(format!("cannot write the components: {e}")))?,
             }
         }
         Command::Observe(args) => {

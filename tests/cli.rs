@@ -162,7 +162,7 @@ async fn completions_name_every_subcommand() {
     for shell in ["bash", "zsh", "fish"] {
         let (code, out, _) = mercer("http://unused", &["completions", shell], &[]).await;
         assert_eq!(code, 0);
-        for sub in ["train", "predict", "observe", "models", "show", "delete", "datasets"] {
+        for sub in ["train", "predict", "transform", "observe", "models", "show", "delete", "datasets"] {
             assert!(out.contains(sub), "{shell} completions lack {sub}");
         }
     }
@@ -213,4 +213,55 @@ async fn train_searches_with_grid_flags_and_show_ranks_the_candidates() {
     let (code, _, err) = mercer(&s.url, &["train", path, "--model", "kernel_ridge", "--cv", "3"], &[]).await;
     assert_eq!(code, 1);
     assert!(err.contains("--grid"), "{err}");
+}
+
+/// A model without targets from a CSV file: every column is a feature (no target column
+/// taken away), and `mercer transform` prints the components as CSV, equal to the API's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kernel_pca_from_a_csv_file_and_its_components() {
+    let s = TestServer::default().await;
+    let mut text = String::from("a,b,c\n");
+    for i in 0..30 {
+        let t = i as f64 * 0.2;
+        text.push_str(&format!("{},{},{}\n", t.sin(), t.cos(), (i % 4) as f64 * 0.3));
+    }
+    let train = temp_file("rows.csv", &text);
+    let path = train.to_str().unwrap();
+    let (code, out, err) = mercer(
+        &s.url,
+        &[
+            "train",
+            path,
+            "--model",
+            "kernel_pca",
+            "--kernel-json",
+            r#"{"type": "rbf", "gamma": 0.5}"#,
+            "--param",
+            "n_components=2",
+            "--json",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let model: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((model["n_features"].as_u64(), model["task"].as_str()), (Some(3), Some("transform")), "{model}");
+    let id = model["id"].as_str().unwrap();
+    let (code, out, err) = mercer(&s.url, &["transform", id, path], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "component_1,component_2");
+    assert_eq!(lines.len(), 31);
+    let rows: Vec<Vec<f64>> =
+        text.lines().skip(1).map(|l| l.split(',').map(|v| v.parse().unwrap()).collect()).collect();
+    let api: Value =
+        s.post(&format!("/models/{id}/transform"), &serde_json::json!({"x": rows})).await.json().await.unwrap();
+    for (line, want) in lines[1..].iter().zip(api["embedding"].as_array().unwrap()) {
+        let got: Vec<f64> = line.split(',').map(|v| v.parse().unwrap()).collect();
+        let want: Vec<f64> = want.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        assert_eq!(got, want);
+    }
+    let (code, _, err) = mercer(&s.url, &["transform", id, "/nonexistent.csv"], &[]).await;
+    assert_ne!(code, 0);
+    assert!(err.contains("/nonexistent.csv"), "{err}");
 }

@@ -30,7 +30,7 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Every route the router serves: method, path, and whether it needs the API key.
 /// openapi.yaml must list exactly these (tests/spec_routes.rs checks both directions).
-pub const ROUTES: [(&str, &str, bool); 23] = [
+pub const ROUTES: [(&str, &str, bool); 25] = [
     ("GET", "/", false),
     ("GET", "/ui/{file}", false),
     ("GET", "/healthz", false),
@@ -42,6 +42,8 @@ pub const ROUTES: [(&str, &str, bool); 23] = [
     ("GET", "/models/{id}", true),
     ("DELETE", "/models/{id}", true),
     ("POST", "/models/{id}/predict", true),
+    ("POST", "/models/{id}/transform", true),
+    ("POST", "/models/{id}/inverse_transform", true),
     ("POST", "/models/{id}/observations", true),
     ("GET", "/models/{id}/sample", true),
     ("POST", "/datasets", true),
@@ -74,6 +76,8 @@ fn handler(method: &str, path: &str, body_limit: usize) -> MethodRouter<Arc<Serv
         ("GET", "/models/{id}") => get(models::get),
         ("DELETE", "/models/{id}") => delete(models::delete),
         ("POST", "/models/{id}/predict") => post(models::predict),
+        ("POST", "/models/{id}/transform") => post(models::transform),
+        ("POST", "/models/{id}/inverse_transform") => post(models::inverse_transform),
         ("POST", "/models/{id}/observations") => post(models::observations),
         ("GET", "/models/{id}/sample") => get(models::sample),
         ("GET", "/") => get(ui::index),

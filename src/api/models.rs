@@ -3,7 +3,8 @@
 use super::extract::JsonBody;
 use super::problem::ApiError;
 use super::types::{
-    ModelList, ModelResource, ObservationsBody, PredictBody, PredictQuery, PredictResponse, TrainBody, TrainQuery,
+    EmbeddingResponse, ModelList, ModelResource, ObservationsBody, PredictBody, PredictQuery, PredictResponse,
+    RowsBody, RowsResponse, TrainBody, TrainQuery,
 };
 use crate::estimator::PredictOptions;
 use crate::service::{QueryRows, Service, TrainInput, TrainOutcome};
@@ -83,14 +84,7 @@ pub async fn predict(
                     .0
             }
         };
-        let limit = request.extensions().get::<super::extract::BodyLimit>().map_or(usize::MAX, |l| l.0);
-        let bytes = Bytes::from_request(request, &service).await.map_err(|r| {
-            if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::BodyTooLarge { limit }
-            } else {
-                ApiError::MalformedBody { pointer: String::new(), message: format!("cannot read the body: {r}") }
-            }
-        })?;
+        let bytes = csv_body(request, &service).await?;
         let opts = PredictOptions {
             variance: q.variance.unwrap_or(defaults.variance),
             covariance: false,
@@ -115,6 +109,46 @@ pub async fn predict(
         return Ok(([(header::CONTENT_TYPE, csv)], answer.to_csv()).into_response());
     }
     Ok(Json(answer).into_response())
+}
+
+/// A CSV body's bytes, within the body limit.
+async fn csv_body(request: Request, service: &Arc<Service>) -> Result<Bytes, ApiError> {
+    let limit = request.extensions().get::<super::extract::BodyLimit>().map_or(usize::MAX, |l| l.0);
+    Bytes::from_request(request, service).await.map_err(|r| {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::BodyTooLarge { limit }
+        } else {
+            ApiError::MalformedBody { pointer: String::new(), message: format!("cannot read the body: {r}") }
+        }
+    })
+}
+
+/// A kernel PCA's components of the rows (JSON `{"x"}` or a CSV body): 200
+/// `{"embedding"}`.
+pub async fn transform(
+    State(service): State<Arc<Service>>,
+    id: Result<Path<String>, PathRejection>,
+    request: Request,
+) -> Result<Json<EmbeddingResponse>, ApiError> {
+    let id = model_id(id)?;
+    let rows = if super::datasets::is_csv(request.headers()) {
+        QueryRows::Csv(csv_body(request, &service).await?)
+    } else {
+        QueryRows::Json(JsonBody::<RowsBody>::from_request(request, &service).await?.0.x)
+    };
+    let embedding = service.transform(id, rows).await?;
+    Ok(Json(EmbeddingResponse::new(&embedding)))
+}
+
+/// Components back to rows (a kernel PCA fitted with `fit_inverse_transform`): 200
+/// `{"x"}`.
+pub async fn inverse_transform(
+    State(service): State<Arc<Service>>,
+    id: Result<Path<String>, PathRejection>,
+    JsonBody(body): JsonBody<RowsBody>,
+) -> Result<Json<RowsResponse>, ApiError> {
+    let rows = service.inverse_transform(model_id(id)?, body.x).await?;
+    Ok(Json(RowsResponse::new(&rows)))
 }
 
 /// Appends rows to a ready exact GP or kernel ridge model: 200 with its next version.

@@ -188,7 +188,7 @@ pub async fn infer(
         include_noise: false,
         probabilities: wants("probabilities"),
     };
-    let (fitted, prediction) = service.predict(id, QueryRows::Json(rows), opts).await?;
+    let (fitted, prediction) = service.infer(id, QueryRows::Json(rows), opts).await?;
     let all = tensors(prediction, fitted.predictor().classes());
     if let Some(w) = &wanted {
         if let Some(missing) = w.iter().find(|n| !all.iter().any(|t| t["name"] == **n)) {
@@ -253,6 +253,11 @@ fn flatten(v: &Value) -> Vec<&Value> {
 /// The prediction's fields as output tensors.
 fn tensors(p: Prediction, classes: Option<&crate::estimator::ClassLabels>) -> Vec<Value> {
     let tensor = |name: &str, datatype: &str, shape: Vec<usize>, data: Value| json!({"name": name, "datatype": datatype, "shape": shape, "data": data});
+    if let Some(e) = &p.embedding {
+        // kernel_pca: its one output.
+        let data = e.transpose().as_slice().to_vec(); // row-major
+        return vec![tensor("embedding", "FP64", vec![e.nrows(), e.ncols()], json!(data))];
+    }
     let m = p.values.len().max(p.classes.as_ref().map_or(0, Vec::len));
     let mut out = Vec::new();
     match (classes, &p.classes) {

@@ -97,6 +97,40 @@ pub struct PredictBody {
     pub probabilities: Option<bool>,
 }
 
+/// POST /models/{id}/transform and /inverse_transform: rows only.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RowsBody {
+    pub x: Vec<Row>,
+}
+
+/// m x k as a list of rows.
+fn rows_of(m: &nalgebra::DMatrix<f64>) -> Vec<Vec<f64>> {
+    m.row_iter().map(|r| r.iter().copied().collect()).collect()
+}
+
+#[derive(Debug, Serialize)]
+pub struct EmbeddingResponse {
+    pub embedding: Vec<Vec<f64>>,
+}
+
+impl EmbeddingResponse {
+    pub fn new(e: &nalgebra::DMatrix<f64>) -> Self {
+        EmbeddingResponse { embedding: rows_of(e) }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct RowsResponse {
+    pub x: Vec<Vec<f64>>,
+}
+
+impl RowsResponse {
+    pub fn new(x: &nalgebra::DMatrix<f64>) -> Self {
+        RowsResponse { x: rows_of(x) }
+    }
+}
+
 #[derive(Debug, Serialize)]
 pub struct PredictResponse {
     pub predictions: Predictions,

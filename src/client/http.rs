@@ -122,6 +122,12 @@ impl Api {
     }
 
     /// POSTs a CSV body and returns the CSV answer.
+    /// POSTs a CSV body and reads a JSON answer.
+    pub async fn post_csv_json(&self, path: &str, body: Vec<u8>) -> Result<Value, ClientError> {
+        let r = self.request(reqwest::Method::POST, path).header(CONTENT_TYPE, "text/csv").body(body);
+        json(self.send(r).await?).await
+    }
+
     pub async fn predict_csv(&self, path: &str, body: Vec<u8>) -> Result<Vec<u8>, ClientError> {
         let r = self
             .request(reqwest::Method::POST, path)

@@ -1,5 +1,5 @@
-//! The command-line client: `mercer train`, `predict`, `observe`, `models`, `show`,
-//! `delete`, `datasets`, over the HTTP API with reqwest. Tables for people, `--json` for scripts;
+//! The command-line client: `mercer train`, `predict`, `transform`, `observe`, `models`,
+//! `show`, `delete`, `datasets`, over the HTTP API with reqwest. Tables for people, `--json` for scripts;
 //! progress bars on a terminal only; exit status 0 on success, 1 with the server's
 //! problem (title, detail, pointers) or the transport error on stderr otherwise.
 
@@ -36,7 +36,9 @@ pub struct TrainArgs {
     #[arg(long)]
     pub target: Option<String>,
     /// The model: kernel_ridge, gaussian_process, svm, gp_classifier, kernel_perceptron,
-    /// kernel_logistic, nadaraya_watson, rbf_network.
+    /// kernel_logistic, nadaraya_watson, rbf_network, svr, nu_svr, nu_svm, one_class_svm,
+    /// kernel_pca. The last two take no target: every column is a feature unless --target
+    /// names one (kept with the dataset, e.g. to colour the page's plots).
     #[arg(long)]
     pub model: String,
     /// A kernel type with its defaults (rbf, matern, laplacian, ...).
@@ -147,6 +149,18 @@ pub struct PredictArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct TransformArgs {
+    /// The model's id (a ready kernel_pca).
+    pub id: String,
+    /// A CSV file of rows (a header row; columns matched by name for models fitted on a
+    /// CSV dataset).
+    pub file: PathBuf,
+    /// Write the components here instead of standard output.
+    #[arg(short = 'o', long = "output", value_name = "OUT.csv")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
 pub struct ObserveArgs {
     /// The model's id (a ready exact gaussian_process or kernel_ridge).
     pub id: String,
@@ -235,16 +249,8 @@ pub async fn train(api: &Api, args: &TrainArgs) -> Result<Value, ClientError> {
     if args.optimize {
         params.insert("optimize".into(), Value::Bool(true));
     }
-    let mut query = Vec::new();
-    if let Some(t) = &args.target {
-        query.push(format!("target={}", encode(t)));
-    }
-    if let Some(n) = &args.name {
-        query.push(format!("name={}", encode(n)));
-    }
-    let path = if query.is_empty() { "/datasets".to_string() } else { format!("/datasets?{}", query.join("&")) };
-    let dataset = api.upload_csv(&path, &args.file).await?;
-    let mut body = json!({"model": args.model, "dataset": dataset["id"], "params": params});
+    let untargeted = matches!(args.model.as_str(), "one_class_svm" | "kernel_pca");
+    let mut body = json!({"model": args.model, "params": params});
     if let Some(k) = kernel {
         body["kernel"] = k;
     }
@@ -254,9 +260,64 @@ pub async fn train(api: &Api, args: &TrainArgs) -> Result<Value, ClientError> {
     if let Some(s) = search {
         body["search"] = s;
     }
-    let model = api.post_json("/models?wait=false", &body).await?;
+    if untargeted && args.target.is_none() {
+        // A dataset always has a target column (the last by default), which these models
+        // would lose as a feature: send every column as rows instead.
+        let text = tokio::fs::read_to_string(&args.file)
+            .await
+            .map_err(|e| ClientError::Other(format!("cannot read {}: {e}", args.file.display())))?;
+        body["x"] =
+            json!(feature_rows(&text).map_err(|e| ClientError::Other(format!("{}: {e}", args.file.display())))?);
+        return fit(api, &body).await;
+    }
+    let mut query = Vec::new();
+    if let Some(t) = &args.target {
+        query.push(format!("target={}", encode(t)));
+    }
+    if let Some(n) = &args.name {
+        query.push(format!("name={}", encode(n)));
+    }
+    let path = if query.is_empty() { "/datasets".to_string() } else { format!("/datasets?{}", query.join("&")) };
+    let dataset = api.upload_csv(&path, &args.file).await?;
+    body["dataset"] = dataset["id"].clone();
+    fit(api, &body).await
+}
+
+/// Starts the fit of `body` and waits for it.
+async fn fit(api: &Api, body: &Value) -> Result<Value, ClientError> {
+    let model = api.post_json("/models?wait=false", body).await?;
     let id = model["id"].as_str().ok_or_else(|| ClientError::Other("the server answered no model id".into()))?;
     wait_ready(api, id).await
+}
+
+/// Every column of a CSV text as numbers, one row per record.
+fn feature_rows(text: &str) -> Result<Vec<Vec<f64>>, String> {
+    let mut reader = csv::ReaderBuilder::new().from_reader(text.as_bytes());
+    let header: Vec<String> =
+        reader.headers().map_err(|e| e.to_string())?.iter().map(|h| h.trim().to_string()).collect();
+    let mut rows = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|e| e.to_string())?;
+        let line = record.position().map_or(0, |p| p.line());
+        let row = record
+            .iter()
+            .enumerate()
+            .map(|(c, cell)| {
+                cell.trim().parse::<f64>().ok().filter(|v| v.is_finite()).ok_or_else(|| {
+                    format!(
+                        "line {line}, column `{}`: `{}` is not a number",
+                        header.get(c).map_or("?", |h| h),
+                        cell.trim()
+                    )
+                })
+            })
+            .collect::<Result<Vec<f64>, _>>()?;
+        rows.push(row);
+    }
+    if rows.is_empty() {
+        return Err("no rows after the header".into());
+    }
+    Ok(rows)
 }
 
 /// Polls the model until it is ready (returned) or failed (its problem as the error).
@@ -310,6 +371,28 @@ pub async fn predict(api: &Api, args: &PredictArgs) -> Result<Vec<u8>, ClientErr
         .map_err(|e| ClientError::Other(format!("cannot read {}: {e}", args.file.display())))?;
     let path = format!("/models/{}/predict?variance={}", encode(&args.id), args.variance);
     api.predict_csv(&path, body).await
+}
+
+/// POSTs the CSV to a kernel PCA; returns the server's `{"embedding"}`.
+pub async fn transform(api: &Api, args: &TransformArgs) -> Result<Value, ClientError> {
+    let body = tokio::fs::read(&args.file)
+        .await
+        .map_err(|e| ClientError::Other(format!("cannot read {}: {e}", args.file.display())))?;
+    api.post_csv_json(&format!("/models/{}/transform", encode(&args.id)), body).await
+}
+
+/// An embedding as CSV: `component_1, ..., component_k`, one row per input row.
+pub fn embedding_csv(answer: &Value) -> String {
+    let rows = answer["embedding"].as_array().cloned().unwrap_or_default();
+    let k = rows.first().and_then(Value::as_array).map_or(0, Vec::len);
+    let mut out = (1..=k).map(|j| format!("component_{j}")).collect::<Vec<_>>().join(",");
+    out.push('\n');
+    for row in &rows {
+        let cells: Vec<String> = row.as_array().into_iter().flatten().map(|v| v.to_string()).collect();
+        out.push_str(&cells.join(","));
+        out.push('\n');
+    }
+    out
 }
 
 pub use output::{dataset_table, model_details, model_table};

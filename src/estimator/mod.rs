@@ -26,6 +26,7 @@ mod search;
 pub mod sparse_gp;
 mod stored;
 pub mod svm;
+pub mod transform;
 
 use crate::kernel::{Kernel, Points, RowKind};
 use crate::linalg::Parallelism;
@@ -48,6 +49,7 @@ pub use sparse_gp::SparseGpModel;
 pub(crate) use stored::StoredArrays;
 pub use stored::{FittedModel, RestoreError, StoredFit, StoredRows};
 pub use svm::{OneClassModel, OneClassSvm, Svm, SvmModel, Svr, SvrModel};
+pub use transform::{KernelPca, KernelPcaModel};
 
 /// The model names of the contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -65,6 +67,7 @@ pub enum ModelKind {
     NuSvr,
     NuSvm,
     OneClassSvm,
+    KernelPca,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -74,10 +77,12 @@ pub enum Task {
     Classification,
     /// No targets: inliers against outliers (one_class_svm).
     Novelty,
+    /// No targets: rows mapped to components (kernel_pca).
+    Transform,
 }
 
 impl ModelKind {
-    pub const ALL: [ModelKind; 12] = [
+    pub const ALL: [ModelKind; 13] = [
         ModelKind::KernelRidge,
         ModelKind::GaussianProcess,
         ModelKind::GpClassifier,
@@ -90,6 +95,7 @@ impl ModelKind {
         ModelKind::NuSvr,
         ModelKind::NuSvm,
         ModelKind::OneClassSvm,
+        ModelKind::KernelPca,
     ];
 
     pub fn name(self) -> &'static str {
@@ -106,6 +112,7 @@ impl ModelKind {
             ModelKind::NuSvr => "nu_svr",
             ModelKind::NuSvm => "nu_svm",
             ModelKind::OneClassSvm => "one_class_svm",
+            ModelKind::KernelPca => "kernel_pca",
         }
     }
 
@@ -122,6 +129,7 @@ impl ModelKind {
             | ModelKind::Svr
             | ModelKind::NuSvr => Task::Regression,
             ModelKind::OneClassSvm => Task::Novelty,
+            ModelKind::KernelPca => Task::Transform,
             _ => Task::Classification,
         }
     }
@@ -223,6 +231,12 @@ pub struct TrainingReport {
     /// nu-SVR: the epsilon its solver found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub epsilon: Option<f64>,
+    /// kernel_pca: the kept eigenvalues of the centred kernel matrix, descending.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eigenvalues: Option<Vec<f64>>,
+    /// kernel_pca: the components kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n_components: Option<u64>,
     /// A searched fit: the model search that chose these hyperparameters (every
     /// candidate's fold scores), as `selection` reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -301,6 +315,8 @@ pub struct Prediction {
     pub probabilities: Option<DMatrix<f64>>,
     /// one_class_svm: the decision function plus rho.
     pub score_samples: Option<Vec<f64>>,
+    /// kernel_pca: m x n_components (and nothing else).
+    pub embedding: Option<DMatrix<f64>>,
 }
 
 impl Prediction {
@@ -308,7 +324,13 @@ impl Prediction {
     /// part's row count in order. Not for covariances, which span the parts.
     pub fn split(self, sizes: &[usize]) -> Vec<Prediction> {
         debug_assert!(self.covariance.is_none(), "a covariance cannot be split by rows");
-        debug_assert_eq!(sizes.iter().sum::<usize>(), self.values.len().max(self.classes.as_ref().map_or(0, Vec::len)));
+        debug_assert_eq!(
+            sizes.iter().sum::<usize>(),
+            self.values
+                .len()
+                .max(self.classes.as_ref().map_or(0, Vec::len))
+                .max(self.embedding.as_ref().map_or(0, DMatrix::nrows))
+        );
         let rows = |m: &DMatrix<f64>, at: usize, len: usize| m.rows(at, len).into_owned();
         let mut at = 0;
         sizes
@@ -326,6 +348,7 @@ impl Prediction {
                     }),
                     probabilities: self.probabilities.as_ref().map(|p| rows(p, at, len)),
                     score_samples: self.score_samples.as_ref().map(|v| v[range.clone()].to_vec()),
+                    embedding: self.embedding.as_ref().map(|e| rows(e, at, len)),
                 };
                 at += len;
                 part
@@ -367,6 +390,10 @@ impl Prediction {
                 (Some(a), Some(b)) => Some(cat(a, &b)),
                 _ => None,
             };
+            acc.embedding = match (acc.embedding.take(), p.embedding) {
+                (Some(a), Some(b)) => Some(cat(a, &b)),
+                _ => None,
+            };
             acc
         })
     }
@@ -379,6 +406,7 @@ impl Prediction {
             && self.covariance.as_ref().is_none_or(|c| all(c.as_slice()))
             && self.probabilities.as_ref().is_none_or(|p| all(p.as_slice()))
             && self.score_samples.as_deref().is_none_or(all)
+            && self.embedding.as_ref().is_none_or(|e| all(e.as_slice()))
             && match &self.decision {
                 None => true,
                 Some(Decision::Binary(d)) => all(d),

@@ -4,8 +4,8 @@
 
 use super::{
     approx, mixture, nystrom, Estimator, FitContext, FitError, FittedModel, GaussianProcess, GpClassifier,
-    KernelLogistic, KernelPerceptron, KernelRidge, ModelKind, NadarayaWatson, OneClassSvm, RbfNetwork, SparseGpModel,
-    Svm, Svr, TrainingData,
+    KernelLogistic, KernelPca, KernelPerceptron, KernelRidge, ModelKind, NadarayaWatson, OneClassSvm, RbfNetwork,
+    SparseGpModel, Svm, Svr, TrainingData,
 };
 use crate::kernel::{Kernel, Points, RowKind};
 use crate::spec::FieldError;
@@ -25,6 +25,7 @@ pub enum ModelSpec {
     /// epsilon- and nu-SVR.
     Svr(Svr),
     OneClassSvm(OneClassSvm),
+    KernelPca(KernelPca),
 }
 
 impl ModelSpec {
@@ -54,6 +55,7 @@ impl ModelSpec {
             ModelKind::Svr => Svr::from_json(kernel, params, "/params").map(ModelSpec::Svr),
             ModelKind::NuSvr => Svr::from_json_nu(kernel, params, "/params").map(ModelSpec::Svr),
             ModelKind::OneClassSvm => OneClassSvm::from_json(kernel, params, "/params").map(ModelSpec::OneClassSvm),
+            ModelKind::KernelPca => KernelPca::from_json(kernel, params, "/params").map(ModelSpec::KernelPca),
         }
         .and_then(ModelSpec::check_precomputed)
     }
@@ -101,6 +103,7 @@ impl ModelSpec {
             ModelSpec::Svr(p) if p.nu.is_some() => ModelKind::NuSvr,
             ModelSpec::Svr(_) => ModelKind::Svr,
             ModelSpec::OneClassSvm(_) => ModelKind::OneClassSvm,
+            ModelSpec::KernelPca(_) => ModelKind::KernelPca,
             ModelSpec::KernelPerceptron(_) => ModelKind::KernelPerceptron,
             ModelSpec::KernelLogistic(_) => ModelKind::KernelLogistic,
             ModelSpec::GpClassifier(_) => ModelKind::GpClassifier,
@@ -121,6 +124,7 @@ impl ModelSpec {
             ModelSpec::RbfNetwork(p) => &p.kernel,
             ModelSpec::Svr(p) => &p.kernel,
             ModelSpec::OneClassSvm(p) => &p.kernel,
+            ModelSpec::KernelPca(p) => &p.kernel,
         }
     }
 
@@ -136,6 +140,7 @@ impl ModelSpec {
             ModelSpec::RbfNetwork(p) => &mut p.kernel,
             ModelSpec::Svr(p) => &mut p.kernel,
             ModelSpec::OneClassSvm(p) => &mut p.kernel,
+            ModelSpec::KernelPca(p) => &mut p.kernel,
         }
     }
 
@@ -204,6 +209,7 @@ impl ModelSpec {
             ModelSpec::RbfNetwork(p) => p.params_json(),
             ModelSpec::Svr(p) => p.params_json(),
             ModelSpec::OneClassSvm(p) => p.params_json(),
+            ModelSpec::KernelPca(p) => p.params_json(),
         }
     }
 
@@ -267,6 +273,7 @@ impl ModelSpec {
             ModelSpec::Svm(svm) => return svm.fit_memory_estimate(n, d),
             ModelSpec::Svr(svr) => return svr.fit_memory_estimate(n, d),
             ModelSpec::OneClassSvm(oc) => return oc.fit_memory_estimate(n, d),
+            ModelSpec::KernelPca(p) => return p.fit_memory_estimate(n, d),
             ModelSpec::RbfNetwork(net) => return net.fit_memory_estimate(n, d),
             ModelSpec::KernelLogistic(klr) => return klr.fit_memory_estimate(n, d),
             ModelSpec::GpClassifier(gpc) => return gpc.fit_memory_estimate(n, d),
@@ -292,6 +299,7 @@ impl ModelSpec {
             ModelSpec::Svm(Svm { sample_weight: Some(w), .. }) => w.check_len(n, "/params/sample_weight"),
             ModelSpec::Svr(p) => p.check_data(n),
             ModelSpec::OneClassSvm(p) => p.check_data(n),
+            ModelSpec::KernelPca(p) => p.check_data(n),
             _ => Ok(()),
         }
     }
@@ -346,6 +354,7 @@ impl ModelSpec {
             (ModelSpec::RbfNetwork(p), TrainingData::Regression(d)) => FittedModel::RbfNetwork(p.fit(d, ctx)?),
             (ModelSpec::Svr(p), TrainingData::Regression(d)) => FittedModel::Svr(p.fit(d, ctx)?),
             (ModelSpec::OneClassSvm(p), TrainingData::Unlabelled(x)) => FittedModel::OneClassSvm(p.fit(x, ctx)?),
+            (ModelSpec::KernelPca(p), TrainingData::Unlabelled(x)) => FittedModel::KernelPca(p.fit(x, ctx)?),
             _ => {
                 return Err(FitError::Invalid(FieldError::invalid(
                     "/y",

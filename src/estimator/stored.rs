@@ -5,9 +5,9 @@
 use super::online::AppendError;
 use super::{
     ClassLabels, GaussianProcess, GaussianProcessModel, GpClassifier, GpClassifierModel, KernelLogistic,
-    KernelLogisticModel, KernelPerceptron, KernelPerceptronModel, KernelRidge, KernelRidgeModel, ModelKind,
-    NadarayaWatson, NadarayaWatsonModel, OneClassModel, OneClassSvm, Predictor, RbfNetwork, RbfNetworkModel,
-    SparseGpModel, Svm, SvmModel, Svr, SvrModel, TrainingReport, TrainingSet,
+    KernelLogisticModel, KernelPca, KernelPcaModel, KernelPerceptron, KernelPerceptronModel, KernelRidge,
+    KernelRidgeModel, ModelKind, NadarayaWatson, NadarayaWatsonModel, OneClassModel, OneClassSvm, Predictor,
+    RbfNetwork, RbfNetworkModel, SparseGpModel, Svm, SvmModel, Svr, SvrModel, TrainingReport, TrainingSet,
 };
 use crate::kernel::{Kernel, Points, RowKind};
 use crate::linalg::Parallelism;
@@ -156,6 +156,7 @@ pub enum FittedModel {
     RbfNetwork(RbfNetworkModel),
     Svr(SvrModel),
     OneClassSvm(OneClassModel),
+    KernelPca(KernelPcaModel),
 }
 
 impl FittedModel {
@@ -168,6 +169,7 @@ impl FittedModel {
             FittedModel::Svr(m) if m.is_nu() => ModelKind::NuSvr,
             FittedModel::Svr(_) => ModelKind::Svr,
             FittedModel::OneClassSvm(_) => ModelKind::OneClassSvm,
+            FittedModel::KernelPca(_) => ModelKind::KernelPca,
             FittedModel::KernelPerceptron(_) => ModelKind::KernelPerceptron,
             FittedModel::KernelLogistic(_) => ModelKind::KernelLogistic,
             FittedModel::GpClassifier(_) => ModelKind::GpClassifier,
@@ -189,6 +191,7 @@ impl FittedModel {
             FittedModel::RbfNetwork(m) => m,
             FittedModel::Svr(m) => m,
             FittedModel::OneClassSvm(m) => m,
+            FittedModel::KernelPca(m) => m,
         }
     }
 
@@ -223,6 +226,7 @@ impl FittedModel {
             FittedModel::RbfNetwork(m) => m.store_into(&mut s),
             FittedModel::Svr(m) => m.store_into(&mut s),
             FittedModel::OneClassSvm(m) => m.store_into(&mut s),
+            FittedModel::KernelPca(m) => m.store_into(&mut s),
         }
         s
     }
@@ -258,6 +262,10 @@ impl FittedModel {
             ModelKind::OneClassSvm => {
                 let spec = OneClassSvm::from_json(kernel, &params, "/params").map_err(bad)?;
                 return Ok(FittedModel::OneClassSvm(OneClassModel::restore(spec, x, s.alpha, arrays, report)?));
+            }
+            ModelKind::KernelPca => {
+                let spec = KernelPca::from_json(kernel, &params, "/params").map_err(bad)?;
+                return Ok(FittedModel::KernelPca(KernelPcaModel::restore(spec, x, arrays, report)?));
             }
             ModelKind::KernelPerceptron => {
                 let spec = KernelPerceptron::from_json(kernel, &params, "/params").map_err(bad)?;
@@ -352,6 +360,7 @@ impl FittedModel {
             FittedModel::RbfNetwork(m) => m,
             FittedModel::Svr(m) => m,
             FittedModel::OneClassSvm(m) => m,
+            FittedModel::KernelPca(m) => m,
         }
     }
 }

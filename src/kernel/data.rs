@@ -177,6 +177,28 @@ impl Kernel {
         })
     }
 
+    /// Whether this kernel is defined on numeric rows of any width, as kernel PCA's
+    /// inverse map needs (it runs the kernel on the embeddings): not for a precomputed
+    /// kernel, string and set kernels, per-feature length scales, a Mahalanobis matrix or
+    /// a mixture fitted to the rows.
+    pub fn any_width(&self) -> bool {
+        match self {
+            Kernel::Sum(ks) | Kernel::Product(ks) => ks.iter().all(Kernel::any_width),
+            Kernel::Scale { kernel, .. } => kernel.any_width(),
+            Kernel::Rbf(RbfWidth::LengthScale(h))
+            | Kernel::Exponential { length_scale: h }
+            | Kernel::Matern { length_scale: h, .. } => matches!(h.value, Scales::Isotropic(_)),
+            Kernel::Precomputed
+            | Kernel::Spectrum { .. }
+            | Kernel::Subsequence { .. }
+            | Kernel::Set { .. }
+            | Kernel::Mahalanobis(_)
+            | Kernel::Generative(_)
+            | Kernel::Fisher(_) => false,
+            _ => true,
+        }
+    }
+
     /// Whether a part of this kernel has `gamma: "scale"` still to decide.
     pub fn has_scale(&self) -> bool {
         match self {

@@ -13,10 +13,12 @@
 
 mod cholesky;
 mod eigen;
+mod leading;
 mod memory;
 
 pub use cholesky::Cholesky;
 pub use eigen::SymmetricEigen;
+pub use leading::{leading_exact, leading_randomized, Leading};
 pub use memory::{clear_upper_vector_state, copy_of, zeroed_bytes, zeros};
 
 use faer::{MatMut, MatRef, Par};

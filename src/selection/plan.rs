@@ -55,7 +55,7 @@ impl Plan {
         check: &dyn Fn(&Document) -> Result<ModelSpec, FieldError>,
     ) -> Result<Plan, FieldError> {
         let n = rows.n;
-        if kind.task() == Task::Novelty {
+        if matches!(kind.task(), Task::Novelty | Task::Transform) {
             return Err(FieldError::invalid(
                 "/search",
                 format!("a search scores predictions of targets; {} has none", kind.name()),

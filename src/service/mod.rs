@@ -11,6 +11,7 @@ pub mod datasets;
 mod observations;
 mod search;
 mod training;
+mod transform;
 
 use crate::config::Config;
 use crate::dataset::rows::{to_points, Row, RowShape};
@@ -301,6 +302,36 @@ impl Service {
         opts: PredictOptions,
     ) -> Result<(Arc<FittedModel>, Prediction), ServiceError> {
         let entry = self.lookup(id).await?;
+        if entry.kind == ModelKind::KernelPca {
+            return Err(FieldError::invalid(
+                "/model",
+                "a kernel_pca model does not predict: POST its rows to /models/{id}/transform",
+            )
+            .into());
+        }
+        self.answer(entry, rows, opts).await
+    }
+
+    /// Predicts with any model, or transforms with a kernel PCA (its answer's
+    /// `embedding`): the Open Inference Protocol serves both.
+    pub async fn infer(
+        self: &Arc<Self>,
+        id: Uuid,
+        rows: QueryRows,
+        opts: PredictOptions,
+    ) -> Result<(Arc<FittedModel>, Prediction), ServiceError> {
+        let entry = self.lookup(id).await?;
+        self.answer(entry, rows, opts).await
+    }
+
+    /// The model's answer to `rows`, wherever it is best computed.
+    async fn answer(
+        self: &Arc<Self>,
+        entry: Arc<ModelEntry>,
+        rows: QueryRows,
+        opts: PredictOptions,
+    ) -> Result<(Arc<FittedModel>, Prediction), ServiceError> {
+        let id = entry.id;
         let fitted = self.fitted(&entry).await?;
         let points = match rows {
             QueryRows::Json(x) => self.check_query(&fitted, &x, &opts)?,
@@ -391,6 +422,22 @@ impl Service {
             return Err(FieldError::invalid("/x", "must contain at least one row").into());
         }
         let shape = RowShape { kind: fitted.predictor().row_kind(), d: fitted.predictor().n_features() };
+        if fitted.predictor().support().indexed().is_some() {
+            // A precomputed kernel's query width is the training set's size, not a
+            // feature count: a wrong one is wrong for the whole of x.
+            if let Some(Row::Numbers(first)) = x.first().filter(|r| matches!(r, Row::Numbers(v) if v.len() != shape.d))
+            {
+                return Err(FieldError::invalid(
+                    "/x",
+                    format!(
+                        "rows of a precomputed kernel hold k(query, training row) for each of the {} training rows, not {}",
+                        shape.d,
+                        first.len()
+                    ),
+                )
+                .into());
+            }
+        }
         let points = to_points(x, Some(shape))?;
         let is_gp = fitted.kind() == ModelKind::GaussianProcess;
         if is_gp && opts.covariance && x.len() > self.config.max_covariance_rows {

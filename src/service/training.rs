@@ -67,11 +67,11 @@ impl Service {
         };
         let (n, d) = (x.n(), x.d());
         let data = match (kind.task(), ys) {
-            (Task::Novelty, Ys::Sent(_)) => {
+            (Task::Novelty | Task::Transform, Ys::Sent(_)) => {
                 return Err(FieldError::invalid("/y", format!("{} takes no targets: leave `y` out", kind.name())).into())
             }
             // A dataset's target column is not used by models without targets.
-            (Task::Novelty, _) => TrainingData::Unlabelled(x),
+            (Task::Novelty | Task::Transform, _) => TrainingData::Unlabelled(x),
             (_, Ys::Absent) => return Err(FieldError::shape("/y", "missing field `y`").into()),
             (Task::Regression, Ys::Sent(y)) => TrainingData::Regression(TrainingSet { x, y: regression_targets(y)? }),
             (Task::Regression, Ys::Stored(crate::dataset::Targets::Numeric(y))) => {

@@ -70,8 +70,9 @@ impl ClassWeight {
                 let mut out = vec![1.0; k];
                 for (label, w) in pairs {
                     let class = (0..k).find(|&c| names_class(label, &classes.label(c))).ok_or_else(|| {
+                        // At the object, as the contract says (the key is in the message).
                         FieldError::invalid(
-                            format!("{pointer}/{}", crate::spec::pointer_token(label)),
+                            pointer,
                             format!("`{label}` is not one of the classes {}", classes.to_json()),
                         )
                     })?;
@@ -172,7 +173,7 @@ mod tests {
         let w = read_cw(json!({"1.0": 3, "0": 2})).unwrap().unwrap();
         assert_eq!(w.per_class(&classes, &y, "/params/class_weight").unwrap(), vec![2.0, 3.0]);
         let e = read_cw(json!({"7": 1})).unwrap().unwrap().per_class(&classes, &y, "/params/class_weight").unwrap_err();
-        assert_eq!(e.pointer, "/params/class_weight/7");
+        assert_eq!(e.pointer, "/params/class_weight");
         // n / (k * count): 3 / (2 * 1) and 3 / (2 * 2).
         let b = read_cw(json!("balanced")).unwrap().unwrap();
         assert_eq!(b.per_class(&classes, &y, "").unwrap(), vec![1.5, 0.75]);

@@ -1,0 +1,76 @@
+//! Kernel PCA's two operations: rows to components (`transform`, a prediction whose
+//! answer is the embedding, so it shares the predict path: batching, the pool for large
+//! m), and components back to rows (`inverse_transform`, for models fitted with
+//! `fit_inverse_transform`).
+
+use super::{QueryRows, Service, ServiceError};
+use crate::dataset::rows::{to_points, Row, RowShape};
+use crate::estimator::{FittedModel, ModelKind, PredictOptions, Predictor};
+use crate::kernel::RowKind;
+use crate::linalg::Parallelism;
+use crate::spec::FieldError;
+use nalgebra::DMatrix;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use uuid::Uuid;
+
+fn not_kernel_pca(kind: ModelKind) -> ServiceError {
+    FieldError::invalid("/model", format!("transform is kernel_pca's; this model is a {}", kind.name())).into()
+}
+
+impl Service {
+    /// The rows' components, m x n_components.
+    pub async fn transform(self: &Arc<Self>, id: Uuid, rows: QueryRows) -> Result<DMatrix<f64>, ServiceError> {
+        let entry = self.lookup(id).await?;
+        if entry.kind != ModelKind::KernelPca {
+            return Err(not_kernel_pca(entry.kind));
+        }
+        let (_, p) = self.answer(entry, rows, PredictOptions::default()).await?;
+        Ok(p.embedding.expect("a kernel PCA answers with its embedding"))
+    }
+
+    /// Rows (m x d) from components (m x n_components rows of `x`).
+    pub async fn inverse_transform(self: &Arc<Self>, id: Uuid, x: Vec<Row>) -> Result<DMatrix<f64>, ServiceError> {
+        let entry = self.lookup(id).await?;
+        if entry.kind != ModelKind::KernelPca {
+            return Err(not_kernel_pca(entry.kind));
+        }
+        let fitted = self.fitted(&entry).await?;
+        let FittedModel::KernelPca(model) = &*fitted else { return Err(not_kernel_pca(fitted.kind())) };
+        if !model.has_inverse() {
+            return Err(FieldError::invalid(
+                "/model",
+                "this kernel_pca was fitted without fit_inverse_transform: refit with it to map components back",
+            )
+            .into());
+        }
+        if x.is_empty() {
+            return Err(FieldError::invalid("/x", "must contain at least one row").into());
+        }
+        let points = to_points(&x, Some(RowShape { kind: RowKind::Numeric, d: model.n_components() }))?;
+        drop(x);
+        let (m, n) = (points.n(), model.n_support());
+        let cost = (m * n) as f64 * (model.n_components() + model.n_features() + 8) as f64;
+        let rows = if cost <= self.config.predict_inline_max_flops {
+            model.inverse_transform(&points, Parallelism::Sequential)
+        } else {
+            let _permit = self.heavy_predict_slots.acquire().await.map_err(|_| ServiceError::Draining)?;
+            let fitted = fitted.clone();
+            let task = tokio::task::spawn_blocking(move || {
+                let FittedModel::KernelPca(model) = &*fitted else { unreachable!("checked above") };
+                catch_unwind(AssertUnwindSafe(|| {
+                    model.inverse_transform(&points, Parallelism::for_problem(n.max(m), 0))
+                }))
+            });
+            match task.await {
+                Ok(Ok(rows)) => rows,
+                _ => return Err(super::internal_predict_failure(id)),
+            }
+        }
+        .expect("checked: the model has its inverse map");
+        if !rows.iter().all(|v| v.is_finite()) {
+            return Err(FieldError::invalid("/x", "the inverse map overflows for these components").into());
+        }
+        Ok(rows)
+    }
+}
