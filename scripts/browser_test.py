@@ -307,20 +307,25 @@ def svm_search(driver, api, shots):
     driver.execute_script("window.scrollTo(0, 0)")
 
 
-def train_from_form(driver, shots):
-    rng = random.Random(11)
+def train_csv(driver, header, rows, model, target="", params=""):
+    """Trains `model` through the page's form on a CSV of `rows`; waits for the model's plot
+    and returns the model's name (the page names it after the file)."""
     fd, path = tempfile.mkstemp(prefix="mercer-ui-", suffix=".csv")
-    name = os.path.basename(path)[: -len(".csv")]  # the page names the model after the file
+    name = os.path.basename(path)[: -len(".csv")]
     with os.fdopen(fd, "w") as f:
-        f.write("a,b,y\n")
-        for _ in range(40):
-            a, b = rng.uniform(-1, 1), rng.uniform(-1, 1)
-            f.write(f"{a:.5f},{b:.5f},{a * a - b + rng.gauss(0, 0.05):.5f}\n")
+        f.write(",".join(header) + "\n")
+        for r in rows:
+            f.write(",".join(v if isinstance(v, str) else f"{v:.5f}" for v in r) + "\n")
     try:
+        driver.execute_script("window.scrollTo(0, 0)")
         form = driver.find_element(By.CSS_SELECTOR, "[data-testid=train-form]")
         form.find_element(By.CSS_SELECTOR, "[data-testid=csv-file]").send_keys(path)
-        form.find_element(By.CSS_SELECTOR, "[data-testid=target]").send_keys("y")
-        Select(form.find_element(By.CSS_SELECTOR, "[data-testid=model]")).select_by_value("kernel_ridge")
+        for testid, value in (("target", target), ("params", params)):
+            field = form.find_element(By.CSS_SELECTOR, f"[data-testid={testid}]")
+            field.clear()
+            if value:
+                field.send_keys(value)
+        Select(form.find_element(By.CSS_SELECTOR, "[data-testid=model]")).select_by_value(model)
         form.find_element(By.CSS_SELECTOR, "[data-testid=train-submit]").click()
 
         def ready_row(d):
@@ -332,13 +337,60 @@ def train_from_form(driver, shots):
         wait(driver, ready_row, f"a ready row named {name}")
         wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, "[data-testid=details] h2").get_attribute("textContent") == name
              and d.find_elements(By.CSS_SELECTOR, "[data-testid=details] [data-testid=plot]"), "the new model's plot")
-        ds = [r.text for r in driver.find_elements(By.CSS_SELECTOR, "[data-testid=datasets] tbody tr")]
-        check(any(r.startswith(name) for r in ds), f"the dataset {name} is not listed")
         message = driver.find_element(By.CSS_SELECTOR, "[data-testid=message]")
         check("error" not in (message.get_attribute("class") or ""), f"error shown: {message.text!r}")
-        screenshot(driver, shots, "train.png")
+        return name
     finally:
         os.unlink(path)
+
+
+def train_from_form(driver, shots):
+    rng = random.Random(11)
+    rows = []
+    for _ in range(40):
+        a, b = rng.uniform(-1, 1), rng.uniform(-1, 1)
+        rows.append((a, b, a * a - b + rng.gauss(0, 0.05)))
+    name = train_csv(driver, ["a", "b", "y"], rows, "kernel_ridge", target="y")
+    ds = [r.text for r in driver.find_elements(By.CSS_SELECTOR, "[data-testid=datasets] tbody tr")]
+    check(any(r.startswith(name) for r in ds), f"the dataset {name} is not listed")
+    screenshot(driver, shots, "train.png")
+
+
+def kpca_embedding(driver, shots):
+    # Three separated clusters in 4-D with a label column: the embedding's points coloured
+    # by it, 20 per class, the two eigenvalues listed.
+    rng = random.Random(5)
+    centres = {"setosa": (0, 0, 0, 0), "versicolor": (4, 0, 1, 0), "virginica": (0, 4, 0, 1)}
+    rows = [tuple(c + rng.gauss(0, 0.4) for c in centre) + (label,)
+            for label, centre in centres.items() for _ in range(20)]
+    rng.shuffle(rows)
+    train_csv(driver, ["a", "b", "c", "d", "species"], rows, "kernel_pca", target="species",
+              params='{"n_components": 2}')
+    svg = wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid=details] svg[data-testid=plot][data-kind=embedding]"),
+               "an embedding plot")[0]
+    classes = [c.get_attribute("data-class") for c in svg.find_elements(By.CSS_SELECTOR, "g.embedding circle")]
+    check(len(classes) == 60, f"{len(classes)} points, 60 expected")
+    counts = {k: classes.count(k) for k in centres}
+    check(counts == {k: 20 for k in centres}, f"points by class {counts}")
+    ev = driver.find_element(By.CSS_SELECTOR, "[data-testid=details] [data-testid=eigenvalues]").get_attribute("title").split(", ")
+    check(len(ev) == 2 and float(ev[0]) >= float(ev[1]) > 0, f"eigenvalues {ev}")
+    note = driver.find_element(By.CSS_SELECTOR, "[data-testid=details] [data-testid=plot-note]").text
+    check("species" in note, f"the note {note!r} does not name the label column")
+    screenshot(driver, shots, "kpca.png")
+
+
+def one_class_regions(driver, shots):
+    # Two columns and no target: every column a feature, inlier and outlier regions.
+    rng = random.Random(8)
+    rows = [(rng.gauss(0, 1), rng.gauss(0, 1)) for _ in range(50)]
+    train_csv(driver, ["u", "v"], rows, "one_class_svm", params='{"nu": 0.2}')
+    svg = wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid=details] svg[data-testid=plot][data-kind=regions]"),
+               "a regions plot")[0]
+    points = [c.get_attribute("data-class") for c in svg.find_elements(By.CSS_SELECTOR, "circle[data-class]")]
+    check(len(points) == 50, f"{len(points)} points, 50 expected (both columns used as features)")
+    check(set(points) == {"1", "-1"}, f"point classes {set(points)}: inliers and outliers expected")
+    facts = driver.find_element(By.CSS_SELECTOR, "[data-testid=details] dl.facts").get_attribute("textContent")
+    check("n_features2" in facts.replace(" ", "").replace("\n", ""), f"facts {facts!r}: 2 features expected")
 
 
 def console_clean(entries, token_mode):
@@ -371,7 +423,7 @@ def token_not_leaked(driver, token, console):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("url", help="mercer's base URL, e.g. http://127.0.0.1:18097")
-    parser.add_argument("--screenshots", metavar="DIR", help="write gp.png, classifier.png, scatter.png, search.png, train.png here")
+    parser.add_argument("--screenshots", metavar="DIR", help="write gp.png, classifier.png, scatter.png, search.png, train.png, kpca.png here")
     parser.add_argument("--token", help="the server runs with MERCER_API_KEYS and this is one of them")
     args = parser.parse_args()
     shots = args.screenshots
@@ -396,6 +448,10 @@ def main():
         step("6 svm-search: 12 candidates ranked by mean, the best first and marked, a heat map of 12 cells with one best",
              svm_search, driver, Api(args.url, args.token), shots)
         step("7 train from the CSV form: new model ready, listed and plotted", train_from_form, driver, shots)
+        step("7b kernel_pca from the form with a label column: 60 embedded points coloured by species, 2 eigenvalues",
+             kpca_embedding, driver, shots)
+        step("7c one_class_svm from the form without a target: both columns features, inlier and outlier points",
+             one_class_regions, driver, shots)
         console = driver.get_log("browser")
         step("8 browser console has no SEVERE entry", console_clean, console, bool(args.token))
         if args.token:
@@ -405,7 +461,7 @@ def main():
             driver.save_screenshot(os.path.join(shots, "failure.png"))
     finally:
         driver.quit()
-    total = 8 + (2 if args.token else 0)
+    total = 10 + (2 if args.token else 0)
     print(f"{total - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 

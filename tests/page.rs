@@ -97,3 +97,33 @@ async fn a_sample_is_stored_with_its_model_and_answers_409_while_training() {
     assert_eq!(sample(&s, &m["id"]).await, before, "read back from the store");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[tokio::test]
+async fn a_model_without_targets_keeps_its_datasets_labels_only_in_its_sample() {
+    let s = TestServer::default().await;
+    // Two clusters with a label column the fit must not use.
+    let mut csv = String::from("a,b,kind\n");
+    for i in 0..30 {
+        let (c, label) = if i % 2 == 0 { (0.0, "near") } else { (5.0, "far") };
+        csv.push_str(&format!("{},{},{label}\n", c + (i as f64) * 0.01, c - (i as f64) * 0.02));
+    }
+    let r = s.post_raw("/datasets?target=kind", csv.clone(), "text/csv").await;
+    assert_eq!(r.status().as_u16(), 201);
+    let ds: Value = r.json().await.unwrap();
+    let on_dataset = s.train(&json!({"model": "kernel_pca", "dataset": ds["id"], "params": {"n_components": 2}})).await;
+    assert_eq!(on_dataset["n_features"], 2, "the label column is not a feature");
+    let got = sample(&s, &on_dataset["id"]).await;
+    for (row, label) in got["x"].as_array().unwrap().iter().zip(got["y"].as_array().unwrap()) {
+        let near = row[0].as_f64().unwrap() < 2.5;
+        assert_eq!(label, if near { "near" } else { "far" }, "row {row} with its own label");
+    }
+    // The same rows sent without y: the sample has no labels, and the fit is the same.
+    let x: Vec<Value> = got["x"].as_array().unwrap().clone();
+    let rows: Vec<Vec<f64>> =
+        csv.lines().skip(1).map(|l| l.split(',').take(2).map(|v| v.parse().unwrap()).collect()).collect();
+    let on_rows = s.train(&json!({"model": "kernel_pca", "x": rows, "params": {"n_components": 2}})).await;
+    assert_eq!(on_rows["training"]["eigenvalues"], on_dataset["training"]["eigenvalues"]);
+    let plain = sample(&s, &on_rows["id"]).await;
+    assert_eq!(plain["x"].as_array().unwrap(), &x);
+    assert!(plain["y"].as_array().unwrap().iter().all(Value::is_null), "{}", plain["y"]);
+}

@@ -80,6 +80,9 @@ pub struct ValidTraining {
     pub data: TrainingData,
     pub origin: Origin,
     pub search: Option<Box<SearchJob>>,
+    /// A model without targets fitted on a dataset that has a target column: that column,
+    /// not used by the fit, kept only to label the training rows of its plot sample.
+    pub labels: Option<crate::dataset::Targets>,
 }
 
 /// A checked model search and what it may use.

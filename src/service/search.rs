@@ -57,7 +57,7 @@ impl Service {
         // What the fits leave of the limit may hold shared Gram tables (none if not one).
         let table_budget = if fits.saturating_add(table) <= limit { limit - fits } else { 0 };
         let job = SearchJob { plan, table_budget, kernel: base.kernel().clone(), params: base.params().clone() };
-        Ok(ValidTraining { spec: first, data, origin, search: Some(Box::new(job)) })
+        Ok(ValidTraining { spec: first, data, origin, search: Some(Box::new(job)), labels: None })
     }
 
     /// Runs a search on a fit worker, then fits its best candidate on every row; the

@@ -66,12 +66,19 @@ impl Service {
             }
         };
         let (n, d) = (x.n(), x.d());
+        let mut labels = None;
         let data = match (kind.task(), ys) {
             (Task::Novelty | Task::Transform, Ys::Sent(_)) => {
                 return Err(FieldError::invalid("/y", format!("{} takes no targets: leave `y` out", kind.name())).into())
             }
-            // A dataset's target column is not used by models without targets.
-            (Task::Novelty | Task::Transform, _) => TrainingData::Unlabelled(x),
+            // A dataset's target column is not used by models without targets; it only
+            // labels the rows of the plot sample (the page colours an embedding by it).
+            (Task::Novelty | Task::Transform, ys) => {
+                if let Ys::Stored(t) = ys {
+                    labels = Some(t);
+                }
+                TrainingData::Unlabelled(x)
+            }
             (_, Ys::Absent) => return Err(FieldError::shape("/y", "missing field `y`").into()),
             (Task::Regression, Ys::Sent(y)) => TrainingData::Regression(TrainingSet { x, y: regression_targets(y)? }),
             (Task::Regression, Ys::Stored(crate::dataset::Targets::Numeric(y))) => {
@@ -119,7 +126,7 @@ impl Service {
                 ),
             });
         }
-        Ok(ValidTraining { spec, data, origin, search: None })
+        Ok(ValidTraining { spec, data, origin, search: None, labels })
     }
 
     fn check_train_rows(&self, n: usize) -> Result<(), ServiceError> {
@@ -151,7 +158,7 @@ impl Service {
         } else {
             (self.validate_training(&input), input)
         };
-        let ValidTraining { spec, data, origin, search } = valid?;
+        let ValidTraining { spec, data, origin, search, labels } = valid?;
         // The rows now live in `data`; the request's copy must not outlive this point,
         // as a synchronous fit can hold this function for minutes.
         let (name, metadata) = input.into_labels();
@@ -166,10 +173,12 @@ impl Service {
         let job = {
             let service = self.clone();
             let entry = entry.clone();
-            Job::new(entry.id, move |run| service.run_fit(&entry, &spec, &data, search.as_deref(), run.others_running))
-                .on_done(move || {
-                    let _ = done_tx.send(());
-                })
+            Job::new(entry.id, move |run| {
+                service.run_fit(&entry, &spec, &data, labels.as_ref(), search.as_deref(), run.others_running)
+            })
+            .on_done(move || {
+                let _ = done_tx.send(());
+            })
         };
         self.registry.insert(entry.clone());
         if let Err(e) = self.pool.try_submit(job) {
@@ -205,6 +214,7 @@ impl Service {
         entry: &ModelEntry,
         spec: &ModelSpec,
         data: &TrainingData,
+        labels: Option<&crate::dataset::Targets>,
         search: Option<&super::SearchJob>,
         others_running: usize,
     ) {
@@ -234,7 +244,7 @@ impl Service {
                 fitted.predictor_mut().report_mut().duration_ms = secs * 1e3;
                 // Durable before ready: 201 is sent only once the model is stored.
                 let summary = Arc::new(ModelSummary::of(&fitted));
-                entry.set_sample(sample_json(data).into());
+                entry.set_sample(sample_json(data, labels).into());
                 match self.persist(entry, &fitted, &summary) {
                     Ok(()) => {
                         self.registry.cache.insert(entry.id, Arc::new(fitted));
@@ -346,14 +356,21 @@ pub(super) fn stored_model(
 pub const SAMPLE_ROWS: usize = 500;
 
 /// `{"n_train", "x", "y"}`: a seeded sample of at most [`SAMPLE_ROWS`] training rows (in
-/// their order) with their targets as the request gave them.
-fn sample_json(data: &TrainingData) -> String {
+/// their order) with their targets as the request gave them; a model without targets has
+/// its dataset's target column there (`labels`), or nulls.
+fn sample_json(data: &TrainingData, labels: Option<&crate::dataset::Targets>) -> String {
     let x = data.x();
     let rows = crate::estimator::inducing::sample_rows(x.n(), x.n().min(SAMPLE_ROWS), 0x5A3F1E);
     let y: Vec<Value> = match data {
         TrainingData::Regression(d) => rows.iter().map(|&i| serde_json::json!(d.y[i])).collect(),
         TrainingData::Classification(d) => rows.iter().map(|&i| d.classes.label(d.y[i])).collect(),
-        TrainingData::Unlabelled(_) => vec![Value::Null; rows.len()],
+        TrainingData::Unlabelled(_) => match labels {
+            Some(crate::dataset::Targets::Numeric(y)) => rows.iter().map(|&i| serde_json::json!(y[i])).collect(),
+            Some(crate::dataset::Targets::Labels { labels, codes }) => {
+                rows.iter().map(|&i| Value::String(labels[codes[i] as usize].clone())).collect()
+            }
+            None => vec![Value::Null; rows.len()],
+        },
     };
     serde_json::json!({"n_train": x.n(), "x": rows_json(x, &rows), "y": y}).to_string()
 }

@@ -3,12 +3,18 @@
 // metadata, labels, kernels) is rendered as text: no innerHTML anywhere.
 
 import { api, ApiError, getToken, setToken } from "./api.js";
-import { bandPlot, confusionTable, heatMap, paddedRange, regionsPlot, scatterPlot } from "./plot.js";
+import { bandPlot, confusionTable, embeddingPlot, heatMap, paddedRange, regionsPlot, scatterPlot, sortedLabels } from "./plot.js";
 
 const MODELS = [
   "gaussian_process", "kernel_ridge", "svm", "gp_classifier",
   "kernel_perceptron", "kernel_logistic", "nadaraya_watson", "rbf_network",
+  "svr", "nu_svr", "nu_svm", "one_class_svm", "kernel_pca",
 ];
+// Models without targets (tasks novelty and transform): every CSV column is a feature
+// unless the form names a target column, which the fit leaves out and the server keeps
+// only as labels of the plot sample (they colour a kernel PCA's embedding). "precomputed" is left out of KERNELS: its rows are
+// kernel values, which a CSV of features is not; the kernel JSON field still takes it.
+const UNTARGETED = new Set(["one_class_svm", "kernel_pca"]);
 const KERNELS = [
   "rbf", "linear", "polynomial", "laplacian", "exponential", "matern", "rational_quadratic",
   "periodic", "sigmoid", "inverse_multiquadric", "spectrum", "subsequence", "set", "generative", "fisher",
@@ -17,6 +23,8 @@ const BUSY = new Set(["queued", "training"]);
 const GRID_1D = 200;
 const GRID_2D = 60;
 const SEARCH_ROWS = 50; // candidates listed before "… N more"
+const EIGENVALUES_SHOWN = 10; // a kernel PCA's eigenvalues listed before "… N more"
+const LABEL_CLASSES_MAX = 10; // more distinct labels than colours: points drawn plain
 
 const $ = (id) => document.getElementById(id);
 const state = { models: [], selected: null, shownStatus: null, seq: 0, timer: null };
@@ -307,6 +315,12 @@ async function showDetails(id) {
     fact("n_features", m.n_features ?? (m.status === "ready" ? "strings" : null));
     fact("n_support", m.n_support);
     if (Array.isArray(m.classes)) fact("classes", m.classes.map(String).join(", "));
+    if (m.training && m.training.n_components !== undefined) fact("n_components", m.training.n_components);
+    if (m.training && Array.isArray(m.training.eigenvalues)) {
+      const ev = m.training.eigenvalues;
+      facts.append(h("dt", {}, "eigenvalues"), h("dd", { "data-testid": "eigenvalues", title: ev.map(String).join(", ") },
+        ev.slice(0, EIGENVALUES_SHOWN).map(compact).join(", ") + (ev.length > EIGENVALUES_SHOWN ? `, … ${ev.length - EIGENVALUES_SHOWN} more` : "")));
+    }
     fact("created", m.created_at);
     const plot = h("div", { class: "plot-holder" });
     const { search, ...training } = m.training ?? {};
@@ -340,29 +354,47 @@ function predict(m, x, variance = false) {
   return api("POST", modelUrl(m.id, "/predict"), { json: body });
 }
 
-// The plot that fits the model's kind, from its /sample and one batch predict.
+const hint = (text) => h("p", { class: "hint" }, text);
+const numericRows = (x) => x.every((r) => Array.isArray(r) && r.every((v) => typeof v === "number"));
+
+// A 1-D grid over the padded range of xs.
+function grid1d(xs) {
+  const [lo, hi] = paddedRange(xs);
+  return Array.from({ length: GRID_1D }, (_, i) => lo + ((hi - lo) * i) / (GRID_1D - 1));
+}
+
+// The centres of a GRID_2D x GRID_2D grid over the padded ranges of 2-D points, row by row.
+function grid2d(points) {
+  const xr = paddedRange(points.map((r) => r[0]));
+  const yr = paddedRange(points.map((r) => r[1]));
+  const cells = [];
+  for (let j = 0; j < GRID_2D; j++) {
+    for (let i = 0; i < GRID_2D; i++) {
+      cells.push([xr[0] + ((i + 0.5) * (xr[1] - xr[0])) / GRID_2D, yr[0] + ((j + 0.5) * (yr[1] - yr[0])) / GRID_2D]);
+    }
+  }
+  return { xr, yr, cells };
+}
+
+// The plot that fits the model's kind, from its /sample and one batch predict (or
+// transform).
 async function drawFit(m) {
   const s = await api("GET", modelUrl(m.id, "/sample"));
-  if (!s.x.length) return h("p", { class: "hint" }, "No training rows to plot.");
+  if (!s.x.length) return hint("No training rows to plot.");
+  if (s.x.some((r) => r === null)) return hint("The training rows of a precomputed kernel are kernel values, not points: nothing to plot.");
+  if (m.task === "transform") return drawEmbedding(m, s);
+  if (m.task === "novelty") return drawNovelty(m, s);
   if (m.task === "regression" && m.n_features === 1) {
     const xs = s.x.map((r) => r[0]);
-    const [lo, hi] = paddedRange(xs);
-    const grid = Array.from({ length: GRID_1D }, (_, i) => lo + ((hi - lo) * i) / (GRID_1D - 1));
+    const grid = grid1d(xs);
     const gp = m.model === "gaussian_process";
     const p = await predict(m, grid.map((v) => [v]), gp);
     return bandPlot({ xs, ys: s.y, grid, mean: p.predictions, std: gp && Array.isArray(p.std) ? p.std : null });
   }
   if (m.task === "classification" && m.n_features === 2) {
-    const xr = paddedRange(s.x.map((r) => r[0]));
-    const yr = paddedRange(s.x.map((r) => r[1]));
-    const cells = [];
-    for (let j = 0; j < GRID_2D; j++) {
-      for (let i = 0; i < GRID_2D; i++) {
-        cells.push([xr[0] + ((i + 0.5) * (xr[1] - xr[0])) / GRID_2D, yr[0] + ((j + 0.5) * (yr[1] - yr[0])) / GRID_2D]);
-      }
-    }
+    const { xr, yr, cells } = grid2d(s.x);
     const p = await predict(m, cells);
-    const ringed = m.model === "svm" || m.n_support < m.n_train;
+    const ringed = m.model === "svm" || m.model === "nu_svm" || m.n_support < m.n_train;
     return regionsPlot({
       xr, yr, nx: GRID_2D, ny: GRID_2D, predicted: p.predictions,
       classes: m.classes || p.classes || [], points: s.x, labels: s.y, support: ringed ? s.support : [],
@@ -371,6 +403,73 @@ async function drawFit(m) {
   const p = await predict(m, s.x);
   if (m.task === "regression") return scatterPlot({ actual: s.y, predicted: p.predictions });
   return confusionTable({ classes: m.classes || p.classes || [], actual: s.y, predicted: p.predictions });
+}
+
+// A one-class SVM: with 2 features, inlier (1) and outlier (-1) regions over a grid, the
+// training rows coloured by their own prediction and the support vectors ringed; with 1,
+// its decision function along the axis (0 the boundary); else the counts in a line.
+async function drawNovelty(m, s) {
+  const classes = [1, -1];
+  const name = (c) => (Number(c) === 1 ? "inlier (1)" : "outlier (-1)");
+  if (m.n_features === 2 && numericRows(s.x)) {
+    const { xr, yr, cells } = grid2d(s.x);
+    const p = await predict(m, [...cells, ...s.x]);
+    return regionsPlot({
+      xr, yr, nx: GRID_2D, ny: GRID_2D, predicted: p.predictions.slice(0, cells.length), classes, name,
+      points: s.x, labels: p.predictions.slice(cells.length), support: s.support,
+    });
+  }
+  if (m.n_features === 1 && numericRows(s.x)) {
+    const xs = s.x.map((r) => r[0]);
+    const grid = grid1d(xs);
+    const p = await predict(m, [...grid.map((v) => [v]), ...s.x]);
+    const df = p.decision_function;
+    return bandPlot({
+      xs, ys: df.slice(grid.length), grid, mean: df.slice(0, grid.length), std: null,
+      yLabel: "decision function", meanLabel: "decision function (< 0: outlier)", title: "decision function over x", baseline: 0,
+    });
+  }
+  const p = await predict(m, s.x);
+  const inliers = p.predictions.filter((v) => Number(v) === 1).length;
+  return h("p", { "data-testid": "plot", "data-kind": "novelty" },
+    `${inliers} of the ${s.x.length} sampled training rows are inliers (1), ${s.x.length - inliers} outliers (-1).`);
+}
+
+// A kernel PCA with 2 or more components: its training sample's first two components,
+// coloured by the labels of the dataset it was fitted on where they can be had.
+async function drawEmbedding(m, s) {
+  const ev = Array.isArray(m.training?.eigenvalues) ? m.training.eigenvalues : [];
+  const k = m.training?.n_components ?? ev.length;
+  if (!(k >= 2)) return hint(`${k} component${k === 1 ? "" : "s"}: no plane of components to plot.`);
+  const [t, known] = await Promise.all([
+    api("POST", modelUrl(m.id, "/transform"), { json: { x: s.x } }),
+    sampleLabels(m, s),
+  ]);
+  const axis = (i) => `component ${i + 1}${typeof ev[i] === "number" ? ` (eigenvalue ${compact(ev[i])})` : ""}`;
+  let labels = known.labels;
+  let note = known.note;
+  if (labels) {
+    const distinct = sortedLabels(labels.filter((l) => l !== null && l !== undefined)).length;
+    if (distinct > LABEL_CLASSES_MAX) {
+      note = `Not coloured: \`${known.column}\` holds ${distinct} distinct values, more than ${LABEL_CLASSES_MAX} colours.`;
+      labels = null;
+    } else if (distinct === 0) {
+      labels = null;
+    }
+  }
+  const svg = embeddingPlot({ points: t.embedding.map((r) => [r[0], r[1]]), labels, xLabel: axis(0), yLabel: axis(1) });
+  if (labels) note = `Coloured by \`${known.column}\`${labels.some((l) => l === null || l === undefined) ? " (rows not found in it drawn plain)" : ""}.`;
+  return note ? h("div", {}, svg, h("p", { class: "hint", "data-testid": "plot-note" }, note)) : svg;
+}
+
+// The sample's labels for a model without targets: the target column of the dataset it
+// was fitted on (the server keeps it with the sample, unused by the fit), or none.
+async function sampleLabels(m, s) {
+  if (Array.isArray(s.y) && s.y.some((v) => v !== null && v !== undefined)) {
+    const ds = m.dataset ? await api("GET", `/datasets/${encodeURIComponent(m.dataset)}`).catch(() => null) : null;
+    return { labels: s.y, column: (ds && ds.target) || "target" };
+  }
+  return { note: "Not coloured: fitted without a label column (name its column in \u201cTarget column\u201d when training here)." };
 }
 
 // ---- train from CSV ------------------------------------------------------------------
@@ -382,6 +481,27 @@ function parseOptionalJson(text, what) {
   } catch (err) {
     throw new Error(`${what} is not valid JSON: ${err.message}`);
   }
+}
+
+// A CSV of numbers (a header row, then rows) as JSON rows, every column a feature. Quoted
+// fields are unquoted; a cell that is not a finite number stops with its line and column.
+function csvRows(text) {
+  const lines = text.split(/\r?\n/);
+  const cells = (line) => line.split(",").map((c) => c.trim().replace(/^"(.*)"$/, "$1").replaceAll('""', '"'));
+  const header = cells(lines[0] ?? "");
+  const rows = [];
+  for (let i = 1; i < lines.length; i++) {
+    if (!lines[i].trim()) continue;
+    const row = cells(lines[i]).map((c, j) => {
+      const v = c === "" ? NaN : Number(c);
+      if (!Number.isFinite(v)) throw new Error(`line ${i + 1}, column \u201c${header[j] ?? j + 1}\u201d: \u201c${c}\u201d is not a number`);
+      return v;
+    });
+    if (row.length !== header.length) throw new Error(`line ${i + 1} has ${row.length} cells; the header has ${header.length}`);
+    rows.push(row);
+  }
+  if (!rows.length) throw new Error("the CSV file holds no rows");
+  return rows;
 }
 
 async function onTrain(ev) {
@@ -408,18 +528,27 @@ async function onTrain(ev) {
   const submit = form.querySelector("button[type=submit]");
   submit.disabled = true;
   try {
-    say(`Uploading ${file.name}…`);
-    const query = new URLSearchParams({ name });
-    if (target) query.set("target", target);
-    const ds = await api("POST", `/datasets?${query}`, { body: await file.text(), type: "text/csv" });
-    say(`Stored ${ds.n_rows} rows of ${ds.n_features ?? "?"} features; training ${model}…`);
-    const body = { model, kernel, dataset: ds.id, name };
+    const body = { model, kernel, name };
     if (params !== undefined) body.params = params;
+    let ds = null;
+    if (UNTARGETED.has(model) && !target) {
+      // A dataset always has a target column (the last by default), so a model without
+      // targets and no named label column gets every column as rows in the body.
+      body.x = csvRows(await file.text());
+      say(`Read ${body.x.length} rows of ${body.x[0].length} features; training ${model}…`);
+    } else {
+      say(`Uploading ${file.name}…`);
+      const query = new URLSearchParams({ name });
+      if (target) query.set("target", target);
+      ds = await api("POST", `/datasets?${query}`, { body: await file.text(), type: "text/csv" });
+      say(`Stored ${ds.n_rows} rows of ${ds.n_features ?? "?"} features; training ${model}…`);
+      body.dataset = ds.id;
+    }
     let m;
     try {
       m = await api("POST", "/models?wait=false", { json: body });
     } catch (err) {
-      await api("DELETE", `/datasets/${encodeURIComponent(ds.id)}`).catch(() => {}); // the fit was refused: no orphan dataset
+      if (ds) await api("DELETE", `/datasets/${encodeURIComponent(ds.id)}`).catch(() => {}); // the fit was refused: no orphan dataset
       throw err;
     }
     await refresh();

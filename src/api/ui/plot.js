@@ -1,9 +1,10 @@
 // Plots of a fitted model, drawn as hand-written SVG. The plots (a 1-D fit with its band,
-// 2-D decision regions, predicted against actual, a search's heat map) need only axes,
-// paths, rectangles and circles, which the few helpers below draw; a charting library
-// would be far larger than this file, and the page's Content-Security-Policy loads scripts
-// from this origin only. Colours come from classes in style.css (no style attributes: the
-// CSP forbids them); every label is set with textContent, never parsed as markup.
+// 2-D decision regions, predicted against actual, a kernel PCA's embedding, a search's heat
+// map) need only axes, paths, rectangles and circles, which the few helpers below draw; a
+// charting library would be far larger than this file, and the page's Content-Security-
+// Policy loads scripts from this origin only. Colours come from classes in style.css (no
+// style attributes: the CSP forbids them); every label is set with textContent, never
+// parsed as markup.
 
 const NS = "http://www.w3.org/2000/svg";
 const W = 640;
@@ -109,19 +110,25 @@ function pathOf(xs, ys, sx, sy) {
 }
 
 // 1-D regression: training points, the mean over a grid and, when std is given, a ±2 sd band.
-export function bandPlot({ xs, ys, grid, mean, std }) {
+// A one-class SVM draws its decision function the same way: yLabel and meanLabel name the
+// curve, and `baseline` (a y value) draws a dashed line there (its boundary, 0).
+export function bandPlot({ xs, ys, grid, mean, std, yLabel = "y", meanLabel = "mean", title = "fit over x", baseline = null }) {
   const lower = std ? mean.map((m, i) => m - 2 * std[i]) : mean;
   const upper = std ? mean.map((m, i) => m + 2 * std[i]) : mean;
-  const yr = paddedRange([...ys, ...lower, ...upper], 0.05);
-  const { svg, sx, sy } = frame("band", [grid[0], grid[grid.length - 1]], yr, "x", "y", "fit over x");
+  const yr = paddedRange([...ys, ...lower, ...upper, ...(baseline === null ? [] : [baseline])], 0.05);
+  const { svg, sx, sy } = frame("band", [grid[0], grid[grid.length - 1]], yr, "x", yLabel, title);
   if (std) {
     const back = grid.slice().reverse();
     const d = pathOf(grid, upper, sx, sy) + pathOf(back, lower.slice().reverse(), sx, sy).replace(/^M/, "L") + "Z";
     svgEl("path", { d, class: "band", "data-testid": "band" }, svg);
   }
+  if (baseline !== null) {
+    const y = f2(sy(baseline));
+    svgEl("line", { x1: f2(sx(grid[0])), y1: y, x2: f2(sx(grid[grid.length - 1])), y2: y, class: "diagonal baseline" }, svg);
+  }
   svgEl("path", { d: pathOf(grid, mean, sx, sy), class: "mean" }, svg);
   xs.forEach((x, i) => svgEl("circle", { cx: f2(sx(x)), cy: f2(sy(ys[i])), r: 3.5, class: "point" }, svg));
-  legend(svg, [["training points", "point"], ["mean", "mean"], ...(std ? [["mean ± 2 sd", "band"]] : [])]);
+  legend(svg, [["training points", "point"], [meanLabel, "mean"], ...(std ? [["mean ± 2 sd", "band"]] : [])]);
   return svg;
 }
 
@@ -133,8 +140,9 @@ export function classColours(classes) {
 }
 
 // 2-D classification: the predicted class over an nx x ny grid of cells, training points
-// coloured by label, the points the model keeps ringed.
-export function regionsPlot({ xr, yr, nx, ny, predicted, classes, points, labels, support }) {
+// coloured by label, the points the model keeps ringed. `name` gives a class its legend
+// text (a one-class SVM's 1 and -1: "inlier", "outlier").
+export function regionsPlot({ xr, yr, nx, ny, predicted, classes, points, labels, support, name = String }) {
   const { svg, sx, sy } = frame("regions", xr, yr, "x₁", "x₂", "decision regions");
   const colour = classColours(classes);
   const cw = (xr[1] - xr[0]) / nx;
@@ -155,7 +163,38 @@ export function regionsPlot({ xr, yr, nx, ny, predicted, classes, points, labels
   points.forEach(([a, b], i) => {
     svgEl("circle", { cx: f2(sx(a)), cy: f2(sy(b)), r: 4, class: `point ${colour(labels[i])}`, "data-class": String(labels[i]) }, svg);
   });
-  legend(svg, [...classes.map((c) => [String(c), colour(c)]), ...(support && support.length ? [["support", "support"]] : [])]);
+  legend(svg, [...classes.map((c) => [name(c), colour(c)]), ...(support && support.length ? [["support", "support"]] : [])]);
+  return svg;
+}
+
+// Labels in the contract's class order: numbers ascending, else strings by code point.
+export function sortedLabels(labels) {
+  const distinct = [...new Map(labels.map((l) => [String(l), l])).values()];
+  const numeric = distinct.every((l) => typeof l === "number");
+  return distinct.sort((a, b) => (numeric ? a - b : String(a) < String(b) ? -1 : String(a) > String(b) ? 1 : 0));
+}
+
+// Points in the plane (a kernel PCA's first two components of the training sample),
+// coloured by their labels when `labels` is given (null entries: drawn plain, "no label").
+export function embeddingPlot({ points, labels, xLabel, yLabel }) {
+  const xr = paddedRange(points.map((p) => p[0]), 0.05);
+  const yr = paddedRange(points.map((p) => p[1]), 0.05);
+  const { svg, sx, sy } = frame("embedding", xr, yr, xLabel, yLabel, "the training sample's first two components");
+  const known = (l) => l !== null && l !== undefined;
+  const classes = labels ? sortedLabels(labels.filter(known)) : [];
+  const colour = classColours(classes);
+  const dots = svgEl("g", { class: "embedding" }, svg);
+  points.forEach(([a, b], i) => {
+    const label = labels ? labels[i] : null;
+    const attrs = { cx: f2(sx(a)), cy: f2(sy(b)), r: 3.5, class: known(label) ? `point ${colour(label)}` : "point" };
+    if (known(label)) attrs["data-class"] = String(label);
+    const dot = svgEl("circle", attrs, dots);
+    if (known(label)) svgEl("title", {}, dot).textContent = String(label);
+  });
+  const unlabelled = labels ? labels.some((l) => !known(l)) : false;
+  legend(svg, classes.length
+    ? [...classes.map((c) => [String(c), colour(c)]), ...(unlabelled ? [["no label", "point"]] : [])]
+    : [["training rows", "point"]]);
   return svg;
 }
 
