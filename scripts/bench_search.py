@@ -33,10 +33,10 @@ within 1e-9 of each other: mercer takes the earlier candidate in its own order, 
 sorted by code point, /kernel/gamma varying slowest; scikit-learn the earlier in
 ParameterGrid's, C or alpha slowest). Anything else is a warning on stderr.
 
-Every mercer measurement gets a freshly started server (a free loopback port, MERCER_DATA_DIR
-"" so nothing is stored, inherited MERCER_* variables dropped), polled on /readyz until it
-answers 200 and stopped by PID (SIGTERM, SIGKILL after 60 s); scikit-learn runs while no
-server does. Without --mercer only the scikit-learn side runs. The Python is
+Every mercer measurement gets a freshly started server (scripts/bench_server.py: a free
+loopback port, MERCER_DATA_DIR "" so nothing is stored, inherited MERCER_* variables
+dropped), polled on /readyz until it answers 200 and stopped by PID (SIGTERM, SIGKILL
+after 60 s); scikit-learn runs while no server does. Without --mercer only the scikit-learn side runs. The Python is
 $MERCER_BENCH_PYTHON, else this python3 if it has numpy, scipy and scikit-learn, else the
 peer's venv (~/.cache/mercer-peer-venv); the script re-executes itself under it.
 """
@@ -49,8 +49,9 @@ import bench_python  # noqa: E402
 
 bench_python.ensure("bench_search", ["numpy", "scipy", "sklearn"])
 
-import argparse, copy, http.client, itertools, json, signal, socket, statistics, subprocess, tempfile, time  # noqa: E402,E401
+import argparse, copy, itertools, json, time  # noqa: E402,E401
 import numpy as np  # noqa: E402
+from bench_server import Server, begin, median, say, secs  # noqa: E402
 
 MB = 1e6  # decimal megabytes
 TIE = 1e-9  # mean scores this close (relative, at least absolute) count as a tie
@@ -115,87 +116,6 @@ def set_pointers(body, values):
     return out
 
 
-def say(msg):
-    print(f"[bench_search] {msg}", file=sys.stderr, flush=True)
-
-
-def proc_kb(pid, field):
-    with open(f"/proc/{pid}/status") as f:
-        return next(int(ln.split()[1]) for ln in f if ln.startswith(field + ":"))
-
-
-class Server:
-    """One mercer process on a free loopback port: started, polled until /readyz is 200,
-    stopped by its PID with SIGTERM (then SIGKILL after 60 s)."""
-
-    def __init__(self, binary, log_path):
-        self.binary, self.log_path, self.proc = binary, log_path, None
-
-    def __enter__(self):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MERCER_") and k != "_BENCH_SEARCH_EXEC"}
-        env.update(MERCER_BIND=f"127.0.0.1:{self.port}", MERCER_DATA_DIR="", MERCER_LOG="warn",
-                   MERCER_FIT_WAIT_SECS="3600", MERCER_REQUEST_TIMEOUT_SECS="3600",
-                   MERCER_MAX_BODY_BYTES=str(1 << 30), MERCER_MAX_SEARCH_FITS="1000000")
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([self.binary], env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
-        try:  # stopped again on any way out but ready, Ctrl-C and SIGTERM included
-            deadline, problem = time.monotonic() + 120, "not ready after 120 s"
-            while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
-                    problem = f"exited with {self.proc.returncode} while starting"
-                    break
-                try:
-                    if self.call("GET", "/readyz", timeout=2)[0] == 200:
-                        self.start_rss = proc_kb(self.proc.pid, "VmRSS") * 1024
-                        return self
-                except (OSError, http.client.HTTPException):
-                    pass
-                time.sleep(0.05)  # poll interval of the retry loop
-            with open(self.log_path, "rb") as f:
-                tail = f.read()[-3000:].decode(errors="replace")
-            raise RuntimeError(f"server {problem}; log {self.log_path}:\n{tail}")
-        except BaseException:
-            self.__exit__()
-            raise
-
-    def __exit__(self, *exc):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                if self.proc.wait(60) != 0:
-                    say(f"note: server exited {self.proc.returncode} on SIGTERM (log {self.log_path})")
-            except subprocess.TimeoutExpired:
-                say("note: server still up 60 s after SIGTERM: killed")
-                self.proc.kill()
-                self.proc.wait()
-
-    def peak_rss(self):
-        """The server's lifetime peak RSS (VmHWM) in bytes."""
-        return proc_kb(self.proc.pid, "VmHWM") * 1024
-
-    def call(self, method, path, body=None, headers=None, timeout=7200):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout, blocksize=1 << 20)
-        try:
-            conn.request(method, path, body=body, headers=headers or {})
-            r = conn.getresponse()
-            return r.status, r.read()
-        finally:
-            conn.close()
-
-    def fit(self, payload):
-        """POST /models with an encoded body, synchronous; (client wall seconds, model resource)."""
-        t = time.perf_counter()
-        st, out = self.call("POST", "/models", payload, {"Content-Type": "application/json"})
-        wall = time.perf_counter() - t
-        if st != 201:
-            raise RuntimeError(f"POST /models: {st} (wanted 201): {out[:2000].decode(errors='replace')}")
-        return wall, json.loads(out)
-
-
 class Bench:
     def __init__(self, a, work):
         self.a, self.work, self.runs, self.warm = a, work, 0, False
@@ -204,7 +124,8 @@ class Bench:
     def mercer(self, label, payload):
         """One POST /models on a fresh server: wall s, server s, RSS after start, VmHWM, resource."""
         self.runs += 1
-        with Server(self.binary, os.path.join(self.work, f"server-{self.runs}-{label}.log")) as s:
+        with Server(self.binary, os.path.join(self.work, f"server-{self.runs}-{label}.log"),
+                    {"MERCER_MAX_SEARCH_FITS": "1000000"}) as s:
             wall, res = s.fit(payload)
             peak = s.peak_rss()
             start = s.start_rss
@@ -315,11 +236,6 @@ def loo_reference(X, y, space):
     return means, best
 
 
-def median(runs, key):
-    vals = [r[key] for r in runs if r.get(key) is not None]
-    return statistics.median(vals) if vals else None
-
-
 def combined(agreements):
     """One verdict over the repeats: the worst."""
     if not agreements:
@@ -344,9 +260,7 @@ def main():
     if a.mercer and not os.access(a.mercer, os.X_OK):
         ap.error(f"{a.mercer} is not executable")
     only = set(a.only or ("svc", "krr", "memory"))
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that the finally blocks stop servers
-    work = tempfile.mkdtemp(prefix="mercer-bench-search.")
-    say(f"server logs in {work}")
+    work = begin("mercer-bench-search.")  # SIGTERM exits through the finally blocks, which stop servers
     G = grids(a.small)
     b = Bench(a, work)
     R = {"small": a.small, "repeat": a.repeat, "grids": G, "python": sys.executable,
@@ -427,13 +341,6 @@ def main():
 def short(values):
     """{pointer: value} with values to 6 significant digits, for reading."""
     return "–" if not values else "{" + ", ".join(f"{p}: {v:.6g}" for p, v in values.items()) + "}"
-
-
-def secs(runs):
-    if not runs:
-        return "–"
-    wall, server = median(runs, "wall_s"), median(runs, "server_s")
-    return f"{wall:.2f}" + ("" if server is None else f" (server {server:.2f})")
 
 
 def table(R, G, only, binary):

@@ -278,4 +278,34 @@ async fn bad_inputs_name_their_place() {
         "/x/0",
         "inverse width (as a wrong feature count at predict)",
     );
+    expect(
+        rejected(
+            &s,
+            "/models",
+            json!({"model": "kernel_pca", "x": x, "search": {"space": {"/params/alpha": [0.1, 1.0]}}}),
+        )
+        .await,
+        "/search",
+        "a search on kernel_pca",
+    );
+    let krr_pre = |approximation: &str| {
+        json!({"model": "kernel_ridge", "kernel": pre, "params": {"approximation": approximation},
+               "x": gram, "y": [0.1, 0.2, 0.3, 0.4]})
+    };
+    expect(rejected(&s, "/models", krr_pre("nystrom")).await, "/kernel", "nystrom over a precomputed kernel");
+    let exact = s.train(&krr_pre("auto")).await;
+    assert_eq!(exact["params"]["approximation"], "exact", "auto over a precomputed kernel");
+    let eid = exact["id"].as_str().unwrap();
+    expect(
+        rejected(&s, &format!("/models/{eid}/observations"), json!({"x": [[1.0, 0.5, 0.5, 0.5, 2.0]], "y": [0.5]}))
+            .await,
+        "/model",
+        "online update of a precomputed model",
+    );
+    let scaled = s.train(&json!({"model": "svr", "kernel": {"type": "rbf", "gamma": "scale"}, "x": x, "y": y})).await;
+    let gamma = scaled["kernel"]["gamma"].as_f64().expect("gamma \"scale\" comes back as a number");
+    let flat: Vec<f64> = x.iter().flatten().copied().collect();
+    let mean = flat.iter().sum::<f64>() / flat.len() as f64;
+    let var = flat.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / flat.len() as f64;
+    assert!((gamma - 1.0 / (2.0 * var)).abs() <= 1e-12 * gamma, "gamma {gamma}: 1 / (n_features var(x)) expected");
 }

@@ -4,7 +4,7 @@
 //! or approximately by Halko, Martinsson and Tropp's randomized range finder with power
 //! iterations (one n x n by n x l product per pass, never an n x n decomposition).
 
-use super::{clear_upper_vector_state, mul_ab, mul_at_b, zeros, Parallelism, SymmetricEigen};
+use super::{clear_upper_vector_state, mul_ab, mul_at_b, zeros, Parallelism, SymmetricEigen, SymmetricOperator};
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::matrix_free::eigen::{partial_self_adjoint_eigen, partial_self_adjoint_eigen_scratch, PartialEigenParams};
 use faer::{Col, MatMut, MatRef};
@@ -75,25 +75,26 @@ fn partial(a: &DMatrix<f64>, k: usize, par: Parallelism) -> Option<Leading> {
     Some(Leading { values: order.iter().map(|&j| values[j]).collect(), vectors: sorted })
 }
 
-/// Halko et al.'s randomized eigensolver for a symmetric A: Q spans A^(q+1) omega,
+/// Halko et al.'s randomized eigensolver for a symmetric A (held whole, as blocks, or
+/// any operator that applies it): Q spans A^(q+1) omega,
 /// re-orthonormalised after every product; the eigenpairs of the small Q'AQ, lifted by
 /// Q, approximate A's k largest. `omega` (n x l, l >= k: k plus oversampling) is the
 /// random start; `power_iterations` the products after the first.
 pub fn leading_randomized(
-    a: &DMatrix<f64>,
+    a: &impl SymmetricOperator,
     k: usize,
     omega: DMatrix<f64>,
     power_iterations: usize,
     par: Parallelism,
 ) -> Option<Leading> {
     let (n, l) = omega.shape();
-    assert!(a.nrows() == n && l >= k && l <= n);
-    let mut q = orthonormal(&mul_ab(a, &omega, par));
+    assert!(a.n() == n && l >= k && l <= n);
+    let mut q = orthonormal(&a.apply(&omega, par));
     for _ in 0..power_iterations {
-        q = orthonormal(&mul_ab(a, &q, par));
+        q = orthonormal(&a.apply(&q, par));
     }
     // Rayleigh-Ritz on the range: B = Q'AQ (l x l), symmetrised against round-off.
-    let aq = mul_ab(a, &q, par);
+    let aq = a.apply(&q, par);
     let b = mul_at_b(&q, &aq, par);
     let b = (&b + b.transpose()) * 0.5;
     let small = SymmetricEigen::new(&b, Parallelism::Sequential)?;

@@ -11,11 +11,13 @@
 //! block (online updates) and the solves with it; `memory.rs` owns how large matrices
 //! are allocated and the vector-register state after faer's kernels.
 
+mod blocks;
 mod cholesky;
 mod eigen;
 mod leading;
 mod memory;
 
+pub use blocks::{SymmetricBlocks, SymmetricOperator, BLOCK_ROWS};
 pub use cholesky::Cholesky;
 pub use eigen::SymmetricEigen;
 pub use leading::{leading_exact, leading_randomized, Leading};

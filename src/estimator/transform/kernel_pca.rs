@@ -11,7 +11,10 @@ use crate::estimator::{
     FitContext, FitError, PredictOptions, Prediction, Predictor, RestoreError, StoredArrays, StoredFit, TrainingReport,
 };
 use crate::kernel::{Kernel, Points};
-use crate::linalg::{leading_exact, leading_randomized, mul_at_b, Cholesky, Leading, Parallelism};
+use crate::linalg::{
+    leading_exact, leading_randomized, mul_at_b, Cholesky, Leading, Parallelism, SymmetricBlocks, SymmetricOperator,
+    BLOCK_ROWS,
+};
 use crate::optimize::SplitMix64;
 use crate::spec::{FieldError, ObjectReader};
 use nalgebra::DMatrix;
@@ -119,7 +122,13 @@ impl KernelPca {
     /// inverse map's system.
     pub fn fit_memory_estimate(&self, n: usize, d: usize) -> usize {
         let k = self.n_components.unwrap_or(n).min(n);
+        let matrix = match self.solver {
+            // The lower block triangle (linalg::SymmetricBlocks).
+            EigenSolver::Randomized => n * (n + BLOCK_ROWS) / 2,
+            EigenSolver::Dense => n * n,
+        };
         let decomposition = match (self.solver, self.n_components) {
+            // Q, A Q and one accumulator per thread.
             (EigenSolver::Randomized, _) => 4 * n * (k + OVERSAMPLES),
             // The full decomposition's vectors and workspace.
             (EigenSolver::Dense, None) => 2 * n * n,
@@ -127,7 +136,7 @@ impl KernelPca {
             (EigenSolver::Dense, Some(_)) => 2 * n * n,
         };
         let inverse = if self.fit_inverse_transform { n * n + n * d } else { 0 };
-        8 * (n * n + decomposition + inverse + 2 * n * d)
+        8 * (matrix + decomposition + inverse + 2 * n * d)
     }
 
     pub fn fit(&self, x: &Points, ctx: &FitContext) -> Result<KernelPcaModel, FitError> {
@@ -135,21 +144,36 @@ impl KernelPca {
         self.check_data(n).map_err(FitError::Invalid)?;
         let par = ctx.par;
         ctx.progress.phase("gram");
-        let mut k = self.kernel.gram(x, par);
-        ctx.cancel.check()?;
-        let centring = Centring::of(&k);
-        centring.centre_training(&mut k);
-        ctx.progress.phase("eigen");
         let want = self.n_components.unwrap_or(n);
-        let found = match self.solver {
-            EigenSolver::Dense => leading_exact(&k, want, par),
-            EigenSolver::Randomized => {
-                let l = (want + OVERSAMPLES).min(n);
-                leading_randomized(&k, want, gaussian(n, l, self.seed), POWER_ITERATIONS, par)
+        let failed = || FitError::Invalid(FieldError::invalid("/kernel", "the eigendecomposition did not converge"));
+        let (centring, found) = match self.solver {
+            EigenSolver::Dense => {
+                let mut k = self.kernel.gram(x, par);
+                ctx.cancel.check()?;
+                let centring = Centring::of(&k.column_iter().map(|c| c.sum()).collect::<Vec<_>>());
+                centring.centre_training(&mut k);
+                ctx.progress.phase("eigen");
+                (centring, leading_exact(&k, want, par).ok_or_else(failed)?)
             }
-        }
-        .ok_or_else(|| FitError::Invalid(FieldError::invalid("/kernel", "the eigendecomposition did not converge")))?;
-        drop(k);
+            EigenSolver::Randomized => {
+                // Only products with the centred matrix are needed: it is kept as its
+                // lower block triangle and centred on the fly (`Centred`).
+                let blocks = SymmetricBlocks::from_fn(n, BLOCK_ROWS, par, |r, rl, c, cl| {
+                    if r == c {
+                        self.kernel.gram(&x.slice(r, rl), Parallelism::Sequential)
+                    } else {
+                        self.kernel.cross(&x.slice(r, rl), &x.slice(c, cl), Parallelism::Sequential)
+                    }
+                });
+                ctx.cancel.check()?;
+                let centring = Centring::of(&blocks.column_sums());
+                ctx.progress.phase("eigen");
+                let l = (want + OVERSAMPLES).min(n);
+                let centred = Centred { k: &blocks, centring: &centring };
+                let found = leading_randomized(&centred, want, gaussian(n, l, self.seed), POWER_ITERATIONS, par);
+                (centring, found.ok_or_else(failed)?)
+            }
+        };
         ctx.cancel.check()?;
         let (values, vectors) = self.kept(found)?;
         let n_components = values.len();
@@ -246,20 +270,21 @@ struct Centring {
 }
 
 impl Centring {
-    fn of(k: &DMatrix<f64>) -> Centring {
-        let n = k.nrows() as f64;
-        let col_means: Vec<f64> = k.column_iter().map(|c| c.sum() / n).collect();
+    /// From the column sums of the symmetric training kernel matrix.
+    fn of(column_sums: &[f64]) -> Centring {
+        let n = column_sums.len() as f64;
+        let col_means: Vec<f64> = column_sums.iter().map(|s| s / n).collect();
         let all_mean = col_means.iter().sum::<f64>() / n;
         Centring { col_means, all_mean }
     }
 
-    /// K - column means - row means + overall mean, in place.
+    /// K - column means - row means + overall mean, in place. K is symmetric: its row
+    /// means are its column means (and reading rows of a column-major matrix would be a
+    /// strided pass, seconds at n = 20,000).
     fn centre_training(&self, k: &mut DMatrix<f64>) {
-        let n = k.nrows() as f64;
-        let row_means: Vec<f64> = (0..k.nrows()).map(|i| k.row(i).sum() / n).collect();
         for (j, mut col) in k.column_iter_mut().enumerate() {
             let c = self.all_mean - self.col_means[j];
-            col.iter_mut().zip(&row_means).for_each(|(v, r)| *v += c - r);
+            col.iter_mut().zip(&self.col_means).for_each(|(v, r)| *v += c - r);
         }
     }
 
@@ -271,6 +296,31 @@ impl Centring {
             let c = self.all_mean - col.sum() / n;
             col.iter_mut().zip(&self.col_means).for_each(|(v, m)| *v += c - m);
         }
+    }
+}
+
+/// The centred kernel matrix as an operator, from the uncentred one: with m the column
+/// means, mu their mean and 1 the ones vector, K_c Q = K Q - 1 (m'Q) - m (1'Q) + mu 1 (1'Q).
+struct Centred<'a> {
+    k: &'a SymmetricBlocks,
+    centring: &'a Centring,
+}
+
+impl SymmetricOperator for Centred<'_> {
+    fn n(&self) -> usize {
+        self.k.n()
+    }
+
+    fn apply(&self, q: &DMatrix<f64>, par: Parallelism) -> DMatrix<f64> {
+        let mut y = self.k.apply(q, par);
+        let m = &self.centring.col_means;
+        for (mut yc, qc) in y.column_iter_mut().zip(q.column_iter()) {
+            let mq: f64 = m.iter().zip(qc.iter()).map(|(a, b)| a * b).sum();
+            let oq: f64 = qc.sum();
+            let shift = self.centring.all_mean * oq - mq;
+            yc.iter_mut().zip(m).for_each(|(v, mi)| *v += shift - mi * oq);
+        }
+        y
     }
 }
 
@@ -420,6 +470,29 @@ mod tests {
         }
         // Centred: every component sums to zero over the training rows.
         assert!(e.row_sum().iter().all(|s| s.abs() < 1e-9));
+    }
+
+    /// The randomized path's operator, the lower block triangle centred on the fly,
+    /// equals the dense centred matrix (blocks of 7 rows, so the tail block is ragged).
+    #[test]
+    fn the_centred_block_operator_is_the_centred_matrix() {
+        let x = Points::from_columns(crate::test_support::seeded_matrix(3, 40, 9));
+        let kernel = spec(json!({})).unwrap().kernel;
+        let mut dense = kernel.gram(&x, Parallelism::Sequential);
+        let centring = Centring::of(&dense.column_iter().map(|c| c.sum()).collect::<Vec<_>>());
+        centring.centre_training(&mut dense);
+        let blocks = SymmetricBlocks::from_fn(40, 7, Parallelism::Sequential, |r, rl, c, cl| {
+            if r == c {
+                kernel.gram(&x.slice(r, rl), Parallelism::Sequential)
+            } else {
+                kernel.cross(&x.slice(r, rl), &x.slice(c, cl), Parallelism::Sequential)
+            }
+        });
+        let from_blocks = Centring::of(&blocks.column_sums());
+        assert!((from_blocks.all_mean - centring.all_mean).abs() < 1e-14);
+        let q = crate::test_support::seeded_matrix(40, 5, 10);
+        let got = Centred { k: &blocks, centring: &from_blocks }.apply(&q, Parallelism::Parallel);
+        assert!((got - &dense * &q).amax() < 1e-12);
     }
 
     #[test]
