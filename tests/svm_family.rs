@@ -178,6 +178,21 @@ async fn bad_inputs_name_their_place() {
         "/params/nu",
         "infeasible nu",
     );
+    // nu at the limit the weighted classes allow (nu (6 + 2) / 2 = min(6, 2)): LIBSVM's r
+    // is not finite and no number of the model would be; scikit-learn's NuSVC refuses the
+    // same fit ("The dual coefficients or intercepts are not finite").
+    expect(
+        rejected(
+            &s,
+            "/models",
+            json!({"model": "nu_svm", "kernel": {"type": "rbf", "gamma": 0.5},
+                   "params": {"nu": 0.5, "sample_weight": [4, 1, 0, 1, 2, 0]},
+                   "x": [[0, 0], [0, 2], [1, 0], [3, 3], [3, 4], [4, 3]], "y": [1, 1, 1, 1, 2, 2]}),
+        )
+        .await,
+        "/params/nu",
+        "nu at the weighted feasibility limit",
+    );
     for model in ["one_class_svm", "kernel_pca"] {
         expect(rejected(&s, "/models", json!({"model": model, "x": x, "y": y})).await, "/y", model);
     }

@@ -3,8 +3,8 @@
 //! function's sign, and a stored model predicts exactly as the fitted one.
 
 use mercer::estimator::{
-    ClassLabels, ClassificationSet, Decision, Estimator, FitContext, FittedModel, PredictOptions, Predictor, Svm,
-    Target,
+    ClassLabels, ClassificationSet, Decision, Estimator, FitContext, FittedModel, PredictOptions, Predictor, Svm, Svr,
+    Target, TrainingSet,
 };
 use mercer::kernel::column::ColumnKernel;
 use mercer::kernel::{Kernel, Points};
@@ -129,6 +129,25 @@ proptest! {
             None => prop_assert!(!probability),
         }
         let fitted = FittedModel::Svm(model);
+        let restored = FittedModel::from_stored(fitted.to_stored()).unwrap();
+        prop_assert_eq!(restored.predictor().predict(&x, &opts, Parallelism::Sequential), p);
+    }
+
+    /// An SVR predicts the same after storage, including one whose epsilon tube holds
+    /// every target (no support vector: it predicts its intercept everywhere).
+    #[test]
+    fn an_svr_survives_storage_with_or_without_support_vectors(
+        (x, y) in problem(), spec in psd_kernel(), c in 0.1f64..10.0, epsilon in 0.0f64..3.0
+    ) {
+        let data = TrainingSet { x: x.clone(), y };
+        let svr = Svr::from_json(Kernel::from_json(&spec).unwrap(), &json!({"c": c, "epsilon": epsilon}), "/params").unwrap();
+        let model = svr.fit(&data, &FitContext::sequential()).unwrap();
+        if epsilon > 1.0 {
+            prop_assert_eq!(model.n_support(), 0, "targets are +-1: the tube holds them all");
+        }
+        let opts = PredictOptions::default();
+        let p = model.predict(&x, &opts, Parallelism::Sequential);
+        let fitted = FittedModel::Svr(model);
         let restored = FittedModel::from_stored(fitted.to_stored()).unwrap();
         prop_assert_eq!(restored.predictor().predict(&x, &opts, Parallelism::Sequential), p);
     }

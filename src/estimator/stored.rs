@@ -104,18 +104,22 @@ impl StoredFit {
         }
     }
 
-    fn take_points(&mut self) -> Result<Points, RestoreError> {
+    /// The stored points; none only where `may_be_empty`: an SVM-family model may keep no
+    /// support vector (an SVR whose epsilon tube holds every target, a weighted nu-SVC
+    /// whose weights zero every row of a pair) and then answers from its intercepts.
+    fn take_points(&mut self, may_be_empty: bool) -> Result<Points, RestoreError> {
+        let some = |len: usize| len > 0 || may_be_empty;
         match std::mem::take(&mut self.rows) {
             StoredRows::Numeric => {}
-            StoredRows::Text(t) if !t.is_empty() => return Ok(Points::from_texts(t)),
-            StoredRows::Tokens(t) if !t.is_empty() => return Ok(Points::from_tokens(t)),
-            StoredRows::Indices { rows, width } if !rows.is_empty() && rows.iter().all(|&r| r < width) => {
+            StoredRows::Text(t) if some(t.len()) => return Ok(Points::from_texts(t)),
+            StoredRows::Tokens(t) if some(t.len()) => return Ok(Points::from_tokens(t)),
+            StoredRows::Indices { rows, width } if some(rows.len()) && width > 0 && rows.iter().all(|&r| r < width) => {
                 return Ok(Points::indices(rows.iter().map(|&r| r as usize).collect(), width as usize))
             }
             _ => return Err(RestoreError("no training points".into())),
         }
         let d = self.d as usize;
-        if d == 0 || self.x.len() % d != 0 || self.x.is_empty() {
+        if d == 0 || self.x.len() % d != 0 || !some(self.x.len()) {
             return Err(RestoreError(format!("{} values do not make points of dimension {d}", self.x.len())));
         }
         let x = std::mem::take(&mut self.x);
@@ -239,7 +243,11 @@ impl FittedModel {
         // Models stored before approximations existed were all exact.
         let nystrom = report.approximation.as_deref() == Some("nystrom");
         report.approximation.get_or_insert_with(|| "exact".into());
-        let x = s.take_points()?;
+        let svm_family = matches!(
+            kind,
+            ModelKind::Svm | ModelKind::NuSvm | ModelKind::Svr | ModelKind::NuSvr | ModelKind::OneClassSvm
+        );
+        let x = s.take_points(svm_family)?;
         let bad = |e: FieldError| RestoreError(format!("params: {e}"));
         let mut arrays = StoredArrays(std::mem::take(&mut s.arrays));
         match kind {

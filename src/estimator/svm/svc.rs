@@ -170,9 +170,20 @@ impl Svm {
         let sol = self.solver.solve(&self.kernel, src, rows, &problem, ctx)?;
         Ok(match self.nu {
             None => (sol.coef(y), sol.rho, sol.iterations, sol.converged),
-            Some(_) => {
-                // LIBSVM: alpha *= y / r, rho /= r.
+            Some(nu) => {
+                // LIBSVM: alpha *= y / r, rho /= r. With nu at the limit of what the
+                // (weighted) classes allow, r is 0 and every number would be infinite or
+                // NaN (scikit-learn: "The dual coefficients or intercepts are not finite").
                 let r = sol.r;
+                if !(r > 0.0 && r.is_finite()) {
+                    return Err(FitError::Invalid(FieldError::invalid(
+                        "/params/nu",
+                        format!(
+                            "nu = {nu} leaves a pair of classes no margin (the solution's r is {r}): the classes' \
+                             (weighted) sizes are at the limit this nu allows; lower nu"
+                        ),
+                    )));
+                }
                 let coef = sol.alpha.iter().zip(y).map(|(a, y)| a * (y / r)).collect();
                 (coef, sol.rho / r, sol.iterations, sol.converged)
             }
