@@ -324,3 +324,46 @@ async fn bad_inputs_name_their_place() {
     let var = flat.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / flat.len() as f64;
     assert!((gamma - 1.0 / (2.0 * var)).abs() <= 1e-12 * gamma, "gamma {gamma}: 1 / (n_features var(x)) expected");
 }
+
+/// nu_svm with `probability`: Platt's sigmoids over one-vs-one machines as the svm's
+/// (cross-validated decision values, pairwise coupling). LIBSVM draws its folds from the C
+/// library's rand(), so scikit-learn's probabilities cannot be matched number for number;
+/// what must hold: rows sum to 1 in class order, the obvious class wins, the predictions
+/// are the model's own, and one seed gives one model.
+#[tokio::test]
+async fn nu_svm_probabilities_sum_to_one_and_follow_the_seed() {
+    let s = TestServer::default().await;
+    let mut x = Vec::new();
+    for c in [[0.0, 0.0], [2.5, 0.0], [1.2, 2.5]] {
+        for k in 0..20 {
+            let (a, r) = (k as f64 * 2.399, 0.15 + 0.6 * (k as f64 / 20.0));
+            x.push(json!([c[0] + r * a.cos(), c[1] + r * a.sin()]));
+        }
+    }
+    let y: Vec<&str> = (0..60).map(|i| ["a", "b", "c"][i / 20]).collect();
+    let body = json!({"model": "nu_svm", "kernel": {"type": "rbf", "gamma": 1.0},
+                      "params": {"nu": 0.3, "probability": true, "seed": 4}, "x": x, "y": y});
+    let m = s.train(&body).await;
+    let id = m["id"].as_str().unwrap();
+    let query = json!({"x": [[0.0, 0.0], [2.5, 0.0], [1.2, 2.5]]});
+    let p: Value = s.post(&format!("/models/{id}/predict"), &query).await.json().await.unwrap();
+    assert_eq!(p["predictions"], json!(["a", "b", "c"]));
+    for (row, probs) in p["probabilities"].as_array().unwrap().iter().enumerate() {
+        let probs: Vec<f64> = probs.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        assert_eq!(probs.len(), 3);
+        assert!((probs.iter().sum::<f64>() - 1.0).abs() < 1e-9, "{probs:?}");
+        assert!(probs[row] > 0.5, "row {row} is most likely its own class: {probs:?}");
+    }
+    let again = s.train(&body).await;
+    let q: Value =
+        s.post(&format!("/models/{}/predict", again["id"].as_str().unwrap()), &query).await.json().await.unwrap();
+    assert_eq!(p, q, "the same seed, the same folds, the same probabilities");
+    let plain = s
+        .train(&json!({"model": "nu_svm", "kernel": {"type": "rbf", "gamma": 1.0},
+                                "params": {"nu": 0.3}, "x": x, "y": y}))
+        .await;
+    let r: Value =
+        s.post(&format!("/models/{}/predict", plain["id"].as_str().unwrap()), &query).await.json().await.unwrap();
+    assert!(r.get("probabilities").is_none(), "none without `probability`: {r}");
+    assert_eq!(r["decision_function"], p["decision_function"], "probability does not change the machines");
+}
