@@ -4,7 +4,7 @@
 //! fine answer; a panic is a bug.
 
 use crate::api::extract::parse_json;
-use crate::api::types::{ObservationsBody, PredictBody, PredictResponse, TrainBody};
+use crate::api::types::{ObservationsBody, PosteriorBody, PredictBody, PredictResponse, TrainBody};
 use crate::config::Config;
 use crate::estimator::{FitContext, FittedModel, PredictOptions};
 use crate::kernel::{Kernel, Points};
@@ -89,6 +89,37 @@ pub fn predict_body(data: &[u8]) {
     for model in models() {
         if let Ok(points) = service().check_query(model, &body.x, &opts) {
             answer(model, &points, &opts);
+        }
+    }
+}
+
+/// POST /models/{id}/posterior_samples: decode, check the rows against every model, and
+/// for the Gaussian processes (kept small) draw: finite draws, or a refusal.
+pub fn posterior_body(data: &[u8]) {
+    let Ok(body) = parse_json::<PosteriorBody>(data) else { return };
+    let n_samples = body.n_samples.unwrap_or(1);
+    if body.x.len() > 64 || n_samples == 0 || n_samples > 64 {
+        return;
+    }
+    let opts = PredictOptions {
+        variance: false,
+        covariance: true,
+        include_noise: body.include_noise.unwrap_or(false),
+        probabilities: false,
+    };
+    for model in models().iter().filter(|m| m.kind() == crate::estimator::ModelKind::GaussianProcess) {
+        let Ok(points) = service().check_query(model, &body.x, &opts) else { continue };
+        let p = model.predictor().predict(&points, &opts, Parallelism::Sequential);
+        let cov = p.covariance.expect("a GP answers its covariance");
+        let drawn = crate::estimator::posterior::draw(
+            &p.values,
+            &cov,
+            n_samples as usize,
+            body.seed.unwrap_or(0),
+            Parallelism::Sequential,
+        );
+        if let Ok(d) = drawn {
+            assert_eq!(d.shape(), (points.n(), n_samples as usize));
         }
     }
 }
@@ -220,6 +251,8 @@ fn models() -> &'static [FittedModel] {
         let bodies = [
             json!({"model": "kernel_ridge", "x": x, "y": numbers}),
             json!({"model": "gaussian_process", "params": {"noise": 0.1}, "x": x, "y": numbers}),
+            json!({"model": "gaussian_process", "params": {"noise": 0.1, "approximation": "nystrom", "inducing_points": 4},
+                   "x": x, "y": numbers}),
             json!({"model": "nadaraya_watson", "x": x, "y": numbers}),
             json!({"model": "rbf_network", "params": {"centers": 5, "lambda": 0.1}, "x": x, "y": numbers}),
             json!({"model": "svm", "params": {"probability": true}, "x": x, "y": labels}),

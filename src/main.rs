@@ -4,7 +4,9 @@
 //! the HTTP client (`mercer::client`); `completions SHELL` prints shell completions.
 
 use clap::{CommandFactory, Parser, Subcommand};
-use mercer::client::{self, Api, ClientError, Connection, ObserveArgs, PredictArgs, TrainArgs, TransformArgs};
+use mercer::client::{
+    self, Api, ClientError, Connection, ObserveArgs, PredictArgs, SampleArgs, TrainArgs, TransformArgs,
+};
 use mercer::config::Config;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -38,6 +40,9 @@ enum Command {
     Predict(PredictArgs),
     /// Map the rows of a CSV file to a kernel_pca model's components; CSV out.
     Transform(TransformArgs),
+    /// Draw from a gaussian_process's joint predictive distribution at the rows of a CSV
+    /// file; CSV out (one row per query row, one column per draw).
+    Sample(SampleArgs),
     /// Append the rows of a CSV file to a ready exact GP or kernel ridge model (an online
     /// update: the model equals a refit on all its rows).
     Observe(ObserveArgs),
@@ -71,6 +76,7 @@ fn main() -> ExitCode {
             command @ (Command::Train(_)
             | Command::Predict(_)
             | Command::Transform(_)
+            | Command::Sample(_)
             | Command::Observe(_)
             | Command::Models
             | Command::Show { .. }
@@ -146,6 +152,17 @@ async fn client_command(command: Command, conn: &Connection) -> Result<(), Clien
                 None => std::io::stdout()
                     .write_all(text.as_bytes())
                     .map_err(|e| ClientError::Other(format!("cannot write the components: {e}")))?,
+            }
+        }
+        Command::Sample(args) => {
+            let answer = client::sample(&api, &args).await?;
+            let text = if conn.json { format!("{answer}\n") } else { client::samples_csv(&answer) };
+            match &args.output {
+                Some(path) => std::fs::write(path, text)
+                    .map_err(|e| ClientError::Other(format!("cannot write {}: {e}", path.display())))?,
+                None => std::io::stdout()
+                    .write_all(text.as_bytes())
+                    .map_err(|e| ClientError::Other(format!("cannot write the draws: {e}")))?,
             }
         }
         Command::Observe(args) => {

@@ -162,7 +162,7 @@ async fn completions_name_every_subcommand() {
     for shell in ["bash", "zsh", "fish"] {
         let (code, out, _) = mercer("http://unused", &["completions", shell], &[]).await;
         assert_eq!(code, 0);
-        for sub in ["train", "predict", "transform", "observe", "models", "show", "delete", "datasets"] {
+        for sub in ["train", "predict", "transform", "sample", "observe", "models", "show", "delete", "datasets"] {
             assert!(out.contains(sub), "{shell} completions lack {sub}");
         }
     }
@@ -264,4 +264,43 @@ async fn kernel_pca_from_a_csv_file_and_its_components() {
     let (code, _, err) = mercer(&s.url, &["transform", id, "/nonexistent.csv"], &[]).await;
     assert_ne!(code, 0);
     assert!(err.contains("/nonexistent.csv"), "{err}");
+}
+
+/// `mercer sample ID FILE.csv -n 4 --seed 2` prints the draws as CSV (a column per draw),
+/// the same numbers the API draws from that seed; a model that is not a GP exits non-zero
+/// with the problem's pointer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sample_prints_the_draws_of_a_gp() {
+    let s = TestServer::default().await;
+    let x: Vec<Vec<f64>> = (0..20).map(|i| vec![i as f64 / 4.0]).collect();
+    let y: Vec<f64> = x.iter().map(|r| r[0].sin()).collect();
+    let gp =
+        s.train(&serde_json::json!({"model": "gaussian_process", "params": {"noise": 0.01}, "x": x, "y": y})).await;
+    let id = gp["id"].as_str().unwrap();
+    let queries = temp_file("queries.csv", "x\n0.3\n2.2\n4.1\n");
+    let (code, out, err) =
+        mercer(&s.url, &["sample", id, queries.to_str().unwrap(), "-n", "4", "--seed", "2"], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "sample_1,sample_2,sample_3,sample_4");
+    let api: Value = s
+        .post(
+            &format!("/models/{id}/posterior_samples"),
+            &serde_json::json!({"x": [[0.3], [2.2], [4.1]], "n_samples": 4, "seed": 2}),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let want = api["samples"].as_array().unwrap();
+    assert_eq!(lines.len(), 1 + want.len());
+    for (line, row) in lines[1..].iter().zip(want) {
+        let got: Vec<f64> = line.split(',').map(|v| v.parse().unwrap()).collect();
+        let row: Vec<f64> = row.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        assert_eq!(got, row);
+    }
+    let svm = s.train(&serde_json::json!({"model": "svm", "x": [[0.0], [1.0], [2.0], [3.0]], "y": [0, 0, 1, 1]})).await;
+    let (code, _, err) = mercer(&s.url, &["sample", svm["id"].as_str().unwrap(), queries.to_str().unwrap()], &[]).await;
+    assert_ne!(code, 0);
+    assert!(err.contains("/model"), "{err}");
 }

@@ -26,6 +26,11 @@ fn train_body_inputs() {
 }
 
 #[test]
+fn posterior_body_inputs() {
+    replay("posterior_body", mercer::fuzzing::posterior_body);
+}
+
+#[test]
 fn predict_body_inputs() {
     replay("predict_body", mercer::fuzzing::predict_body);
 }

@@ -30,7 +30,7 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Every route the router serves: method, path, and whether it needs the API key.
 /// openapi.yaml must list exactly these (tests/spec_routes.rs checks both directions).
-pub const ROUTES: [(&str, &str, bool); 25] = [
+pub const ROUTES: [(&str, &str, bool); 26] = [
     ("GET", "/", false),
     ("GET", "/ui/{file}", false),
     ("GET", "/healthz", false),
@@ -44,6 +44,7 @@ pub const ROUTES: [(&str, &str, bool); 25] = [
     ("POST", "/models/{id}/predict", true),
     ("POST", "/models/{id}/transform", true),
     ("POST", "/models/{id}/inverse_transform", true),
+    ("POST", "/models/{id}/posterior_samples", true),
     ("POST", "/models/{id}/observations", true),
     ("GET", "/models/{id}/sample", true),
     ("POST", "/datasets", true),
@@ -78,6 +79,7 @@ fn handler(method: &str, path: &str, body_limit: usize) -> MethodRouter<Arc<Serv
         ("POST", "/models/{id}/predict") => post(models::predict),
         ("POST", "/models/{id}/transform") => post(models::transform),
         ("POST", "/models/{id}/inverse_transform") => post(models::inverse_transform),
+        ("POST", "/models/{id}/posterior_samples") => post(models::posterior_samples),
         ("POST", "/models/{id}/observations") => post(models::observations),
         ("GET", "/models/{id}/sample") => get(models::sample),
         ("GET", "/") => get(ui::index),

@@ -3,11 +3,11 @@
 use super::extract::JsonBody;
 use super::problem::ApiError;
 use super::types::{
-    EmbeddingResponse, ModelList, ModelResource, ObservationsBody, PredictBody, PredictQuery, PredictResponse,
-    RowsBody, RowsResponse, TrainBody, TrainQuery,
+    EmbeddingResponse, ModelList, ModelResource, ObservationsBody, PosteriorBody, PosteriorQuery, PredictBody,
+    PredictQuery, PredictResponse, RowsBody, RowsResponse, SamplesResponse, TrainBody, TrainQuery,
 };
 use crate::estimator::PredictOptions;
-use crate::service::{QueryRows, Service, TrainInput, TrainOutcome};
+use crate::service::{QueryRows, SampleOptions, Service, TrainInput, TrainOutcome};
 use axum::body::Bytes;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{FromRequest, Path, Query, Request, State};
@@ -138,6 +138,38 @@ pub async fn transform(
     };
     let embedding = service.transform(id, rows).await?;
     Ok(Json(EmbeddingResponse::new(&embedding)))
+}
+
+/// Joint draws from a GP's predictive distribution at the rows (JSON `{"x", "n_samples",
+/// "seed", "include_noise"}`, or a CSV body with those options in the query): 200
+/// `{"samples"}`.
+pub async fn posterior_samples(
+    State(service): State<Arc<Service>>,
+    id: Result<Path<String>, PathRejection>,
+    request: Request,
+) -> Result<Json<SamplesResponse>, ApiError> {
+    let id = model_id(id)?;
+    let (rows, n_samples, seed, include_noise) = if super::datasets::is_csv(request.headers()) {
+        let q: PosteriorQuery = match request.uri().query() {
+            None => PosteriorQuery::default(),
+            Some(_) => {
+                Query::<PosteriorQuery>::try_from_uri(request.uri())
+                    .map_err(|e| ApiError::BadQuery(format!("invalid query: {}", e.body_text())))?
+                    .0
+            }
+        };
+        (QueryRows::Csv(csv_body(request, &service).await?), q.n_samples, q.seed, q.include_noise)
+    } else {
+        let JsonBody(b) = JsonBody::<PosteriorBody>::from_request(request, &service).await?;
+        (QueryRows::Json(b.x), b.n_samples, b.seed, b.include_noise)
+    };
+    let opts = SampleOptions {
+        n_samples: n_samples.unwrap_or(1),
+        seed: seed.unwrap_or(0),
+        include_noise: include_noise.unwrap_or(false),
+    };
+    let samples = service.posterior_samples(id, rows, opts).await?;
+    Ok(Json(SamplesResponse::new(&samples)))
 }
 
 /// Components back to rows (a kernel PCA fitted with `fit_inverse_transform`): 200

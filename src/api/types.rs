@@ -97,6 +97,43 @@ pub struct PredictBody {
     pub probabilities: Option<bool>,
 }
 
+/// POST /models/{id}/posterior_samples as JSON.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PosteriorBody {
+    pub x: Vec<Row>,
+    #[serde(default)]
+    pub n_samples: Option<u64>,
+    #[serde(default)]
+    pub seed: Option<u64>,
+    #[serde(default)]
+    pub include_noise: Option<bool>,
+}
+
+/// Query of a CSV posterior_samples body: the options a JSON body would carry.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PosteriorQuery {
+    #[serde(default)]
+    pub n_samples: Option<u64>,
+    #[serde(default)]
+    pub seed: Option<u64>,
+    #[serde(default)]
+    pub include_noise: Option<bool>,
+}
+
+/// `{"samples"}`: m rows of n_samples draws.
+#[derive(Debug, Serialize)]
+pub struct SamplesResponse {
+    pub samples: Vec<Vec<f64>>,
+}
+
+impl SamplesResponse {
+    pub fn new(m: &nalgebra::DMatrix<f64>) -> SamplesResponse {
+        SamplesResponse { samples: rows_of(m) }
+    }
+}
+
 /// POST /models/{id}/transform and /inverse_transform: rows only.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -1,4 +1,4 @@
-//! The command-line client: `mercer train`, `predict`, `transform`, `observe`, `models`,
+//! The command-line client: `mercer train`, `predict`, `transform`, `sample`, `observe`, `models`,
 //! `show`, `delete`, `datasets`, over the HTTP API with reqwest. Tables for people, `--json` for scripts;
 //! progress bars on a terminal only; exit status 0 on success, 1 with the server's
 //! problem (title, detail, pointers) or the transport error on stderr otherwise.
@@ -156,6 +156,27 @@ pub struct TransformArgs {
     /// CSV dataset).
     pub file: PathBuf,
     /// Write the components here instead of standard output.
+    #[arg(short = 'o', long = "output", value_name = "OUT.csv")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct SampleArgs {
+    /// The model's id (a ready gaussian_process, exact or nystrom).
+    pub id: String,
+    /// A CSV file of query rows (a header row; columns matched by name for models fitted
+    /// on a CSV dataset).
+    pub file: PathBuf,
+    /// Draws per row.
+    #[arg(short = 'n', long = "n-samples", default_value_t = 1)]
+    pub n_samples: u64,
+    /// Seeds the draws: the same seed gives the same draws.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Draw noisy observations (the latent function plus the noise).
+    #[arg(long)]
+    pub include_noise: bool,
+    /// Write the draws here instead of standard output.
     #[arg(short = 'o', long = "output", value_name = "OUT.csv")]
     pub output: Option<PathBuf>,
 }
@@ -381,11 +402,36 @@ pub async fn transform(api: &Api, args: &TransformArgs) -> Result<Value, ClientE
     api.post_csv_json(&format!("/models/{}/transform", encode(&args.id)), body).await
 }
 
+/// POSTs the CSV to a GP's posterior_samples; returns the server's `{"samples"}`.
+pub async fn sample(api: &Api, args: &SampleArgs) -> Result<Value, ClientError> {
+    let body = tokio::fs::read(&args.file)
+        .await
+        .map_err(|e| ClientError::Other(format!("cannot read {}: {e}", args.file.display())))?;
+    let path = format!(
+        "/models/{}/posterior_samples?n_samples={}&seed={}&include_noise={}",
+        encode(&args.id),
+        args.n_samples,
+        args.seed,
+        args.include_noise
+    );
+    api.post_csv_json(&path, body).await
+}
+
+/// Draws as CSV: `sample_1, ..., sample_n`, one row per query row.
+pub fn samples_csv(answer: &Value) -> String {
+    matrix_csv(answer, "samples", "sample")
+}
+
 /// An embedding as CSV: `component_1, ..., component_k`, one row per input row.
 pub fn embedding_csv(answer: &Value) -> String {
-    let rows = answer["embedding"].as_array().cloned().unwrap_or_default();
+    matrix_csv(answer, "embedding", "component")
+}
+
+/// The rows of the matrix at `key` as CSV with columns `<column>_1, ...`.
+fn matrix_csv(answer: &Value, key: &str, column: &str) -> String {
+    let rows = answer[key].as_array().cloned().unwrap_or_default();
     let k = rows.first().and_then(Value::as_array).map_or(0, Vec::len);
-    let mut out = (1..=k).map(|j| format!("component_{j}")).collect::<Vec<_>>().join(",");
+    let mut out = (1..=k).map(|j| format!("{column}_{j}")).collect::<Vec<_>>().join(",");
     out.push('\n');
     for row in &rows {
         let cells: Vec<String> = row.as_array().into_iter().flatten().map(|v| v.to_string()).collect();

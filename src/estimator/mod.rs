@@ -21,6 +21,7 @@ mod model_spec;
 pub mod nadaraya_watson;
 pub(crate) mod nystrom;
 pub mod online;
+pub mod posterior;
 pub mod rbf_network;
 mod search;
 pub mod sparse_gp;

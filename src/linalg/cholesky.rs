@@ -346,6 +346,27 @@ impl Cholesky {
         2.0 * self.l.diagonal().iter().map(|d| d.ln()).sum::<f64>()
     }
 
+    /// L b for b (n x k), reading only L's lower triangle.
+    pub fn l_times(&self, b: &DMatrix<f64>, par: Parallelism) -> DMatrix<f64> {
+        use faer::linalg::matmul::triangular::{matmul, BlockStructure};
+        assert_eq!(b.nrows(), self.n());
+        let (rows, cols) = b.shape();
+        let mut out = zeros(rows, cols);
+        matmul(
+            MatMut::from_column_major_slice_mut(out.as_mut_slice(), rows, cols),
+            BlockStructure::Rectangular,
+            faer::Accum::Replace,
+            self.l_ref(),
+            BlockStructure::TriangularLower,
+            MatRef::from_column_major_slice(b.as_slice(), rows, cols),
+            BlockStructure::Rectangular,
+            1.0,
+            par.faer(),
+        );
+        clear_upper_vector_state();
+        out
+    }
+
     /// Overwrites `b` (n x k) with L^-1 b: one blocked triangular solve for all columns.
     pub fn solve_l_in_place(&self, b: &mut DMatrix<f64>, par: Parallelism) {
         assert_eq!(b.nrows(), self.n());

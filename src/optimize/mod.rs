@@ -36,6 +36,13 @@ impl SplitMix64 {
         let u = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
         lo + u * (hi - lo)
     }
+
+    /// A standard normal draw (Box-Muller, the cosine branch: two uniforms per draw).
+    pub fn normal(&mut self) -> f64 {
+        let u = self.uniform(f64::MIN_POSITIVE, 1.0);
+        let v = self.uniform(0.0, 1.0);
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
 }
 
 #[cfg(test)]

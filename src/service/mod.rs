@@ -9,6 +9,7 @@ mod batch;
 mod catalog;
 pub mod datasets;
 mod observations;
+mod posterior;
 mod search;
 mod training;
 mod transform;
@@ -33,6 +34,7 @@ use tokio::sync::Semaphore;
 use uuid::Uuid;
 
 pub use crate::estimator::Target;
+pub use posterior::SampleOptions;
 
 /// A training request after JSON parsing, before validation.
 #[derive(Debug, Clone)]
@@ -336,29 +338,7 @@ impl Service {
     ) -> Result<(Arc<FittedModel>, Prediction), ServiceError> {
         let id = entry.id;
         let fitted = self.fitted(&entry).await?;
-        let points = match rows {
-            QueryRows::Json(x) => self.check_query(&fitted, &x, &opts)?,
-            QueryRows::Csv(_) if fitted.predictor().row_kind() != RowKind::Numeric => {
-                return Err(FieldError::invalid(
-                    "/x",
-                    format!("this model takes {}: send them as JSON", fitted.predictor().row_kind().describe()),
-                )
-                .into())
-            }
-            QueryRows::Csv(text) => {
-                let features = entry.origin.features.clone();
-                let d = fitted.predictor().n_features();
-                // Large bodies are parsed off the async threads, as JSON ones are.
-                let small = text.len() <= 256 << 10;
-                let parse = move || crate::dataset::csv::read_query(&text, features.as_deref(), d);
-                let parsed = if small {
-                    parse()
-                } else {
-                    tokio::task::spawn_blocking(parse).await.map_err(|_| ServiceError::Draining)?
-                };
-                parsed?
-            }
-        };
+        let points = self.query_points(&entry, &fitted, rows, &opts).await?;
         let m = points.n();
         let started = Instant::now();
         let cost = fitted.predictor().predict_cost(m, &opts);
@@ -398,6 +378,40 @@ impl Service {
         }
         self.metrics.record_predict(entry.kind.name(), m, started.elapsed().as_secs_f64());
         Ok((fitted, prediction))
+    }
+
+    /// The query rows of a predict-like request as points of the model's kind: JSON rows
+    /// checked against it, or a CSV body parsed (large ones off the async threads).
+    pub(super) async fn query_points(
+        &self,
+        entry: &ModelEntry,
+        fitted: &FittedModel,
+        rows: QueryRows,
+        opts: &PredictOptions,
+    ) -> Result<Points, ServiceError> {
+        Ok(match rows {
+            QueryRows::Json(x) => self.check_query(fitted, &x, opts)?,
+            QueryRows::Csv(_) if fitted.predictor().row_kind() != RowKind::Numeric => {
+                return Err(FieldError::invalid(
+                    "/x",
+                    format!("this model takes {}: send them as JSON", fitted.predictor().row_kind().describe()),
+                )
+                .into())
+            }
+            QueryRows::Csv(text) => {
+                let features = entry.origin.features.clone();
+                let d = fitted.predictor().n_features();
+                // Large bodies are parsed off the async threads, as JSON ones are.
+                let small = text.len() <= 256 << 10;
+                let parse = move || crate::dataset::csv::read_query(&text, features.as_deref(), d);
+                let parsed = if small {
+                    parse()
+                } else {
+                    tokio::task::spawn_blocking(parse).await.map_err(|_| ServiceError::Draining)?
+                };
+                parsed?
+            }
+        })
     }
 
     /// A ready model's plot data: `{"n_train", "x", "y"}` (the sample of training rows kept
@@ -489,7 +503,7 @@ pub enum QueryRows {
 }
 
 /// A predict that panicked: logged, and answered as an internal failure.
-fn internal_predict_failure(id: Uuid) -> ServiceError {
+pub(super) fn internal_predict_failure(id: Uuid) -> ServiceError {
     tracing::error!(model_id = %id, "predict panicked");
     ServiceError::FitFailed(Failure {
         kind: FailureKind::Internal,

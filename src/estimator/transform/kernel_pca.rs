@@ -251,14 +251,10 @@ impl KernelPca {
     }
 }
 
-/// n x l standard normal draws from `seed` (Box-Muller).
+/// n x l standard normal draws from `seed`, column by column.
 fn gaussian(n: usize, l: usize, seed: u64) -> DMatrix<f64> {
     let mut rng = SplitMix64::new(seed);
-    DMatrix::from_fn(n, l, |_, _| {
-        let u = rng.uniform(f64::MIN_POSITIVE, 1.0);
-        let v = rng.uniform(0.0, 1.0);
-        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
-    })
+    DMatrix::from_fn(n, l, |_, _| rng.normal())
 }
 
 /// What centring needs of the training kernel matrix (scikit-learn's `KernelCenterer`):

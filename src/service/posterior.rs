@@ -1,0 +1,104 @@
+//! Draws from a Gaussian process's joint predictive distribution at query rows
+//! (`POST /models/{id}/posterior_samples`): the predictive covariance and its factor are
+//! m^2 n and m^3 work, so both run on a blocking thread under the heavy-predict limit.
+
+use super::{QueryRows, Service, ServiceError};
+use crate::estimator::posterior::{self, MAX_DRAWN};
+use crate::estimator::{ModelKind, PredictOptions};
+use crate::linalg::Parallelism;
+use crate::spec::FieldError;
+use nalgebra::DMatrix;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use uuid::Uuid;
+
+/// What a request asks of the draws.
+#[derive(Debug, Clone, Copy)]
+pub struct SampleOptions {
+    pub n_samples: u64,
+    pub seed: u64,
+    pub include_noise: bool,
+}
+
+impl Service {
+    /// m x n_samples joint draws at the query rows.
+    pub async fn posterior_samples(
+        self: &Arc<Self>,
+        id: Uuid,
+        rows: QueryRows,
+        opts: SampleOptions,
+    ) -> Result<DMatrix<f64>, ServiceError> {
+        let entry = self.lookup(id).await?;
+        if entry.kind != ModelKind::GaussianProcess {
+            return Err(FieldError::invalid(
+                "/model",
+                format!("posterior samples are a gaussian_process's; this model is a {}", entry.kind.name()),
+            )
+            .into());
+        }
+        if opts.n_samples == 0 {
+            return Err(FieldError::invalid("/n_samples", "must be at least 1").into());
+        }
+        let fitted = self.fitted(&entry).await?;
+        let predict = PredictOptions {
+            variance: false,
+            covariance: true,
+            include_noise: opts.include_noise,
+            probabilities: false,
+        };
+        // Rows are counted before the covariance limit applies, so parse without it.
+        let rows_only = PredictOptions { covariance: false, ..predict };
+        let points = self.query_points(&entry, &fitted, rows, &rows_only).await?;
+        let m = points.n();
+        if m > self.config.max_covariance_rows {
+            return Err(FieldError::invalid(
+                "/x",
+                format!(
+                    "joint draws need the {m} x {m} predictive covariance; it is limited to {} query rows \
+                     (MERCER_MAX_COVARIANCE_ROWS)",
+                    self.config.max_covariance_rows
+                ),
+            )
+            .into());
+        }
+        if (m as u64).saturating_mul(opts.n_samples) > MAX_DRAWN {
+            return Err(FieldError::invalid(
+                "/n_samples",
+                format!("{m} rows x {} draws exceed the {MAX_DRAWN} numbers one request may draw", opts.n_samples),
+            )
+            .into());
+        }
+        let n_samples = opts.n_samples as usize;
+        let started = std::time::Instant::now();
+        let _permit = self.heavy_predict_slots.acquire().await.map_err(|_| ServiceError::Draining)?;
+        let service = self.clone();
+        let n = fitted.predictor().n_support();
+        let task = tokio::task::spawn_blocking(move || {
+            let busy = service.pool.running() + service.heavy_predicts.fetch_add(1, Ordering::AcqRel);
+            let par = Parallelism::for_problem(n.max(m), busy);
+            let out = catch_unwind(AssertUnwindSafe(|| {
+                let p = fitted.predictor().predict(&points, &predict, par);
+                let cov = p.covariance.expect("a GP answers the covariance it is asked for");
+                posterior::draw(&p.values, &cov, n_samples, opts.seed, par)
+            }));
+            service.heavy_predicts.fetch_sub(1, Ordering::AcqRel);
+            out
+        });
+        let drawn = match task.await {
+            Ok(Ok(d)) => d,
+            _ => return Err(super::internal_predict_failure(id)),
+        };
+        let samples = drawn.map_err(|e| {
+            ServiceError::from(FieldError::invalid(
+                "/x",
+                format!("the predictive covariance at these rows cannot be factorised even with jitter: {e}"),
+            ))
+        })?;
+        if !samples.iter().all(|v| v.is_finite()) {
+            return Err(FieldError::invalid("/x", "the draws overflow for these inputs").into());
+        }
+        self.metrics.record_predict(entry.kind.name(), m, started.elapsed().as_secs_f64());
+        Ok(samples)
+    }
+}
