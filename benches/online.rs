@@ -224,7 +224,8 @@ fn main() {
         .map(|r| {
             let batch = dataset(K, 100 + r);
             let started = Instant::now();
-            rt.block_on(service.append_observations(id, rows(&batch.x), targets(&batch.y))).unwrap();
+            rt.block_on(service.append_observations(id, rows(&batch.x), targets(&batch.y), Default::default()))
+                .unwrap();
             started.elapsed().as_secs_f64() * 1e3
         })
         .collect();

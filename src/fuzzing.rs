@@ -9,7 +9,7 @@ use crate::config::Config;
 use crate::estimator::{FitContext, FittedModel, PredictOptions};
 use crate::kernel::{Kernel, Points};
 use crate::linalg::Parallelism;
-use crate::service::{Service, TrainInput, ValidTraining};
+use crate::service::{RowExtras, Service, TrainInput, ValidTraining};
 use serde_json::{json, Value};
 use std::sync::OnceLock;
 
@@ -133,7 +133,9 @@ pub fn observations_body(data: &[u8]) {
     }
     for model in models() {
         let Ok(new) = service().check_observations(model, &body.x, &body.y) else { continue };
-        let Ok(grown) = model.append(&new, Parallelism::Sequential) else { continue };
+        let extras = RowExtras { noise: body.noise.clone(), sample_weight: body.sample_weight.clone() };
+        let Ok(noise) = service().check_row_extras(model, &extras, new.x.n()) else { continue };
+        let Ok(grown) = model.append_with_noise(&new, noise.as_deref(), Parallelism::Sequential) else { continue };
         let n = model.predictor().n_support() + new.x.n();
         assert_eq!(grown.predictor().n_support(), n, "every appended row is kept");
         let report = grown.predictor().report();
@@ -251,6 +253,8 @@ fn models() -> &'static [FittedModel] {
         let bodies = [
             json!({"model": "kernel_ridge", "x": x, "y": numbers}),
             json!({"model": "gaussian_process", "params": {"noise": 0.1}, "x": x, "y": numbers}),
+            json!({"model": "gaussian_process", "params": {"noise": (0..12).map(|i| 0.05 * (i % 3) as f64).collect::<Vec<_>>(),
+                   "normalize_y": true}, "x": x, "y": numbers}),
             json!({"model": "gaussian_process", "params": {"noise": 0.1, "approximation": "nystrom", "inducing_points": 4},
                    "x": x, "y": numbers}),
             json!({"model": "nadaraya_watson", "x": x, "y": numbers}),

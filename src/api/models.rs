@@ -7,7 +7,7 @@ use super::types::{
     PredictQuery, PredictResponse, RowsBody, RowsResponse, SamplesResponse, TrainBody, TrainQuery,
 };
 use crate::estimator::PredictOptions;
-use crate::service::{QueryRows, SampleOptions, Service, TrainInput, TrainOutcome};
+use crate::service::{QueryRows, RowExtras, SampleOptions, Service, TrainInput, TrainOutcome};
 use axum::body::Bytes;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{FromRequest, Path, Query, Request, State};
@@ -189,7 +189,8 @@ pub async fn observations(
     id: Result<Path<String>, PathRejection>,
     JsonBody(body): JsonBody<ObservationsBody>,
 ) -> Result<Json<ModelResource>, ApiError> {
-    let entry = service.append_observations(model_id(id)?, body.x, body.y).await?;
+    let per_row = RowExtras { noise: body.noise, sample_weight: body.sample_weight };
+    let entry = service.append_observations(model_id(id)?, body.x, body.y, per_row).await?;
     Ok(Json(ModelResource::of(&entry)))
 }
 

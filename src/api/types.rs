@@ -80,6 +80,12 @@ fn yes() -> bool {
 pub struct ObservationsBody {
     pub x: Vec<Row>,
     pub y: Vec<crate::service::Target>,
+    /// The new rows' noise variances (a Gaussian process with a noise per row).
+    #[serde(default)]
+    pub noise: Option<Vec<f64>>,
+    /// The new rows' weights (a model fitted with sample weights).
+    #[serde(default)]
+    pub sample_weight: Option<Vec<f64>>,
 }
 
 /// POST /models/{id}/predict

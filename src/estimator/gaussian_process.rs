@@ -30,8 +30,12 @@ pub const NOISE_BOUNDS: (f64, f64) = (1e-10, 1e5);
 #[derive(Debug, Clone, PartialEq)]
 pub struct GaussianProcess {
     pub kernel: Kernel,
-    /// Variance added to the diagonal of K (scikit-learn's `alpha`), >= 0.
+    /// Variance added to the diagonal of K (scikit-learn's `alpha`), >= 0. With
+    /// `noise_rows` it is fixed at 0 and unused.
     pub noise: Hyper,
+    /// A noise variance per training row (scikit-learn's `alpha` as an array): never
+    /// optimised, in normalised units under `normalize_y`.
+    pub noise_rows: Option<Vec<f64>>,
     pub normalize_y: bool,
     pub optimize: bool,
     pub restarts: u64,
@@ -44,8 +48,27 @@ impl GaussianProcess {
     pub fn from_json(kernel: Kernel, params: &Value, path: &str) -> Result<GaussianProcess, FieldError> {
         let mut obj = ObjectReader::new(params, path)?;
         let noise_ptr = obj.pointer("noise");
+        let mut noise_rows = None;
         let noise = match obj.take("noise") {
             None => Hyper::new(1e-10),
+            Some(Value::Array(list)) => {
+                let mut rows = Vec::with_capacity(list.len());
+                for (i, v) in list.iter().enumerate() {
+                    match v.as_f64() {
+                        Some(s) if s >= 0.0 && s.is_finite() => rows.push(s),
+                        _ => {
+                            return Err(FieldError::invalid(
+                                format!("{noise_ptr}/{i}"),
+                                "must be a non-negative number (a noise variance)",
+                            ))
+                        }
+                    }
+                }
+                noise_rows = Some(rows);
+                let mut fixed = Hyper::new(0.0);
+                fixed.fixed = true;
+                fixed
+            }
             Some(v) => {
                 let h = Hyper::<f64>::read(v, &noise_ptr)?;
                 if h.value < 0.0 {
@@ -64,7 +87,32 @@ impl GaussianProcess {
         let seed = obj.u64("seed")?.unwrap_or(0);
         let approx = Approximation::read(&mut obj)?;
         obj.finish()?;
-        Ok(GaussianProcess { kernel, noise, normalize_y, optimize, restarts, seed, approx })
+        Ok(GaussianProcess { kernel, noise, noise_rows, normalize_y, optimize, restarts, seed, approx })
+    }
+
+    /// The noise variance on row i's diagonal entry.
+    pub fn noise_at(&self, i: usize) -> f64 {
+        self.noise_rows.as_ref().map_or(self.noise.value, |r| r[i])
+    }
+
+    /// A per-row noise list must have one entry per training row.
+    pub fn check_data(&self, n: usize) -> Result<(), FieldError> {
+        match &self.noise_rows {
+            Some(r) if r.len() != n => Err(FieldError::invalid(
+                "/params/noise",
+                format!("has {} entries but there are {n} training rows", r.len()),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The same model for rows `rows` of its data (a fold's training rows).
+    pub fn for_rows(&self, rows: &[usize]) -> GaussianProcess {
+        let mut out = self.clone();
+        if let Some(r) = &self.noise_rows {
+            out.noise_rows = Some(rows.iter().map(|&i| r[i]).collect());
+        }
+        out
     }
 
     /// The search vector: log of the kernel's free hyperparameters, then log noise unless
@@ -121,7 +169,7 @@ impl GaussianProcess {
         let n = x.n();
         let (mut k, dks) = self.kernel.gram_with_gradient(x, par);
         for i in 0..n {
-            k[(i, i)] += self.noise.value;
+            k[(i, i)] += self.noise_at(i);
         }
         let chol = Cholesky::factor(k, par).ok()?;
         let alpha = chol.solve_vec(y);
@@ -190,7 +238,10 @@ impl GaussianProcess {
 
     pub fn params_json(&self) -> Value {
         let mut out = json!({
-            "noise": self.noise.to_json(),
+            "noise": match &self.noise_rows {
+                Some(r) => json!(r),
+                None => self.noise.to_json(),
+            },
             "normalize_y": self.normalize_y,
             "optimize": self.optimize,
             "restarts": self.restarts,
@@ -244,20 +295,34 @@ impl GaussianProcessModel {
         GaussianProcessModel { spec, x, alpha, chol, y, y_mean, y_std, report }
     }
 
-    /// This model with `new` rows appended (see [`super::online`]).
-    pub fn append(&self, new: &TrainingSet, par: Parallelism) -> Result<GaussianProcessModel, AppendError> {
+    /// This model with `new` rows appended (see [`super::online`]); `noise`, the new
+    /// rows' noise variances, exactly when the model has a noise per row.
+    pub fn append(
+        &self,
+        new: &TrainingSet,
+        noise: Option<&[f64]>,
+        par: Parallelism,
+    ) -> Result<GaussianProcessModel, AppendError> {
         let y = self.y.as_deref().ok_or_else(AppendError::without_targets)?;
+        let mut spec = self.spec.clone();
+        match (&self.spec.noise_rows, noise) {
+            (Some(old), Some(more)) if more.len() == new.x.n() => spec.noise_rows = Some([&old[..], more].concat()),
+            (None, None) => {}
+            _ => {
+                return Err(AppendError::Unsupported(
+                    "the new rows' noise must be given exactly when the model has a noise per row".into(),
+                ))
+            }
+        }
         let data = online::grown_set(&self.x, y, new);
-        let chol = online::grown_factor(
-            &self.spec.kernel,
-            self.spec.noise.value,
-            Some(&self.chol),
-            &self.x,
-            &new.x,
-            &data.x,
-            par,
-        )?;
-        Ok(self.spec.with_factor(chol, data, self.report.clone(), par)?)
+        let chol =
+            online::grown_factor(&spec.kernel, &|i| spec.noise_at(i), Some(&self.chol), &self.x, &new.x, &data.x, par)?;
+        Ok(spec.with_factor(chol, data, self.report.clone(), par)?)
+    }
+
+    /// Whether the model has a noise variance per training row.
+    pub fn has_row_noise(&self) -> bool {
+        self.spec.noise_rows.is_some()
     }
 
     pub fn log_marginal_likelihood(&self) -> f64 {
@@ -301,6 +366,20 @@ impl Estimator for GaussianProcess {
 }
 
 impl GaussianProcess {
+    /// K + noise on the diagonal (lower triangle, for a Cholesky factorisation).
+    pub fn regularised_gram(&self, x: &Points, par: Parallelism) -> DMatrix<f64> {
+        match &self.noise_rows {
+            None => regularised_gram(&self.kernel, x, self.noise.value, par),
+            Some(r) => {
+                let mut k = self.kernel.gram_lower(x, par);
+                for (i, s) in r.iter().enumerate() {
+                    k[(i, i)] += s;
+                }
+                k
+            }
+        }
+    }
+
     /// The fit at this model's hyperparameters, with the contract's jitter rule.
     fn fit_fixed(
         &self,
@@ -308,11 +387,9 @@ impl GaussianProcess {
         search: TrainingReport,
         ctx: &FitContext,
     ) -> Result<GaussianProcessModel, FitError> {
-        let chol = Cholesky::factor_with_jitter_until(
-            || regularised_gram(&self.kernel, &data.x, self.noise.value, ctx.par),
-            ctx.par,
-            &|| ctx.cancel.is_cancelled(),
-        )?;
+        let chol = Cholesky::factor_with_jitter_until(|| self.regularised_gram(&data.x, ctx.par), ctx.par, &|| {
+            ctx.cancel.is_cancelled()
+        })?;
         ctx.cancel.check()?;
         self.with_factor(chol, data.clone(), search, ctx.par)
     }

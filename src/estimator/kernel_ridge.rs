@@ -137,7 +137,7 @@ impl KernelRidgeModel {
         let y = self.y.as_deref().ok_or_else(AppendError::without_targets)?;
         let data = online::grown_set(&self.x, y, new);
         let (kernel, lambda) = (&self.spec.kernel, self.spec.lambda);
-        let chol = online::grown_factor(kernel, lambda, self.chol.as_ref(), &self.x, &new.x, &data.x, par)?;
+        let chol = online::grown_factor(kernel, &|_| lambda, self.chol.as_ref(), &self.x, &new.x, &data.x, par)?;
         Ok(self.spec.with_factor(chol, data, self.report.clone(), true, par))
     }
 }

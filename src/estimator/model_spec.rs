@@ -257,6 +257,15 @@ impl ModelSpec {
                 format!("{} inducing points requested but there are only {n} training rows", a.m(n)),
             ));
         }
+        if let ModelSpec::GaussianProcess(p) = self {
+            if p.approx.mode == approx::Mode::Nystrom && p.noise_rows.is_some() {
+                return Err(FieldError::invalid(
+                    "/params/noise",
+                    "a noise per row is served by exact gaussian processes only, for now: use approximation \
+                     \"exact\" (auto chose nystrom for these rows) or one noise value",
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -300,6 +309,7 @@ impl ModelSpec {
             ModelSpec::Svr(p) => p.check_data(n),
             ModelSpec::OneClassSvm(p) => p.check_data(n),
             ModelSpec::KernelPca(p) => p.check_data(n),
+            ModelSpec::GaussianProcess(p) => p.check_data(n),
             _ => Ok(()),
         }
     }
@@ -319,6 +329,7 @@ impl ModelSpec {
         match self {
             ModelSpec::Svm(p) => ModelSpec::Svm(p.for_rows(rows)),
             ModelSpec::Svr(p) => ModelSpec::Svr(p.for_rows(rows)),
+            ModelSpec::GaussianProcess(p) => ModelSpec::GaussianProcess(p.for_rows(rows)),
             other => other.clone(),
         }
     }

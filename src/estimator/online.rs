@@ -7,7 +7,7 @@
 //! has; otherwise (the grown matrix needs more jitter, or a mean diagonal moved the
 //! jitter's scale) the grown matrix is factorised anew, exactly as the refit would.
 
-use super::{regularised_gram, FitError, TrainingSet};
+use super::{FitError, TrainingSet};
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{Cholesky, LinalgError, Parallelism};
 
@@ -32,25 +32,33 @@ impl AppendError {
     }
 }
 
-/// The factor of K(old ++ new) + reg I, given `chol`, the factor over `old` (None: there
-/// is none, factorise anew). `all` is old ++ new.
+/// The factor of K(old ++ new) + D, D diagonal with `diag(i)` for row i of `all`, given
+/// `chol`, the factor over `old` (None: there is none, factorise anew). `all` is old ++
+/// new.
 pub(super) fn grown_factor(
     kernel: &Kernel,
-    reg: f64,
+    diag: &dyn Fn(usize) -> f64,
     chol: Option<&Cholesky>,
     old: &Points,
     new: &Points,
     all: &Points,
     par: Parallelism,
 ) -> Result<Cholesky, FitError> {
+    let n = all.n();
+    let full = || {
+        let mut k = kernel.gram_lower(all, par);
+        for i in 0..n {
+            k[(i, i)] += diag(i);
+        }
+        k
+    };
     if let Some(chol) = chol {
-        let n = all.n() as f64;
-        let mean_diag = (kernel.diag(all).sum() + reg * n) / n;
+        let mean_diag = (kernel.diag(all).sum() + (0..n).map(diag).sum::<f64>()) / n as f64;
         if chol.jitter_rule_holds(mean_diag) {
             let cross = kernel.cross(old, new, par);
             let mut corner = kernel.gram(new, par);
             for i in 0..new.n() {
-                corner[(i, i)] += reg;
+                corner[(i, i)] += diag(old.n() + i);
             }
             match chol.extend(cross, corner, par) {
                 Ok(grown) => return Ok(grown),
@@ -60,7 +68,7 @@ pub(super) fn grown_factor(
             }
         }
     }
-    Ok(Cholesky::factor_with_jitter(|| regularised_gram(kernel, all, reg, par), par)?)
+    Ok(Cholesky::factor_with_jitter(full, par)?)
 }
 
 /// The training set with `new` appended to `x`, `y`.

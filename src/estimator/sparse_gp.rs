@@ -55,6 +55,13 @@ struct Fixed {
 }
 
 fn noise_of(spec: &GaussianProcess) -> Result<f64, FitError> {
+    if spec.noise_rows.is_some() {
+        return Err(FitError::Invalid(FieldError::invalid(
+            "/params/noise",
+            "a noise per row is served by exact gaussian processes only, for now: use approximation \"exact\" \
+             or one noise value",
+        )));
+    }
     let s = spec.noise.value;
     if s > 0.0 {
         Ok(s)

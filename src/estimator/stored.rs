@@ -341,8 +341,19 @@ impl FittedModel {
     /// This model with `new` rows appended, equal to a refit on all the rows with the
     /// same hyperparameters: exact Gaussian processes and kernel ridge only.
     pub fn append(&self, new: &TrainingSet, par: Parallelism) -> Result<FittedModel, AppendError> {
+        self.append_with_noise(new, None, par)
+    }
+
+    /// As [`FittedModel::append`], with the new rows' noise variances for a Gaussian
+    /// process that has a noise per row.
+    pub fn append_with_noise(
+        &self,
+        new: &TrainingSet,
+        noise: Option<&[f64]>,
+        par: Parallelism,
+    ) -> Result<FittedModel, AppendError> {
         match self {
-            FittedModel::GaussianProcess(m) => Ok(FittedModel::GaussianProcess(m.append(new, par)?)),
+            FittedModel::GaussianProcess(m) => Ok(FittedModel::GaussianProcess(m.append(new, noise, par)?)),
             FittedModel::KernelRidge(m) => Ok(FittedModel::KernelRidge(m.append(new, par)?)),
             FittedModel::SparseGp(_) => Err(AppendError::Unsupported(
                 "online updates need an exact model; this gaussian_process was fitted with approximation nystrom"
@@ -352,6 +363,17 @@ impl FittedModel {
                 "online updates apply to gaussian_process and kernel_ridge models, not {}",
                 other.kind().name()
             ))),
+        }
+    }
+
+    /// Whether the model has a noise variance per training row (a Gaussian process
+    /// fitted with `params.noise` as a list): its `include_noise` is refused, its appends
+    /// carry noise.
+    pub fn has_row_noise(&self) -> bool {
+        match self {
+            FittedModel::GaussianProcess(m) => m.has_row_noise(),
+            FittedModel::SparseGp(m) => m.spec().noise_rows.is_some(),
+            _ => false,
         }
     }
 

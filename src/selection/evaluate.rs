@@ -172,12 +172,15 @@ impl Ridge {
                 normalize_y: false,
                 gaussian_process: false,
             }),
-            ModelSpec::GaussianProcess(p) if p.approx.mode == Mode::Exact && !p.optimize => Some(Ridge {
-                kernel: p.kernel.clone(),
-                diagonal: p.noise.value,
-                normalize_y: p.normalize_y,
-                gaussian_process: true,
-            }),
+            // A noise per row is no single diagonal value to sweep.
+            ModelSpec::GaussianProcess(p) if p.approx.mode == Mode::Exact && !p.optimize && p.noise_rows.is_none() => {
+                Some(Ridge {
+                    kernel: p.kernel.clone(),
+                    diagonal: p.noise.value,
+                    normalize_y: p.normalize_y,
+                    gaussian_process: true,
+                })
+            }
             _ => None,
         }
     }

@@ -34,6 +34,7 @@ use tokio::sync::Semaphore;
 use uuid::Uuid;
 
 pub use crate::estimator::Target;
+pub use observations::RowExtras;
 pub use posterior::SampleOptions;
 
 /// A training request after JSON parsing, before validation.
@@ -338,6 +339,7 @@ impl Service {
     ) -> Result<(Arc<FittedModel>, Prediction), ServiceError> {
         let id = entry.id;
         let fitted = self.fitted(&entry).await?;
+        check_include_noise(&fitted, &opts)?;
         let points = self.query_points(&entry, &fitted, rows, &opts).await?;
         let m = points.n();
         let started = Instant::now();
@@ -503,6 +505,18 @@ pub enum QueryRows {
 }
 
 /// A predict that panicked: logged, and answered as an internal failure.
+/// A Gaussian process with a noise per training row knows no noise for a new row.
+pub(super) fn check_include_noise(fitted: &FittedModel, opts: &PredictOptions) -> Result<(), ServiceError> {
+    if opts.include_noise && fitted.has_row_noise() {
+        return Err(FieldError::invalid(
+            "/include_noise",
+            "this model has a noise variance per training row; a new row's noise is unknown",
+        )
+        .into());
+    }
+    Ok(())
+}
+
 pub(super) fn internal_predict_failure(id: Uuid) -> ServiceError {
     tracing::error!(model_id = %id, "predict panicked");
     ServiceError::FitFailed(Failure {

@@ -34,6 +34,7 @@ impl Service {
         id: Uuid,
         x: Vec<Row>,
         y: Vec<Target>,
+        extras: RowExtras,
     ) -> Result<Arc<ModelEntry>, ServiceError> {
         let entry = self.lookup(id).await?;
         check_appendable(&entry)?;
@@ -49,10 +50,13 @@ impl Service {
             let (entry, tag) = self.current_version(id).await?;
             let fitted = self.fitted(&entry).await?;
             let new = observations(&fitted, &x, &y)?;
+            let noise = row_noise(&fitted, &extras, new.x.n())?;
             self.check_grown_size(&entry, new.x.n())?;
             let _slot = self.heavy_predict_slots.acquire().await.map_err(|_| ServiceError::Draining)?;
             let service = self.clone();
-            let task = tokio::task::spawn_blocking(move || service.append_now(&entry, &fitted, &new, tag.as_deref()));
+            let task = tokio::task::spawn_blocking(move || {
+                service.append_now(&entry, &fitted, &new, noise.as_deref(), tag.as_deref())
+            });
             match task.await {
                 Ok(Ok(Appended::Stored(next))) => return Ok(next),
                 Ok(Ok(Appended::LostRace)) => {
@@ -135,12 +139,13 @@ impl Service {
         entry: &ModelEntry,
         fitted: &FittedModel,
         new: &TrainingSet,
+        noise: Option<&[f64]>,
         tag: Option<&str>,
     ) -> Result<Appended, ServiceError> {
         let started = Instant::now();
         let busy = self.pool.running() + self.heavy_predicts.fetch_add(1, Ordering::AcqRel);
         let par = Parallelism::for_problem(entry.n_train + new.x.n(), busy);
-        let grown = catch_unwind(AssertUnwindSafe(|| fitted.append(new, par)));
+        let grown = catch_unwind(AssertUnwindSafe(|| fitted.append_with_noise(new, noise, par)));
         self.heavy_predicts.fetch_sub(1, Ordering::AcqRel);
         let grown = match grown {
             Ok(Ok(g)) => g,
@@ -258,6 +263,61 @@ impl Service {
         y: &[Target],
     ) -> Result<TrainingSet, ServiceError> {
         observations(fitted, x, y)
+    }
+
+    /// Checks an append's per-row extras (noise, weights) against a fitted model; the new
+    /// rows' noise when the model has a noise per row.
+    pub fn check_row_extras(
+        &self,
+        fitted: &FittedModel,
+        extras: &RowExtras,
+        rows: usize,
+    ) -> Result<Option<Vec<f64>>, ServiceError> {
+        row_noise(fitted, extras, rows)
+    }
+}
+
+/// What an append may carry per row beyond x and y.
+#[derive(Debug, Clone, Default)]
+pub struct RowExtras {
+    pub noise: Option<Vec<f64>>,
+    pub sample_weight: Option<Vec<f64>>,
+}
+
+/// The new rows' noise variances: given exactly when the model has a noise per row, one
+/// non-negative number per row.
+fn row_noise(fitted: &FittedModel, extras: &RowExtras, rows: usize) -> Result<Option<Vec<f64>>, ServiceError> {
+    if extras.sample_weight.is_some() {
+        return Err(FieldError::invalid(
+            "/sample_weight",
+            "this model was fitted without sample weights: leave sample_weight out",
+        )
+        .into());
+    }
+    match (&extras.noise, fitted.has_row_noise()) {
+        (None, false) => Ok(None),
+        (Some(_), false) => {
+            Err(FieldError::invalid("/noise", "this model has one noise variance for every row: leave noise out")
+                .into())
+        }
+        (None, true) => Err(FieldError::invalid(
+            "/noise",
+            "missing: this model has a noise variance per training row, so the new rows need theirs",
+        )
+        .into()),
+        (Some(noise), true) => {
+            if noise.len() != rows {
+                return Err(FieldError::invalid(
+                    "/noise",
+                    format!("has {} entries but x has {rows} rows", noise.len()),
+                )
+                .into());
+            }
+            if let Some(i) = noise.iter().position(|s| !(s.is_finite() && *s >= 0.0)) {
+                return Err(FieldError::invalid(format!("/noise/{i}"), "must be a non-negative number").into());
+            }
+            Ok(Some(noise.clone()))
+        }
     }
 }
 

@@ -47,6 +47,7 @@ impl Service {
             include_noise: opts.include_noise,
             probabilities: false,
         };
+        super::check_include_noise(&fitted, &predict)?;
         // Rows are counted before the covariance limit applies, so parse without it.
         let rows_only = PredictOptions { covariance: false, ..predict };
         let points = self.query_points(&entry, &fitted, rows, &rows_only).await?;
