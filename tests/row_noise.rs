@@ -201,3 +201,25 @@ async fn misuse_names_its_place_and_a_restart_changes_nothing() {
     assert_eq!(shown["params"]["noise"], json!(noise));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A search over a GP with a noise per row: each fold's fit takes its own rows' noise
+/// (a list of the wrong length would fail every fold).
+#[tokio::test]
+async fn a_search_takes_each_folds_own_noise() {
+    let s = TestServer::default().await;
+    let x: Vec<Vec<f64>> = (0..30).map(|i| vec![i as f64 / 5.0]).collect();
+    let y: Vec<f64> = x.iter().map(|r| r[0].sin()).collect();
+    let noise: Vec<f64> = (0..30).map(|i| 0.01 + 0.02 * (i % 5) as f64).collect();
+    let m = s
+        .train(&json!({"model": "gaussian_process", "params": {"noise": noise}, "x": x, "y": y,
+                       "search": {"space": {"/kernel/length_scale": [0.3, 1.0, 3.0]}, "cv": 3}}))
+        .await;
+    let candidates = m["training"]["search"]["candidates"].as_array().unwrap();
+    assert_eq!(candidates.len(), 3);
+    for c in candidates {
+        let folds = numbers(&c["fold_scores"]);
+        assert_eq!(folds.len(), 3, "{c}");
+        assert!(folds.iter().all(|v| v.is_finite()), "{c}");
+    }
+    assert_eq!(m["params"]["noise"], json!(noise), "the best is refitted with every row's noise");
+}
