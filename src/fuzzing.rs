@@ -134,8 +134,10 @@ pub fn observations_body(data: &[u8]) {
     for model in models() {
         let Ok(new) = service().check_observations(model, &body.x, &body.y) else { continue };
         let extras = RowExtras { noise: body.noise.clone(), sample_weight: body.sample_weight.clone() };
-        let Ok(noise) = service().check_row_extras(model, &extras, new.x.n()) else { continue };
-        let Ok(grown) = model.append_with_noise(&new, noise.as_deref(), Parallelism::Sequential) else { continue };
+        let Ok((noise, weights)) = service().check_row_extras(model, &extras, new.x.n()) else { continue };
+        let Ok(grown) = model.append_with(&new, noise.as_deref(), weights.as_deref(), Parallelism::Sequential) else {
+            continue;
+        };
         let n = model.predictor().n_support() + new.x.n();
         assert_eq!(grown.predictor().n_support(), n, "every appended row is kept");
         let report = grown.predictor().report();
@@ -252,6 +254,7 @@ fn models() -> &'static [FittedModel] {
         let gram: Vec<Vec<f64>> = k.row_iter().map(|r| r.iter().copied().collect()).collect();
         let bodies = [
             json!({"model": "kernel_ridge", "x": x, "y": numbers}),
+            json!({"model": "kernel_ridge", "params": {"sample_weight": [1, 0, 2, 1, 1, 3, 1, 1, 0.5, 1, 1, 1]}, "x": x, "y": numbers}),
             json!({"model": "gaussian_process", "params": {"noise": 0.1}, "x": x, "y": numbers}),
             json!({"model": "gaussian_process", "params": {"noise": (0..12).map(|i| 0.05 * (i % 3) as f64).collect::<Vec<_>>(),
                    "normalize_y": true}, "x": x, "y": numbers}),

@@ -1,7 +1,8 @@
 //! A noise variance per training row (`params.noise` as a list) for exact Gaussian
 //! processes, against scikit-learn's `GaussianProcessRegressor(alpha=array)`
 //! (tests/fixtures/generate_gp_options.py): likelihood, mean, std and covariance to 1e-8;
-//! online updates carrying the new rows' noise equal a refit; a restart changes nothing;
+//! online updates carrying the new rows' noise equal a refit; a restart changes nothing
+//! (nor for a weighted kernel ridge);
 //! every misuse at its pointer.
 
 mod common;
@@ -193,10 +194,16 @@ async fn misuse_names_its_place_and_a_restart_changes_nothing() {
     );
     let q = json!({"x": [[0.5], [2.2]], "covariance": true});
     let before = predict(&s, &id, q.clone()).await;
+    // A weighted kernel ridge too.
+    let w: Vec<f64> = (0..12).map(|i| (i % 3) as f64).collect();
+    let krr = s.train(&json!({"model": "kernel_ridge", "params": {"sample_weight": w}, "x": x, "y": y})).await;
+    let krr_id = krr["id"].as_str().unwrap().to_string();
+    let krr_before = predict(&s, &krr_id, json!({"x": [[0.5], [2.2]]})).await;
     drop(s);
     let s = TestServer::start(config()).await;
     s.service().wait_ready().await;
     assert_eq!(predict(&s, &id, q).await, before, "restored bit for bit");
+    assert_eq!(predict(&s, &krr_id, json!({"x": [[0.5], [2.2]]})).await, krr_before, "weighted kernel ridge too");
     let shown: Value = s.get(&format!("/models/{id}")).await.json().await.unwrap();
     assert_eq!(shown["params"]["noise"], json!(noise));
     std::fs::remove_dir_all(&dir).ok();

@@ -315,8 +315,16 @@ impl GaussianProcessModel {
             }
         }
         let data = online::grown_set(&self.x, y, new);
-        let chol =
-            online::grown_factor(&spec.kernel, &|i| spec.noise_at(i), Some(&self.chol), &self.x, &new.x, &data.x, par)?;
+        let chol = online::grown_factor(
+            &spec.kernel,
+            &|i| spec.noise_at(i),
+            None,
+            Some(&self.chol),
+            &self.x,
+            &new.x,
+            &data.x,
+            par,
+        )?;
         Ok(spec.with_factor(chol, data, self.report.clone(), par)?)
     }
 

@@ -4,9 +4,14 @@
 //! by Cholesky. Only alpha and the training points are kept: the factor is not needed to
 //! predict. With `approximation: nystrom` the fitted state has the same form, over the M
 //! inducing points (`nystrom.rs` computes the weights).
+//!
+//! `sample_weight` as scikit-learn applies it: with S = diag(sqrt(w)), b = (S K S +
+//! lambda I)^-1 S y and alpha = S b (rows of weight 0 get alpha 0 and move nothing).
+//! Nystrom: the weighted normal equations (A W A' + lambda I) c = A W y.
 
 use super::approx::{Approximation, Mode};
 use super::online::{self, AppendError};
+use super::svm::SampleWeight;
 use super::{
     regularised_gram, weighted_columns, Estimator, FitContext, FitError, PredictOptions, Prediction, Predictor,
     TrainingReport, TrainingSet,
@@ -26,6 +31,7 @@ pub struct KernelRidge {
     pub approx: Approximation,
     /// Draws the inducing points.
     pub seed: u64,
+    pub sample_weight: Option<SampleWeight>,
 }
 
 impl KernelRidge {
@@ -37,14 +43,56 @@ impl KernelRidge {
         }
         let approx = Approximation::read(&mut obj)?;
         let seed = obj.u64("seed")?.unwrap_or(0);
+        let sample_weight = SampleWeight::read(&mut obj)?;
         obj.finish()?;
-        Ok(KernelRidge { kernel, lambda, approx, seed })
+        Ok(KernelRidge { kernel, lambda, approx, seed, sample_weight })
     }
 
     pub fn params_json(&self) -> Value {
         let mut out = json!({"lambda": self.lambda, "seed": self.seed});
+        if let Some(w) = &self.sample_weight {
+            out["sample_weight"] = w.to_json();
+        }
         self.approx.write_json(out.as_object_mut().expect("an object"));
         out
+    }
+
+    /// A weight list must have one weight per training row.
+    pub fn check_data(&self, n: usize) -> Result<(), FieldError> {
+        match &self.sample_weight {
+            Some(w) => w.check_len(n, "/params/sample_weight"),
+            None => Ok(()),
+        }
+    }
+
+    /// The same model for rows `rows` of its data (a fold's training rows).
+    pub fn for_rows(&self, rows: &[usize]) -> KernelRidge {
+        let mut out = self.clone();
+        out.sample_weight = self.sample_weight.as_ref().map(|w| w.select(rows));
+        out
+    }
+
+    /// sqrt(w) per row, when weighted.
+    fn scale(&self) -> Option<Vec<f64>> {
+        self.sample_weight.as_ref().map(|w| w.0.iter().map(|v| v.sqrt()).collect())
+    }
+
+    /// S K S + lambda I (lower triangle), S = diag(sqrt(w)) (the identity unweighted).
+    fn regularised_gram(&self, x: &Points, par: Parallelism) -> nalgebra::DMatrix<f64> {
+        match self.scale() {
+            None => regularised_gram(&self.kernel, x, self.lambda, par),
+            Some(s) => {
+                let mut k = self.kernel.gram_lower(x, par);
+                let n = k.nrows();
+                for j in 0..n {
+                    for i in j..n {
+                        k[(i, j)] *= s[i] * s[j];
+                    }
+                    k[(j, j)] += self.lambda;
+                }
+                k
+            }
+        }
     }
 
     /// The exact model given the factor of K + lambda I over `data.x`: alpha, and the
@@ -58,8 +106,24 @@ impl KernelRidge {
         keep_factor: bool,
         par: Parallelism,
     ) -> KernelRidgeModel {
-        let alpha = chol.solve_vec(&DVector::from_column_slice(&data.y));
-        let loo = self.approx.loo.then(|| super::LeaveOneOut::from_factor(&chol, alpha.as_slice(), 1.0, false, par));
+        let (alpha, loo) = match self.scale() {
+            None => {
+                let alpha = chol.solve_vec(&DVector::from_column_slice(&data.y));
+                let loo =
+                    self.approx.loo.then(|| super::LeaveOneOut::from_factor(&chol, alpha.as_slice(), 1.0, false, par));
+                (alpha, loo)
+            }
+            Some(s) => {
+                // b solves the scaled problem; its leave-one-out residuals are s_i e_i, so
+                // their squares sum to the weighted PRESS, sum_i w_i e_i^2.
+                let b = chol.solve_vec(&DVector::from_iterator(s.len(), data.y.iter().zip(&s).map(|(y, si)| y * si)));
+                let loo = self.approx.loo.then(|| {
+                    let total: f64 = s.iter().map(|si| si * si).sum();
+                    super::LeaveOneOut::weighted_from_factor(&chol, b.as_slice(), total, par)
+                });
+                (DVector::from_iterator(s.len(), b.iter().zip(&s).map(|(b, si)| b * si)), loo)
+            }
+        };
         let report = TrainingReport { jitter: Some(chol.jitter()), loo, ..base };
         KernelRidgeModel {
             spec: self.clone(),
@@ -78,7 +142,9 @@ impl KernelRidge {
         data: &TrainingSet,
         ctx: &FitContext,
     ) -> Result<KernelRidgeModel, FitError> {
-        let (weights, jitter) = super::nystrom::ridge_weights(&self.kernel, self.lambda, &z, &data.x, &data.y, ctx)?;
+        let scale = self.scale();
+        let (weights, jitter) =
+            super::nystrom::ridge_weights(&self.kernel, self.lambda, &z, &data.x, &data.y, scale.as_deref(), ctx)?;
         let report = super::nystrom::report(z.n(), jitter);
         Ok(KernelRidgeModel { spec: self.clone(), x: z, alpha: weights, y: None, chol: None, report })
     }
@@ -127,18 +193,51 @@ impl KernelRidgeModel {
         KernelRidgeModel { spec, x, alpha, y, chol, report }
     }
 
-    /// This model with `new` rows appended (see [`super::online`]).
-    pub fn append(&self, new: &TrainingSet, par: Parallelism) -> Result<KernelRidgeModel, AppendError> {
+    /// This model with `new` rows appended (see [`super::online`]); `weights`, the new
+    /// rows' sample weights, exactly when the model was fitted with them.
+    pub fn append(
+        &self,
+        new: &TrainingSet,
+        weights: Option<&[f64]>,
+        par: Parallelism,
+    ) -> Result<KernelRidgeModel, AppendError> {
         if self.report.approximation.as_deref() == Some("nystrom") {
             return Err(AppendError::Unsupported(
                 "online updates need an exact model; this kernel_ridge was fitted with approximation nystrom".into(),
             ));
         }
         let y = self.y.as_deref().ok_or_else(AppendError::without_targets)?;
+        let mut spec = self.spec.clone();
+        match (&self.spec.sample_weight, weights) {
+            (Some(old), Some(more)) if more.len() == new.x.n() => {
+                spec.sample_weight = Some(SampleWeight(old.0.iter().chain(more).copied().collect()))
+            }
+            (None, None) => {}
+            _ => {
+                return Err(AppendError::Unsupported(
+                    "the new rows' sample weights must be given exactly when the model was fitted with them".into(),
+                ))
+            }
+        }
         let data = online::grown_set(&self.x, y, new);
-        let (kernel, lambda) = (&self.spec.kernel, self.spec.lambda);
-        let chol = online::grown_factor(kernel, &|_| lambda, self.chol.as_ref(), &self.x, &new.x, &data.x, par)?;
-        Ok(self.spec.with_factor(chol, data, self.report.clone(), true, par))
+        let lambda = spec.lambda;
+        let scale = spec.scale();
+        let chol = online::grown_factor(
+            &spec.kernel,
+            &|_| lambda,
+            scale.as_deref(),
+            self.chol.as_ref(),
+            &self.x,
+            &new.x,
+            &data.x,
+            par,
+        )?;
+        Ok(spec.with_factor(chol, data, self.report.clone(), true, par))
+    }
+
+    /// Whether the model was fitted with sample weights.
+    pub fn has_sample_weight(&self) -> bool {
+        self.spec.sample_weight.is_some()
     }
 }
 
@@ -153,11 +252,9 @@ impl Estimator for KernelRidge {
             return self.fit_nystrom_at(z, data, ctx);
         }
         ctx.progress.phase("factorize");
-        let chol = Cholesky::factor_with_jitter_until(
-            || regularised_gram(&self.kernel, &data.x, self.lambda, ctx.par),
-            ctx.par,
-            &|| ctx.cancel.is_cancelled(),
-        )?;
+        let chol = Cholesky::factor_with_jitter_until(|| self.regularised_gram(&data.x, ctx.par), ctx.par, &|| {
+            ctx.cancel.is_cancelled()
+        })?;
         Ok(self.with_factor(chol, data.clone(), TrainingReport::default(), false, ctx.par))
     }
 }

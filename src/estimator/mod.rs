@@ -285,6 +285,22 @@ impl LeaveOneOut {
     }
 }
 
+impl LeaveOneOut {
+    /// Kernel ridge with sample weights, from the factor of S K S + lambda I and b, its
+    /// solution for S y: the scaled residuals b_i / [A^-1]_ii are sqrt(w_i) e_i, and the
+    /// rmse is sqrt(sum_i w_i e_i^2 / sum_i w_i) (rows of weight 0 count nothing).
+    pub fn weighted_from_factor(
+        chol: &crate::linalg::Cholesky,
+        b: &[f64],
+        total_weight: f64,
+        par: Parallelism,
+    ) -> LeaveOneOut {
+        let inv_diag = chol.inverse_diagonal(par);
+        let press: f64 = b.iter().zip(&inv_diag).map(|(b, d)| (b / d) * (b / d)).sum();
+        LeaveOneOut { rmse: (press / total_weight).sqrt(), mean_log_predictive_density: None }
+    }
+}
+
 /// What a predict request asks for; fields a model does not produce are ignored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PredictOptions {

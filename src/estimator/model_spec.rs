@@ -310,6 +310,7 @@ impl ModelSpec {
             ModelSpec::OneClassSvm(p) => p.check_data(n),
             ModelSpec::KernelPca(p) => p.check_data(n),
             ModelSpec::GaussianProcess(p) => p.check_data(n),
+            ModelSpec::KernelRidge(p) => p.check_data(n),
             _ => Ok(()),
         }
     }
@@ -330,6 +331,7 @@ impl ModelSpec {
             ModelSpec::Svm(p) => ModelSpec::Svm(p.for_rows(rows)),
             ModelSpec::Svr(p) => ModelSpec::Svr(p.for_rows(rows)),
             ModelSpec::GaussianProcess(p) => ModelSpec::GaussianProcess(p.for_rows(rows)),
+            ModelSpec::KernelRidge(p) => ModelSpec::KernelRidge(p.for_rows(rows)),
             other => other.clone(),
         }
     }

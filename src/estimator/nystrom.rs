@@ -97,12 +97,37 @@ pub(crate) fn moments(
     y: &[f64],
     ctx: &FitContext,
 ) -> Result<Moments, FitError> {
+    weighted_moments(kernel, z, l, x, y, None, ctx)
+}
+
+/// As [`moments`] with row i's whitened column and target scaled by `scale[i]` (the
+/// square root of its sample weight): G = A W A', u = A W y, y'W y.
+pub(crate) fn weighted_moments(
+    kernel: &Kernel,
+    z: &Points,
+    l: &Cholesky,
+    x: &Points,
+    y: &[f64],
+    scale: Option<&[f64]>,
+    ctx: &FitContext,
+) -> Result<Moments, FitError> {
     let m = z.n();
     let init = || Moments { g: DMatrix::zeros(m, m), u: DVector::zeros(m), yy: 0.0, trace: 0.0 };
     let parts = over_row_blocks(x.n(), ctx, init, |acc, rows| {
         let q = x.slice(rows.start, rows.len());
-        let a = whitened_block(kernel, z, l, &q);
-        let yb = &y[rows.clone()];
+        let mut a = whitened_block(kernel, z, l, &q);
+        let scaled: Vec<f64>;
+        let yb = match scale {
+            None => &y[rows.clone()],
+            Some(s) => {
+                let s = &s[rows.clone()];
+                for (mut col, si) in a.column_iter_mut().zip(s) {
+                    col *= *si;
+                }
+                scaled = y[rows.clone()].iter().zip(s).map(|(v, si)| v * si).collect();
+                &scaled
+            }
+        };
         rank_update(&mut acc.g, &a);
         acc.u.gemv(1.0, &a, &DVector::from_column_slice(yb), 1.0);
         acc.yy += yb.iter().map(|v| v * v).sum::<f64>();
@@ -169,11 +194,12 @@ pub(crate) fn ridge_weights(
     z: &Points,
     x: &Points,
     y: &[f64],
+    scale: Option<&[f64]>,
     ctx: &FitContext,
 ) -> Result<(Vec<f64>, f64), FitError> {
     let l = factor_kmm(kernel, z, ctx.par)?;
     ctx.progress.phase("kernel_pass");
-    let stats = moments(kernel, z, &l, x, y, ctx)?;
+    let stats = weighted_moments(kernel, z, &l, x, y, scale, ctx)?;
     ctx.progress.phase("solve");
     let b = Cholesky::factor_with_jitter(
         || {

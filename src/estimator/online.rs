@@ -35,28 +35,52 @@ impl AppendError {
 /// The factor of K(old ++ new) + D, D diagonal with `diag(i)` for row i of `all`, given
 /// `chol`, the factor over `old` (None: there is none, factorise anew). `all` is old ++
 /// new.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn grown_factor(
     kernel: &Kernel,
     diag: &dyn Fn(usize) -> f64,
+    scale: Option<&[f64]>,
     chol: Option<&Cholesky>,
     old: &Points,
     new: &Points,
     all: &Points,
     par: Parallelism,
 ) -> Result<Cholesky, FitError> {
+    // With `scale` (square roots of sample weights) the matrix is S K S + D.
     let n = all.n();
+    let s = |i: usize| scale.map_or(1.0, |s| s[i]);
     let full = || {
         let mut k = kernel.gram_lower(all, par);
+        if scale.is_some() {
+            for j in 0..n {
+                for i in j..n {
+                    k[(i, j)] *= s(i) * s(j);
+                }
+            }
+        }
         for i in 0..n {
             k[(i, i)] += diag(i);
         }
         k
     };
     if let Some(chol) = chol {
-        let mean_diag = (kernel.diag(all).sum() + (0..n).map(diag).sum::<f64>()) / n as f64;
+        let kdiag = kernel.diag(all);
+        let mean_diag =
+            ((0..n).map(|i| kdiag[i] * s(i) * s(i)).sum::<f64>() + (0..n).map(diag).sum::<f64>()) / n as f64;
         if chol.jitter_rule_holds(mean_diag) {
-            let cross = kernel.cross(old, new, par);
+            let mut cross = kernel.cross(old, new, par);
             let mut corner = kernel.gram(new, par);
+            if scale.is_some() {
+                let o = old.n();
+                for j in 0..new.n() {
+                    for i in 0..o {
+                        cross[(i, j)] *= s(i) * s(o + j);
+                    }
+                    for i in 0..new.n() {
+                        corner[(i, j)] *= s(o + i) * s(o + j);
+                    }
+                }
+            }
             for i in 0..new.n() {
                 corner[(i, i)] += diag(old.n() + i);
             }

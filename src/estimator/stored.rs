@@ -341,20 +341,31 @@ impl FittedModel {
     /// This model with `new` rows appended, equal to a refit on all the rows with the
     /// same hyperparameters: exact Gaussian processes and kernel ridge only.
     pub fn append(&self, new: &TrainingSet, par: Parallelism) -> Result<FittedModel, AppendError> {
-        self.append_with_noise(new, None, par)
+        self.append_with(new, None, None, par)
     }
 
-    /// As [`FittedModel::append`], with the new rows' noise variances for a Gaussian
-    /// process that has a noise per row.
-    pub fn append_with_noise(
+    /// As [`FittedModel::append`], with the new rows' noise variances (a Gaussian process
+    /// that has a noise per row) or sample weights (a kernel ridge fitted with them).
+    pub fn append_with(
         &self,
         new: &TrainingSet,
         noise: Option<&[f64]>,
+        weights: Option<&[f64]>,
         par: Parallelism,
     ) -> Result<FittedModel, AppendError> {
+        let none_of = |what: Option<&[f64]>, name: &str| match what {
+            Some(_) => Err(AppendError::Unsupported(format!("this model takes no {name} with new rows"))),
+            None => Ok(()),
+        };
         match self {
-            FittedModel::GaussianProcess(m) => Ok(FittedModel::GaussianProcess(m.append(new, noise, par)?)),
-            FittedModel::KernelRidge(m) => Ok(FittedModel::KernelRidge(m.append(new, par)?)),
+            FittedModel::GaussianProcess(m) => {
+                none_of(weights, "sample weights")?;
+                Ok(FittedModel::GaussianProcess(m.append(new, noise, par)?))
+            }
+            FittedModel::KernelRidge(m) => {
+                none_of(noise, "noise")?;
+                Ok(FittedModel::KernelRidge(m.append(new, weights, par)?))
+            }
             FittedModel::SparseGp(_) => Err(AppendError::Unsupported(
                 "online updates need an exact model; this gaussian_process was fitted with approximation nystrom"
                     .into(),
@@ -375,6 +386,12 @@ impl FittedModel {
             FittedModel::SparseGp(m) => m.spec().noise_rows.is_some(),
             _ => false,
         }
+    }
+
+    /// Whether the model was fitted with sample weights that its appends must carry (a
+    /// kernel ridge).
+    pub fn has_sample_weight(&self) -> bool {
+        matches!(self, FittedModel::KernelRidge(m) if m.has_sample_weight())
     }
 
     pub fn predictor_mut(&mut self) -> &mut dyn Predictor {

@@ -166,7 +166,7 @@ impl Ridge {
     pub fn of(spec: &ModelSpec) -> Option<Ridge> {
         use crate::estimator::approx::Mode;
         match spec {
-            ModelSpec::KernelRidge(p) if p.approx.mode == Mode::Exact => Some(Ridge {
+            ModelSpec::KernelRidge(p) if p.approx.mode == Mode::Exact && p.sample_weight.is_none() => Some(Ridge {
                 kernel: p.kernel.clone(),
                 diagonal: p.lambda,
                 normalize_y: false,

@@ -50,12 +50,12 @@ impl Service {
             let (entry, tag) = self.current_version(id).await?;
             let fitted = self.fitted(&entry).await?;
             let new = observations(&fitted, &x, &y)?;
-            let noise = row_noise(&fitted, &extras, new.x.n())?;
+            let (noise, weights) = row_extras(&fitted, &extras, new.x.n())?;
             self.check_grown_size(&entry, new.x.n())?;
             let _slot = self.heavy_predict_slots.acquire().await.map_err(|_| ServiceError::Draining)?;
             let service = self.clone();
             let task = tokio::task::spawn_blocking(move || {
-                service.append_now(&entry, &fitted, &new, noise.as_deref(), tag.as_deref())
+                service.append_now(&entry, &fitted, &new, (noise.as_deref(), weights.as_deref()), tag.as_deref())
             });
             match task.await {
                 Ok(Ok(Appended::Stored(next))) => return Ok(next),
@@ -139,13 +139,13 @@ impl Service {
         entry: &ModelEntry,
         fitted: &FittedModel,
         new: &TrainingSet,
-        noise: Option<&[f64]>,
+        (noise, weights): (Option<&[f64]>, Option<&[f64]>),
         tag: Option<&str>,
     ) -> Result<Appended, ServiceError> {
         let started = Instant::now();
         let busy = self.pool.running() + self.heavy_predicts.fetch_add(1, Ordering::AcqRel);
         let par = Parallelism::for_problem(entry.n_train + new.x.n(), busy);
-        let grown = catch_unwind(AssertUnwindSafe(|| fitted.append_with_noise(new, noise, par)));
+        let grown = catch_unwind(AssertUnwindSafe(|| fitted.append_with(new, noise, weights, par)));
         self.heavy_predicts.fetch_sub(1, Ordering::AcqRel);
         let grown = match grown {
             Ok(Ok(g)) => g,
@@ -265,15 +265,15 @@ impl Service {
         observations(fitted, x, y)
     }
 
-    /// Checks an append's per-row extras (noise, weights) against a fitted model; the new
-    /// rows' noise when the model has a noise per row.
+    /// Checks an append's per-row extras against a fitted model: the new rows' noise and
+    /// sample weights, each where the model has them per row.
     pub fn check_row_extras(
         &self,
         fitted: &FittedModel,
         extras: &RowExtras,
         rows: usize,
-    ) -> Result<Option<Vec<f64>>, ServiceError> {
-        row_noise(fitted, extras, rows)
+    ) -> Result<PerRow, ServiceError> {
+        row_extras(fitted, extras, rows)
     }
 }
 
@@ -284,39 +284,51 @@ pub struct RowExtras {
     pub sample_weight: Option<Vec<f64>>,
 }
 
-/// The new rows' noise variances: given exactly when the model has a noise per row, one
-/// non-negative number per row.
-fn row_noise(fitted: &FittedModel, extras: &RowExtras, rows: usize) -> Result<Option<Vec<f64>>, ServiceError> {
-    if extras.sample_weight.is_some() {
-        return Err(FieldError::invalid(
-            "/sample_weight",
-            "this model was fitted without sample weights: leave sample_weight out",
-        )
-        .into());
+/// The new rows' noise variances and sample weights: each given exactly when the model
+/// has it per row, one non-negative number per new row.
+fn row_extras(fitted: &FittedModel, extras: &RowExtras, rows: usize) -> Result<PerRow, ServiceError> {
+    let noise = per_row(extras.noise.as_deref(), fitted.has_row_noise(), rows, "/noise", "a noise variance")?;
+    let weights = per_row(
+        extras.sample_weight.as_deref(),
+        fitted.has_sample_weight(),
+        rows,
+        "/sample_weight",
+        "a sample weight",
+    )?;
+    if weights.as_ref().is_some_and(|w| w.iter().all(|v| *v == 0.0)) {
+        return Err(FieldError::invalid("/sample_weight", "every new row's weight is 0: nothing to append").into());
     }
-    match (&extras.noise, fitted.has_row_noise()) {
+    Ok((noise, weights))
+}
+
+/// The new rows' noise and weights.
+pub type PerRow = (Option<Vec<f64>>, Option<Vec<f64>>);
+
+fn per_row(
+    given: Option<&[f64]>,
+    model_has: bool,
+    rows: usize,
+    at: &str,
+    what: &str,
+) -> Result<Option<Vec<f64>>, ServiceError> {
+    match (given, model_has) {
         (None, false) => Ok(None),
         (Some(_), false) => {
-            Err(FieldError::invalid("/noise", "this model has one noise variance for every row: leave noise out")
-                .into())
+            Err(FieldError::invalid(at, format!("this model was fitted without {what} per row: leave it out")).into())
         }
         (None, true) => Err(FieldError::invalid(
-            "/noise",
-            "missing: this model has a noise variance per training row, so the new rows need theirs",
+            at,
+            format!("missing: this model has {what} per training row, so the new rows need theirs"),
         )
         .into()),
-        (Some(noise), true) => {
-            if noise.len() != rows {
-                return Err(FieldError::invalid(
-                    "/noise",
-                    format!("has {} entries but x has {rows} rows", noise.len()),
-                )
-                .into());
+        (Some(v), true) => {
+            if v.len() != rows {
+                return Err(FieldError::invalid(at, format!("has {} entries but x has {rows} rows", v.len())).into());
             }
-            if let Some(i) = noise.iter().position(|s| !(s.is_finite() && *s >= 0.0)) {
-                return Err(FieldError::invalid(format!("/noise/{i}"), "must be a non-negative number").into());
+            if let Some(i) = v.iter().position(|s| !(s.is_finite() && *s >= 0.0)) {
+                return Err(FieldError::invalid(format!("{at}/{i}"), "must be a non-negative number").into());
             }
-            Ok(Some(noise.clone()))
+            Ok(Some(v.to_vec()))
         }
     }
 }
