@@ -169,14 +169,19 @@ async fn misuse_names_its_place_and_a_restart_changes_nothing() {
     noise[3] = -0.5;
     refused(problem(s.post("/models", &gp(json!({"noise": noise}))).await).await, "/params/noise/3", "negative");
     noise[3] = 0.1;
+    let mut with_zero = noise.clone();
+    with_zero[5] = 0.0;
     refused(
         problem(
-            s.post("/models", &gp(json!({"noise": noise, "approximation": "nystrom", "inducing_points": 4}))).await,
+            s.post("/models", &gp(json!({"noise": with_zero, "approximation": "nystrom", "inducing_points": 4}))).await,
         )
         .await,
-        "/params/noise",
-        "nystrom (not yet)",
+        "/params/noise/5",
+        "a zero noise under nystrom",
     );
+    let sparse = s.train(&gp(json!({"noise": noise, "approximation": "nystrom", "inducing_points": 4}))).await;
+    assert_eq!(sparse["params"]["noise"], json!(noise), "nystrom takes a noise per row");
+    assert!(sparse["training"]["evidence_lower_bound"].is_number());
     let m = s.train(&gp(json!({"noise": noise}))).await;
     let id = m["id"].as_str().unwrap().to_string();
     refused(

@@ -199,3 +199,60 @@ fn sparse_gp_with_every_row_as_inducing_point_is_the_exact_gp() {
     assert_close("M=n", "covariance", a.covariance.unwrap().as_slice(), b.covariance.unwrap().as_slice(), 1e-6);
     assert_close("M=n", "bound = LML", &[sparse.evidence_lower_bound()], &[exact.log_marginal_likelihood()], 1e-9);
 }
+
+/// A noise per row: the bound with every row as an inducing point is the exact GP's
+/// likelihood with that noise (and the predictions its), and the bound's gradient with
+/// respect to the kernel's hyperparameters matches central differences.
+#[test]
+fn a_noise_per_row_in_the_sparse_gp() {
+    let fx = fixtures();
+    let case = fx["sgpr"].as_array().unwrap().iter().find(|c| c["name"].as_str().unwrap().contains("M=n")).unwrap();
+    let train = data(case);
+    let n = train.y.len();
+    let noise: Vec<f64> = (0..n).map(|i| 0.02 + 0.03 * (i % 5) as f64).collect();
+    let spec = gp_spec(
+        case,
+        json!({"noise": noise, "inducing_points": n, "inducing_selection": "uniform", "approximation": "nystrom"}),
+    );
+    let q = points(&case["xq"]);
+    let sparse = SparseGpModel::fit(&spec, &train, &FitContext::sequential()).unwrap();
+    let mut exact_spec = spec.clone();
+    exact_spec.approx.mode = mercer::estimator::approx::Mode::Exact;
+    let exact = exact_spec.fit(&train, &FitContext::sequential()).unwrap();
+    let opts = PredictOptions { covariance: true, ..Default::default() };
+    let (a, b) =
+        (sparse.predict(&q, &opts, Parallelism::Sequential), exact.predict(&q, &opts, Parallelism::Sequential));
+    assert_close("row noise M=n", "mean", &a.values, &b.values, 1e-8);
+    assert_close(
+        "row noise M=n",
+        "covariance",
+        a.covariance.unwrap().as_slice(),
+        b.covariance.unwrap().as_slice(),
+        1e-6,
+    );
+    assert_close(
+        "row noise M=n",
+        "bound = LML",
+        &[sparse.evidence_lower_bound()],
+        &[exact.log_marginal_likelihood()],
+        1e-9,
+    );
+    // The gradient at fewer inducing points (the first 15 rows).
+    let z = train.x.slice(0, 15);
+    let y: Vec<f64> = train.y.clone();
+    let ctx = FitContext::sequential();
+    let theta = spec.theta();
+    assert_eq!(theta.len(), spec.kernel.theta().len(), "a noise per row is not searched");
+    let (_, grad) = bound_and_gradient(&spec, &z, &train.x, &y, &ctx).unwrap();
+    let scale = grad.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+    for (j, g) in grad.iter().enumerate() {
+        let h = 1e-5;
+        let at = |d: f64| {
+            let mut t = theta.clone();
+            t[j] += d;
+            bound_and_gradient(&spec.with_theta(&t), &z, &train.x, &y, &ctx).unwrap().0
+        };
+        let fd = (at(h) - at(-h)) / (2.0 * h);
+        assert!((g - fd).abs() <= 1e-6 * scale, "d/dtheta[{j}] = {g}, central differences {fd}");
+    }
+}

@@ -258,11 +258,11 @@ impl ModelSpec {
             ));
         }
         if let ModelSpec::GaussianProcess(p) = self {
-            if p.approx.mode == approx::Mode::Nystrom && p.noise_rows.is_some() {
+            let rows = p.noise_rows.as_deref().filter(|_| p.approx.mode == approx::Mode::Nystrom);
+            if let Some(i) = rows.and_then(|r| r.iter().position(|s| s.is_nan() || *s <= 0.0)) {
                 return Err(FieldError::invalid(
-                    "/params/noise",
-                    "a noise per row is served by exact gaussian processes only, for now: use approximation \
-                     \"exact\" (auto chose nystrom for these rows) or one noise value",
+                    format!("/params/noise/{i}"),
+                    "a nystrom gaussian_process needs every noise > 0 (the variational bound divides by it)",
                 ));
             }
         }

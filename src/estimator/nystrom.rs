@@ -88,20 +88,10 @@ pub(crate) fn whitened_block(kernel: &Kernel, z: &Points, l: &Cholesky, q: &Poin
     k
 }
 
-/// One pass over the rows: G, u, y'y and tr K_nn.
-pub(crate) fn moments(
-    kernel: &Kernel,
-    z: &Points,
-    l: &Cholesky,
-    x: &Points,
-    y: &[f64],
-    ctx: &FitContext,
-) -> Result<Moments, FitError> {
-    weighted_moments(kernel, z, l, x, y, None, ctx)
-}
-
-/// As [`moments`] with row i's whitened column and target scaled by `scale[i]` (the
-/// square root of its sample weight): G = A W A', u = A W y, y'W y.
+/// One pass over the rows: G, u, y'y and tr K_nn; with `scale`, row i's whitened column
+/// and target scaled by `scale[i]` (the
+/// square root of its sample weight, or 1/sqrt of its noise): G = A W A', u = A W y,
+/// y'W y and sum_i w_i k(x_i, x_i).
 pub(crate) fn weighted_moments(
     kernel: &Kernel,
     z: &Points,
@@ -131,7 +121,11 @@ pub(crate) fn weighted_moments(
         rank_update(&mut acc.g, &a);
         acc.u.gemv(1.0, &a, &DVector::from_column_slice(yb), 1.0);
         acc.yy += yb.iter().map(|v| v * v).sum::<f64>();
-        acc.trace += kernel.diag(&q).sum();
+        let kdiag = kernel.diag(&q);
+        acc.trace += match scale {
+            None => kdiag.sum(),
+            Some(s) => kdiag.iter().zip(&s[rows.clone()]).map(|(k, si)| k * si * si).sum(),
+        };
     })?;
     let mut parts = parts.into_iter();
     let mut total = parts.next().expect("at least one part");

@@ -23,7 +23,7 @@
 //! (inducing points fixed) and the final fit on every row (`training.optimized_on_rows`).
 
 use super::gaussian_process::{normalisation, GaussianProcess};
-use super::nystrom::{factor_kmm, moments, over_row_blocks, whiten, Moments};
+use super::nystrom::{factor_kmm, over_row_blocks, weighted_moments, whiten, Moments};
 use super::{FitContext, FitError, PredictOptions, Prediction, Predictor, Progress, TrainingReport, TrainingSet};
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{self, Cholesky, Parallelism};
@@ -54,23 +54,35 @@ struct Fixed {
     bound: f64,
 }
 
-fn noise_of(spec: &GaussianProcess) -> Result<f64, FitError> {
-    if spec.noise_rows.is_some() {
-        return Err(FitError::Invalid(FieldError::invalid(
-            "/params/noise",
-            "a noise per row is served by exact gaussian processes only, for now: use approximation \"exact\" \
-             or one noise value",
-        )));
+/// The noise the bound divides by and, with a noise per row, each row's 1/sqrt(s_i): the
+/// rows are then whitened by their own noise (their columns of A and their targets
+/// scaled), the bound's s is 1, and -1/2 sum log s_i replaces -n/2 log s (see
+/// [`log_det_correction`]).
+fn noise_of(spec: &GaussianProcess) -> Result<(f64, Option<Vec<f64>>), FitError> {
+    if let Some(rows) = &spec.noise_rows {
+        if let Some(i) = rows.iter().position(|s| s.is_nan() || *s <= 0.0) {
+            return Err(FitError::Invalid(FieldError::invalid(
+                format!("/params/noise/{i}"),
+                "a nystrom gaussian_process needs every noise > 0 (the variational bound divides by it)",
+            )));
+        }
+        return Ok((1.0, Some(rows.iter().map(|s| 1.0 / s.sqrt()).collect())));
     }
     let s = spec.noise.value;
     if s > 0.0 {
-        Ok(s)
+        Ok((s, None))
     } else {
         Err(FitError::Invalid(FieldError::invalid(
             "/params/noise",
             "a nystrom gaussian_process needs noise > 0 (the variational bound divides by it)",
         )))
     }
+}
+
+/// -1/2 sum_i log s_i = sum_i log(1/sqrt(s_i)) for a noise per row, else 0 (the bound's
+/// own -n/2 log s term covers one noise).
+fn log_det_correction(scale: Option<&[f64]>) -> f64 {
+    scale.map_or(0.0, |s| s.iter().map(|v| v.ln()).sum())
 }
 
 /// What the bound and the mean need from the moments: L_B, c = L_B^-1 u / s, and F.
@@ -95,13 +107,14 @@ fn collapse(stats: &Moments, s: f64, n: usize, par: Parallelism) -> Result<Colla
 }
 
 fn fit_fixed(spec: &GaussianProcess, z: &Points, x: &Points, y: &[f64], ctx: &FitContext) -> Result<Fixed, FitError> {
-    let s = noise_of(spec)?;
+    let (s, scale) = noise_of(spec)?;
     let kernel = &spec.kernel;
     let l = factor_kmm(kernel, z, ctx.par)?;
     ctx.progress.phase("kernel_pass");
-    let stats = moments(kernel, z, &l, x, y, ctx)?;
+    let stats = weighted_moments(kernel, z, &l, x, y, scale.as_deref(), ctx)?;
     ctx.progress.phase("solve");
     let Collapsed { lb, mut c, bound } = collapse(&stats, s, x.n(), ctx.par)?;
+    let bound = bound + log_det_correction(scale.as_deref());
     lb.solve_lt_in_place(&mut c, Parallelism::Sequential);
     l.solve_lt_in_place(&mut c, Parallelism::Sequential);
     let v = variance_factor(&l, &lb, ctx.par)?;
@@ -159,13 +172,15 @@ pub fn bound_and_gradient(
     y: &[f64],
     ctx: &FitContext,
 ) -> Option<(f64, Vec<f64>)> {
-    let s = noise_of(spec).ok()?;
+    let (s, scale) = noise_of(spec).ok()?;
+    let scale = scale.as_deref();
     let kernel = &spec.kernel;
     let (n, m) = (x.n(), z.n());
     let (kuu, dkuu) = kernel.gram_with_gradient(z, ctx.par);
     let l = Cholesky::factor_with_jitter(|| kuu.clone(), ctx.par).ok()?;
-    let stats = moments(kernel, z, &l, x, y, ctx).ok()?;
+    let stats = weighted_moments(kernel, z, &l, x, y, scale, ctx).ok()?;
     let Collapsed { lb, c, bound } = collapse(&stats, s, n, ctx.par).ok()?;
+    let bound = bound + log_det_correction(scale);
     let mut c_hat = c;
     lb.solve_lt_in_place(&mut c_hat, Parallelism::Sequential);
     let b_inv = symmetric_inverse(&lb, ctx.par);
@@ -185,17 +200,31 @@ pub fn bound_and_gradient(
         || vec![0.0; p],
         |acc, rows| {
             let q = x.slice(rows.start, rows.len());
-            let (mut k, dk) = kernel.cross_with_gradient(z, &q, Parallelism::Sequential);
+            let (mut k, mut dk) = kernel.cross_with_gradient(z, &q, Parallelism::Sequential);
             l.solve_l_in_place(&mut k, Parallelism::Sequential);
+            // With a noise per row every row's column (and its derivatives) and target
+            // carry its 1/sqrt(s_i), as in the moments.
+            let w = |i: usize| scale.map_or(1.0, |sc| sc[rows.start + i]);
+            if scale.is_some() {
+                for (i, mut col) in k.column_iter_mut().enumerate() {
+                    col *= w(i);
+                }
+                for d in dk.iter_mut() {
+                    for (i, mut col) in d.column_iter_mut().enumerate() {
+                        col *= w(i);
+                    }
+                }
+            }
             let mut adj = &d_p_over_s * &k;
-            for (mut col, yi) in adj.column_iter_mut().zip(&y[rows.clone()]) {
-                col.axpy(*yi, &c_hat_over_s, 1.0);
+            for (i, (mut col, yi)) in adj.column_iter_mut().zip(&y[rows.clone()]).enumerate() {
+                col.axpy(*yi * w(i), &c_hat_over_s, 1.0);
             }
             l.solve_lt_in_place(&mut adj, Parallelism::Sequential);
             linalg::clear_upper_vector_state();
             let (_, ddiag) = kernel.diag_with_gradient(&q);
             for j in 0..p {
-                acc[j] += adj.dot(&dk[j]) - 0.5 * ddiag[j].sum() / s;
+                let diag_term: f64 = ddiag[j].iter().enumerate().map(|(i, d)| d * w(i) * w(i)).sum();
+                acc[j] += adj.dot(&dk[j]) - 0.5 * diag_term / s;
             }
         },
     )
@@ -282,13 +311,14 @@ impl SparseGpModel {
         ctx: &FitContext,
     ) -> Result<(GaussianProcess, TrainingReport), FitError> {
         let n = x.n();
-        let (xs, ys, subset) = if n > OPTIMIZE_SUBSET_ROWS {
+        let (xs, ys, on_rows, subset) = if n > OPTIMIZE_SUBSET_ROWS {
             // Another stream than the inducing points' draw from the same seed.
             let rows = super::inducing::sample_rows(n, OPTIMIZE_SUBSET_ROWS, spec.seed ^ 0x0B7_1A1E_5EED);
             let ys: Vec<f64> = rows.iter().map(|&i| y[i]).collect();
-            (std::borrow::Cow::Owned(x.select(&rows)), std::borrow::Cow::Owned(ys), true)
+            // A noise per row is taken at the subset's rows.
+            (std::borrow::Cow::Owned(x.select(&rows)), std::borrow::Cow::Owned(ys), spec.for_rows(&rows), true)
         } else {
-            (std::borrow::Cow::Borrowed(x), std::borrow::Cow::Borrowed(y), false)
+            (std::borrow::Cow::Borrowed(x), std::borrow::Cow::Borrowed(y), spec.clone(), false)
         };
         // The passes inside each evaluation must not overwrite the search's progress.
         let inner = FitContext { progress: Progress::default(), ..ctx.clone() };
@@ -300,7 +330,7 @@ impl SparseGpModel {
             seed: spec.seed,
         };
         let (theta, mut report) =
-            search.maximise(ctx, |t| bound_and_gradient(&spec.with_theta(t), z, &xs, &ys, &inner))?;
+            search.maximise(ctx, |t| bound_and_gradient(&on_rows.with_theta(t), z, &xs, &ys, &inner))?;
         if subset {
             report.optimized_on_rows = Some(OPTIMIZE_SUBSET_ROWS as u64);
         }
