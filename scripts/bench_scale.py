@@ -28,7 +28,8 @@ import bench_python  # noqa: E402
 
 bench_python.ensure("bench_scale", ["numpy", "sklearn"])
 
-import argparse, http.client, json, shutil, signal, socket, subprocess, tempfile, time  # noqa: E402
+import argparse, json, shutil, signal, tempfile, time  # noqa: E402
+import bench_server  # noqa: E402
 import numpy as np  # noqa: E402
 
 SEED, D, NOISE_SD, EXACT_N, TEST_N, BATCH = 20261121, 10, 0.1, 20_000, 10_000, 10_000
@@ -71,66 +72,12 @@ def write_csv(path, X, y, chunk=50_000):
             f.write(csv_lines(X[s:s + chunk], y[s:s + chunk]))
 
 
-class Server:
-    """One mercer process on a free loopback port: started, polled until /readyz is 200,
-    stopped with SIGTERM (then SIGKILL after 60 s)."""
+class Server(bench_server.Server):
+    """A mercer process as scripts/bench_server.py starts and stops it, on this run's data
+    directory (datasets persist from one server to the next)."""
 
     def __init__(self, binary, data_dir, log_path):
-        self.binary, self.data_dir, self.log_path = binary, data_dir, log_path
-
-    def __enter__(self):
-        with socket.socket() as sock:  # a free loopback port
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
-        env = dict(os.environ, MERCER_BIND=f"127.0.0.1:{self.port}", MERCER_DATA_DIR=self.data_dir,
-                   MERCER_LOG="warn")
-        for k in ("MERCER_API_KEYS", "_BENCH_SCALE_EXEC"):
-            env.pop(k, None)
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([self.binary], env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
-        try:  # stopped again on any way out but ready, Ctrl-C and SIGTERM included
-            deadline, problem = time.monotonic() + 120, "not ready after 120 s"
-            while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
-                    problem = f"exited with {self.proc.returncode} while starting"
-                    break
-                try:
-                    if self.call("GET", "/readyz", timeout=2)[0] == 200:
-                        return self
-                except (OSError, http.client.HTTPException):
-                    pass
-                time.sleep(0.05)
-            with open(self.log_path, "rb") as f:
-                tail = f.read()[-3000:].decode(errors="replace")
-            raise RuntimeError(f"server {problem}; log {self.log_path}:\n{tail}")
-        except BaseException:
-            self.__exit__()
-            raise
-
-    def __exit__(self, *exc):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                if self.proc.wait(60) != 0:
-                    say(f"note: server exited {self.proc.returncode} on SIGTERM (log {self.log_path})")
-            except subprocess.TimeoutExpired:
-                say("note: server still up 60 s after SIGTERM: killed")
-                self.proc.kill()
-                self.proc.wait()
-
-    def peak_rss(self):
-        """The server's lifetime peak RSS (VmHWM) in bytes."""
-        return proc_kb(f"/proc/{self.proc.pid}/status", "VmHWM") * 1024
-
-    def call(self, method, path, body=None, headers=None, timeout=3600):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout, blocksize=1 << 20)
-        try:
-            conn.request(method, path, body=body, headers=headers or {})
-            r = conn.getresponse()
-            return r.status, r.read()
-        finally:
-            conn.close()
+        super().__init__(binary, log_path, {"MERCER_DATA_DIR": data_dir})
 
     def expect(self, status, method, path, body=None, headers=None):
         st, out = self.call(method, path, body, headers)
