@@ -5,19 +5,22 @@
 //! k(x*, x*) - |v|^2 with V = L \ K* (one blocked triangular solve for all queries),
 //! clipped at 0. Matches scikit-learn's `GaussianProcessRegressor(optimizer=None)` with
 //! `alpha = noise`, including `normalize_y` (centre, divide by the ddof-0 std).
+//!
+//! `likelihood.rs`: the log marginal likelihood, its gradient and the hyperparameter
+//! search; `model.rs`: the fitted model (predict, append, storage).
+
+mod likelihood;
+mod model;
+
+pub use model::GaussianProcessModel;
 
 use super::approx::Approximation;
-use super::online::{self, AppendError};
-use super::{
-    regularised_gram, weighted_columns, Estimator, FitContext, FitError, PredictOptions, Prediction, Predictor,
-    TrainingReport, TrainingSet,
-};
+use super::{regularised_gram, Estimator, FitContext, FitError, TrainingReport, TrainingSet};
 use crate::kernel::hyper::Hyper;
 use crate::kernel::{Kernel, Points};
-use crate::linalg::{self, Cholesky, Parallelism};
+use crate::linalg::{Cholesky, Parallelism};
 use crate::spec::{FieldError, ObjectReader};
 use nalgebra::{DMatrix, DVector};
-use rayon::prelude::*;
 use serde_json::{json, Value};
 
 /// The most extra optimiser starts one fit may ask for: each costs a full search.
@@ -115,127 +118,6 @@ impl GaussianProcess {
         out
     }
 
-    /// The search vector: log of the kernel's free hyperparameters, then log noise unless
-    /// the noise is fixed (scikit-learn's order with a WhiteKernel standing for the noise).
-    pub fn theta(&self) -> Vec<f64> {
-        let mut t = self.kernel.theta();
-        if !self.noise.fixed {
-            t.push(self.noise.value.ln());
-        }
-        t
-    }
-
-    pub fn theta_bounds(&self) -> Vec<(f64, f64)> {
-        let mut b = self.kernel.theta_bounds();
-        if !self.noise.fixed {
-            let (lo, hi) = self.noise.bounds_or(NOISE_BOUNDS);
-            b.push((lo.ln(), hi.ln()));
-        }
-        b
-    }
-
-    /// Pointers (into the request) of the entries of [`GaussianProcess::theta`].
-    pub fn theta_pointers(&self) -> Vec<String> {
-        let mut p: Vec<String> = self
-            .kernel
-            .hyperparameters()
-            .into_iter()
-            .filter(|h| !h.fixed)
-            .map(|h| format!("/kernel{}", h.pointer))
-            .collect();
-        if !self.noise.fixed {
-            p.push("/params/noise".into());
-        }
-        p
-    }
-
-    /// The same model with its free hyperparameters set to exp(theta).
-    pub fn with_theta(&self, theta: &[f64]) -> GaussianProcess {
-        let k = self.kernel.theta().len();
-        let mut out = self.clone();
-        out.kernel = self.kernel.with_theta(&theta[..k]);
-        if !self.noise.fixed {
-            out.noise.value = theta[k].exp();
-        }
-        out
-    }
-
-    /// The log marginal likelihood of (normalised) targets `y` and its gradient with
-    /// respect to theta (R&W Alg. 2.1 and eq. 5.9): one strict Cholesky (no jitter; a
-    /// matrix that is not positive definite gives None, and the search steps back), the
-    /// inverse formed once from the factor, and 1/2 tr((a a^T - K^-1) dK/dtheta_j) as a
-    /// sum over the lower triangle.
-    pub fn log_marginal_likelihood(&self, x: &Points, y: &DVector<f64>, par: Parallelism) -> Option<(f64, Vec<f64>)> {
-        let n = x.n();
-        let (mut k, dks) = self.kernel.gram_with_gradient(x, par);
-        for i in 0..n {
-            k[(i, i)] += self.noise_at(i);
-        }
-        let chol = Cholesky::factor(k, par).ok()?;
-        let alpha = chol.solve_vec(y);
-        let lml = log_marginal_likelihood_of(y, &alpha, &chol);
-        // W = alpha alpha^T - K^-1, lower triangle, off-diagonal entries doubled: then
-        // 1/2 tr(W dK) = 1/2 sum_{i >= j} W'_ij dK_ij for symmetric dK.
-        let mut w = chol.inverse_lower(par);
-        let a = alpha.as_slice();
-        let w_column = |(j, wc): (usize, &mut [f64])| {
-            wc[j] = a[j] * a[j] - wc[j];
-            for i in j + 1..n {
-                wc[i] = 2.0 * (a[i] * a[j] - wc[i]);
-            }
-        };
-        if par.is_parallel() {
-            w.as_mut_slice().par_chunks_mut(n.max(1)).enumerate().for_each(w_column);
-        } else {
-            w.as_mut_slice().chunks_mut(n.max(1)).enumerate().for_each(w_column);
-        }
-        // Columns in parallel; each column's sum is then added in column order, so the
-        // result does not depend on the number of threads (the search's path must not).
-        let column_dots = |d: &DMatrix<f64>| -> Vec<f64> {
-            let dot = |(j, (wc, dc)): (usize, (&[f64], &[f64]))| -> f64 {
-                wc[j..].iter().zip(&dc[j..]).map(|(a, b)| a * b).sum::<f64>()
-            };
-            let columns = w.as_slice().chunks(n.max(1)).zip(d.as_slice().chunks(n.max(1)));
-            if par.is_parallel() {
-                columns.collect::<Vec<_>>().into_par_iter().enumerate().map(dot).collect()
-            } else {
-                columns.enumerate().map(dot).collect()
-            }
-        };
-        let lower_dot = |d: &DMatrix<f64>| -> f64 {
-            let mut acc = 0.0;
-            for c in column_dots(d) {
-                acc += c;
-            }
-            0.5 * acc
-        };
-        let mut grad: Vec<f64> = dks.iter().map(lower_dot).collect();
-        if !self.noise.fixed {
-            // dK/dlog(noise) = noise I.
-            grad.push(0.5 * self.noise.value * (0..n).map(|i| w[(i, i)]).sum::<f64>());
-        }
-        Some((lml, grad))
-    }
-
-    /// Maximises the log marginal likelihood from theta and `restarts` more starts drawn
-    /// log-uniformly within the bounds from `seed`; returns the best model and a report.
-    fn optimise(
-        &self,
-        x: &Points,
-        y: &DVector<f64>,
-        ctx: &FitContext,
-    ) -> Result<(GaussianProcess, TrainingReport), FitError> {
-        let search = super::HyperSearch {
-            theta: self.theta(),
-            bounds: self.theta_bounds(),
-            pointers: self.theta_pointers(),
-            restarts: self.restarts,
-            seed: self.seed,
-        };
-        let (theta, report) = search.maximise(ctx, |t| self.with_theta(t).log_marginal_likelihood(x, y, ctx.par))?;
-        Ok((self.with_theta(&theta), report))
-    }
-
     pub fn params_json(&self) -> Value {
         let mut out = json!({
             "noise": match &self.noise_rows {
@@ -249,97 +131,6 @@ impl GaussianProcess {
         });
         self.approx.write_json(out.as_object_mut().expect("an object"));
         out
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct GaussianProcessModel {
-    spec: GaussianProcess,
-    x: Points,
-    alpha: Vec<f64>,
-    chol: Cholesky,
-    /// The training targets as given (None for models stored before online updates).
-    y: Option<Vec<f64>>,
-    /// y was fitted as (y - y_mean) / y_std.
-    y_mean: f64,
-    y_std: f64,
-    report: TrainingReport,
-}
-
-impl GaussianProcessModel {
-    pub fn alpha(&self) -> &[f64] {
-        &self.alpha
-    }
-
-    pub(super) fn store_into(&self, s: &mut super::StoredFit) {
-        s.put_points(&self.x);
-        s.alpha = self.alpha.clone();
-        s.factor = crate::linalg::copy_of(self.chol.l().as_slice());
-        s.jitter = self.chol.jitter();
-        s.y_mean = self.y_mean;
-        s.y_std = self.y_std;
-        if let Some(y) = &self.y {
-            s.arrays.push(("y".into(), y.clone()));
-        }
-    }
-
-    pub(super) fn restore(
-        spec: GaussianProcess,
-        x: Points,
-        alpha: Vec<f64>,
-        chol: Cholesky,
-        y: Option<Vec<f64>>,
-        (y_mean, y_std): (f64, f64),
-        report: TrainingReport,
-    ) -> GaussianProcessModel {
-        GaussianProcessModel { spec, x, alpha, chol, y, y_mean, y_std, report }
-    }
-
-    /// This model with `new` rows appended (see [`super::online`]); `noise`, the new
-    /// rows' noise variances, exactly when the model has a noise per row.
-    pub fn append(
-        &self,
-        new: &TrainingSet,
-        noise: Option<&[f64]>,
-        par: Parallelism,
-    ) -> Result<GaussianProcessModel, AppendError> {
-        let y = self.y.as_deref().ok_or_else(AppendError::without_targets)?;
-        let mut spec = self.spec.clone();
-        match (&self.spec.noise_rows, noise) {
-            (Some(old), Some(more)) if more.len() == new.x.n() => spec.noise_rows = Some([&old[..], more].concat()),
-            (None, None) => {}
-            _ => {
-                return Err(AppendError::Unsupported(
-                    "the new rows' noise must be given exactly when the model has a noise per row".into(),
-                ))
-            }
-        }
-        let data = online::grown_set(&self.x, y, new);
-        let chol = online::grown_factor(
-            &spec.kernel,
-            &|i| spec.noise_at(i),
-            None,
-            Some(&self.chol),
-            &self.x,
-            &new.x,
-            &data.x,
-            par,
-        )?;
-        Ok(spec.with_factor(chol, data, self.report.clone(), par)?)
-    }
-
-    /// Whether the model has a noise variance per training row.
-    pub fn has_row_noise(&self) -> bool {
-        self.spec.noise_rows.is_some()
-    }
-
-    pub fn log_marginal_likelihood(&self) -> f64 {
-        self.report.log_marginal_likelihood.unwrap_or(f64::NAN)
-    }
-
-    /// Variance added at prediction points with `include_noise`, in the units of y.
-    fn noise_in_y_units(&self) -> f64 {
-        self.spec.noise.value * self.y_std * self.y_std
     }
 }
 
@@ -357,7 +148,6 @@ pub fn normalisation(y: &[f64]) -> (f64, f64) {
     let std = var.sqrt();
     (mean, if std == 0.0 { 1.0 } else { std })
 }
-
 impl Estimator for GaussianProcess {
     type Data = TrainingSet;
     type Fitted = GaussianProcessModel;
@@ -437,84 +227,10 @@ impl GaussianProcess {
     }
 }
 
-impl Predictor for GaussianProcessModel {
-    fn predict(&self, x: &Points, opts: &PredictOptions, par: Parallelism) -> Prediction {
-        let scale2 = self.y_std * self.y_std;
-        let extra = if opts.include_noise { self.noise_in_y_units() } else { 0.0 };
-        let kernel = &self.spec.kernel;
-        if opts.covariance {
-            // The covariance needs every query at once; the caller bounds m.
-            let mut v = kernel.cross(&self.x, x, par);
-            let values = self.mean_of(&v);
-            self.chol.solve_l_in_place(&mut v, par);
-            let mut cov = kernel.gram(x, par);
-            linalg::sub_at_a(&mut cov, &v, par);
-            cov *= scale2;
-            for i in 0..cov.nrows() {
-                cov[(i, i)] = cov[(i, i)].max(0.0) + extra;
-            }
-            let variance = opts.variance.then(|| cov.diagonal().iter().copied().collect());
-            return Prediction { values, variance, covariance: Some(cov), ..Default::default() };
-        }
-        let block = super::predict_block_rows(self.x.n());
-        let mut values = Vec::with_capacity(x.n());
-        let mut variance = opts.variance.then(|| Vec::with_capacity(x.n()));
-        for start in (0..x.n()).step_by(block) {
-            let q = x.slice(start, block.min(x.n() - start));
-            let mut v = kernel.cross(&self.x, &q, par);
-            values.extend(self.mean_of(&v));
-            if let Some(var) = variance.as_mut() {
-                // The mean-only path never pays for the solve.
-                self.chol.solve_l_in_place(&mut v, par);
-                let prior = kernel.diag(&q);
-                var.extend(
-                    v.column_iter()
-                        .zip(prior.iter())
-                        .map(|(col, kxx)| (kxx - col.norm_squared()).max(0.0) * scale2 + extra),
-                );
-            }
-        }
-        Prediction { values, variance, ..Default::default() }
-    }
-
-    super::spec_and_report_accessors!();
-
-    fn n_support(&self) -> usize {
-        self.x.n()
-    }
-
-    fn support(&self) -> &Points {
-        &self.x
-    }
-
-    fn memory_bytes(&self) -> usize {
-        let y = self.y.as_ref().map_or(0, Vec::len);
-        self.x.memory_bytes() + (self.alpha.len() + y) * 8 + self.chol.n() * self.chol.n() * 8
-    }
-
-    fn predict_cost(&self, m: usize, opts: &PredictOptions) -> f64 {
-        let n = self.x.n() as f64;
-        let m = m as f64;
-        let mut cost = m * n * (self.kernel().pair_cost(&self.x) + 2.0);
-        if opts.variance || opts.covariance {
-            cost += m * n * n;
-        }
-        if opts.covariance {
-            cost += m * m * n;
-        }
-        cost
-    }
-}
-
-impl GaussianProcessModel {
-    fn mean_of(&self, cross: &DMatrix<f64>) -> Vec<f64> {
-        weighted_columns(cross, &self.alpha).into_iter().map(|f| f * self.y_std + self.y_mean).collect()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::estimator::{PredictOptions, Predictor};
     use serde_json::json;
 
     fn data() -> TrainingSet {
