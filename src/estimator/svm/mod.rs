@@ -9,6 +9,7 @@
 //! What every member shares lives here: the solver's parameters and where a fit reads
 //! its kernel values (the points, or a Gram table a model search shares).
 
+mod expansion;
 mod model;
 mod one_class;
 mod probability;

@@ -4,6 +4,7 @@
 //! decision_function(x) = sum_i a_i k(x_i, x) - rho (negative: an outlier), predictions
 //! +1 / -1, score_samples = decision_function + rho. No targets.
 
+use super::expansion::Expansion;
 use super::weights::{rows_and_weights, SampleWeight};
 use super::{read_nu, support, SolverParams, Source};
 use crate::estimator::{
@@ -81,7 +82,11 @@ impl OneClassSvm {
         let (sv_rows, coef) = support(&kept, &sol.alpha);
         let report =
             TrainingReport { converged: Some(sol.converged), iterations: Some(sol.iterations), ..Default::default() };
-        Ok(OneClassModel { spec: self.clone(), sv: x.select(&sv_rows), coef, rho: sol.rho, report })
+        Ok(OneClassModel {
+            spec: self.clone(),
+            machine: Expansion { sv: x.select(&sv_rows), coef, rho: sol.rho },
+            report,
+        })
     }
 }
 
@@ -89,21 +94,17 @@ impl OneClassSvm {
 #[derive(Debug, Clone)]
 pub struct OneClassModel {
     spec: OneClassSvm,
-    sv: Points,
-    coef: Vec<f64>,
-    rho: f64,
+    machine: Expansion,
     report: TrainingReport,
 }
 
 impl OneClassModel {
     pub fn rho(&self) -> f64 {
-        self.rho
+        self.machine.rho
     }
 
     pub(crate) fn store_into(&self, s: &mut StoredFit) {
-        s.put_points(&self.sv);
-        s.alpha = self.coef.clone();
-        s.arrays = vec![("rho".into(), vec![self.rho])];
+        self.machine.store_into(s);
     }
 
     pub(crate) fn restore(
@@ -113,11 +114,7 @@ impl OneClassModel {
         mut arrays: crate::estimator::StoredArrays,
         report: TrainingReport,
     ) -> Result<OneClassModel, RestoreError> {
-        if coef.len() != sv.n() {
-            return Err(RestoreError("one coefficient per support vector".into()));
-        }
-        let rho = arrays.take("rho", Some(1))?[0];
-        Ok(OneClassModel { spec, sv, coef, rho, report })
+        Ok(OneClassModel { spec, machine: Expansion::restore(sv, coef, &mut arrays)?, report })
     }
 }
 
@@ -125,34 +122,28 @@ impl Predictor for OneClassModel {
     /// `values`: +1 (inlier) or -1 (outlier); `decision`: the decision function;
     /// `score_samples`: decision + rho.
     fn predict(&self, x: &Points, _opts: &PredictOptions, par: Parallelism) -> Prediction {
-        let block = crate::estimator::predict_block_rows(self.sv.n().max(1));
-        let mut dec = Vec::with_capacity(x.n());
-        for start in (0..x.n()).step_by(block) {
-            let q = x.slice(start, block.min(x.n() - start));
-            let k = self.spec.kernel.cross(&self.sv, &q, par);
-            dec.extend(crate::estimator::weighted_columns(&k, &self.coef).into_iter().map(|f| f - self.rho));
-        }
+        let dec = self.machine.decision(&self.spec.kernel, x, par);
         let values = dec.iter().map(|&d| if d > 0.0 { 1.0 } else { -1.0 }).collect();
-        let score_samples = Some(dec.iter().map(|d| d + self.rho).collect());
+        let score_samples = Some(dec.iter().map(|d| d + self.machine.rho).collect());
         Prediction { values, decision: Some(Decision::Binary(dec)), score_samples, ..Default::default() }
     }
 
     crate::estimator::spec_and_report_accessors!();
 
     fn n_support(&self) -> usize {
-        self.sv.n()
+        self.machine.sv.n()
     }
 
     fn support(&self) -> &Points {
-        &self.sv
+        &self.machine.sv
     }
 
     fn memory_bytes(&self) -> usize {
-        self.sv.memory_bytes() + 8 * (self.coef.len() + 1)
+        self.machine.memory_bytes()
     }
 
     fn predict_cost(&self, m: usize, _opts: &PredictOptions) -> f64 {
-        (m * self.sv.n()) as f64 * (self.kernel().pair_cost(&self.sv) + 2.0)
+        self.machine.predict_cost(&self.spec.kernel, m)
     }
 }
 

@@ -5,6 +5,7 @@
 //! `training.epsilon`. Rows of sample weight 0 are left out; the others bound their
 //! variables by C x weight.
 
+use super::expansion::Expansion;
 use super::weights::{rows_and_weights, SampleWeight};
 use super::{positive, read_nu, support, SolverParams, Source};
 use crate::estimator::{
@@ -137,7 +138,11 @@ impl Estimator for Svr {
             epsilon: self.nu.map(|_| -sol.r),
             ..Default::default()
         };
-        Ok(SvrModel { spec: self.clone(), sv: data.x.select(&sv_rows), coef, rho: sol.rho, report })
+        Ok(SvrModel {
+            spec: self.clone(),
+            machine: Expansion { sv: data.x.select(&sv_rows), coef, rho: sol.rho },
+            report,
+        })
     }
 }
 
@@ -145,9 +150,7 @@ impl Estimator for Svr {
 #[derive(Debug, Clone)]
 pub struct SvrModel {
     spec: Svr,
-    sv: Points,
-    coef: Vec<f64>,
-    rho: f64,
+    machine: Expansion,
     report: TrainingReport,
 }
 
@@ -158,9 +161,7 @@ impl SvrModel {
     }
 
     pub(crate) fn store_into(&self, s: &mut StoredFit) {
-        s.put_points(&self.sv);
-        s.alpha = self.coef.clone();
-        s.arrays = vec![("rho".into(), vec![self.rho])];
+        self.machine.store_into(s);
     }
 
     pub(crate) fn restore(
@@ -170,42 +171,32 @@ impl SvrModel {
         mut arrays: crate::estimator::StoredArrays,
         report: TrainingReport,
     ) -> Result<SvrModel, RestoreError> {
-        if coef.len() != sv.n() {
-            return Err(RestoreError("one coefficient per support vector".into()));
-        }
-        let rho = arrays.take("rho", Some(1))?[0];
-        Ok(SvrModel { spec, sv, coef, rho, report })
+        Ok(SvrModel { spec, machine: Expansion::restore(sv, coef, &mut arrays)?, report })
     }
 }
 
 impl Predictor for SvrModel {
     fn predict(&self, x: &Points, _opts: &PredictOptions, par: Parallelism) -> Prediction {
-        let block = crate::estimator::predict_block_rows(self.sv.n().max(1));
-        let mut values = Vec::with_capacity(x.n());
-        for start in (0..x.n()).step_by(block) {
-            let q = x.slice(start, block.min(x.n() - start));
-            let k = self.spec.kernel.cross(&self.sv, &q, par);
-            values.extend(crate::estimator::weighted_columns(&k, &self.coef).into_iter().map(|f| f - self.rho));
-        }
+        let values = self.machine.decision(&self.spec.kernel, x, par);
         Prediction { values, ..Default::default() }
     }
 
     crate::estimator::spec_and_report_accessors!();
 
     fn n_support(&self) -> usize {
-        self.sv.n()
+        self.machine.sv.n()
     }
 
     fn support(&self) -> &Points {
-        &self.sv
+        &self.machine.sv
     }
 
     fn memory_bytes(&self) -> usize {
-        self.sv.memory_bytes() + 8 * (self.coef.len() + 1)
+        self.machine.memory_bytes()
     }
 
     fn predict_cost(&self, m: usize, _opts: &PredictOptions) -> f64 {
-        (m * self.sv.n()) as f64 * (self.kernel().pair_cost(&self.sv) + 2.0)
+        self.machine.predict_cost(&self.spec.kernel, m)
     }
 }
 
