@@ -24,7 +24,7 @@ fn dataset(n: usize, seed: u64) -> TrainingSet {
     let y = (0..n)
         .map(|i| (2.0 * x.point(i).iter().sum::<f64>() / (D as f64).sqrt()).sin() + 0.1 * noise.point(i)[0])
         .collect();
-    TrainingSet { x, y }
+    TrainingSet::new(x, y)
 }
 
 fn rows(p: &Points) -> Vec<Vec<f64>> {

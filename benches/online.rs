@@ -86,8 +86,8 @@ fn sklearn_refits(data: &TrainingSet) -> HashMap<String, f64> {
 fn main() {
     mercer::tune_allocator();
     let all = dataset(N + K, 11);
-    let head = TrainingSet { x: all.x.slice(0, N), y: all.y[..N].to_vec() };
-    let new = TrainingSet { x: all.x.slice(N, K), y: all.y[N..].to_vec() };
+    let head = TrainingSet::new(all.x.slice(0, N), all.y[..N].to_vec());
+    let new = TrainingSet::new(all.x.slice(N, K), all.y[N..].to_vec());
     println!("n = {N}, k = {K}, d = {D}, {} threads", rayon::current_num_threads());
     println!();
     println!("| operation | ms (median) | refit / append |");

@@ -146,7 +146,7 @@ fn main() {
     let fchol_ms = median_ms_with(9, noisy, |k| drop(Cholesky::factor(k, PAR).unwrap()));
     let chol = Cholesky::factor(noisy(), PAR).unwrap();
     let inv_ms = median_ms(9, || drop(chol.inverse_lower(PAR)));
-    let y = DVector::from_vec(data.y.clone());
+    let y = data.y_matrix();
     let lml_ms = median_ms(9, || drop(search.log_marginal_likelihood(&data.x, &y, PAR)));
     let t = Instant::now();
     let fitted = search.fit(&data, &FitContext::new(PAR)).unwrap();

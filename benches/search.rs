@@ -68,7 +68,7 @@ fn regression(n: usize) -> TrainingData {
     let y = (0..n)
         .map(|i| x.point(i).iter().map(|v| (2.0 * v).sin()).sum::<f64>() + 0.1 * ((i * 37 % 11) as f64 - 5.0) / 5.0)
         .collect();
-    TrainingData::Regression(TrainingSet { x, y })
+    TrainingData::Regression(TrainingSet::new(x, y))
 }
 
 fn main() {

@@ -23,7 +23,7 @@ const M: usize = 1024;
 fn dataset(n: usize, seed: u64) -> TrainingSet {
     let x = points(D, n, seed);
     let y = (0..n).map(|i| (x.point(i)[0] * 2.0).sin() + 0.5 * (x.point(i)[1] * x.point(i)[2])).collect();
-    TrainingSet { x, y }
+    TrainingSet::new(x, y)
 }
 
 fn main() {

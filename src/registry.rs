@@ -90,6 +90,9 @@ pub struct Origin {
     /// The dataset's CSV feature columns: CSV predict bodies are matched by these names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub features: Option<Vec<String>>,
+    /// The dataset's target columns when there are several (a multi-output fit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub targets: Option<Vec<String>>,
 }
 
 /// One model and everything known about it.

@@ -156,9 +156,9 @@ fn leave_one_out_equals_refits_without_each_row() {
     let without = |i: usize| {
         let rows: Vec<Vec<f64>> = x.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, r)| r.clone()).collect();
         let ys = y.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, v)| *v).collect();
-        TrainingSet { x: Points::from_rows(&rows), y: ys }
+        TrainingSet::new(Points::from_rows(&rows), ys)
     };
-    let all = TrainingSet { x: Points::from_rows(&x), y: y.clone() };
+    let all = TrainingSet::new(Points::from_rows(&x), y.clone());
     let at = |i: usize| Points::from_rows(&[x[i].clone()]);
     let n = x.len() as f64;
 

@@ -39,7 +39,7 @@ fn assert_close(case: &str, what: &str, got: &[f64], want: &[f64], rel: f64) {
 }
 
 fn data(case: &Value) -> TrainingSet {
-    TrainingSet { x: points(&case["x"]), y: numbers(&case["y"]) }
+    TrainingSet::new(points(&case["x"]), numbers(&case["y"]))
 }
 
 fn gp_spec(case: &Value, extra: Value) -> GaussianProcess {
@@ -129,7 +129,7 @@ fn bound_gradient_matches_finite_differences() {
         } else {
             (0.0, 1.0)
         };
-        let y: Vec<f64> = train.y.iter().map(|v| (v - y_mean) / y_std).collect();
+        let y = nalgebra::DMatrix::from_iterator(train.y.len(), 1, train.y.iter().map(|v| (v - y_mean) / y_std));
         let z = points(&case["z"]);
         let theta = spec.theta();
         assert_close(name, "theta", &theta, &numbers(&case["theta"]), 1e-12);
@@ -239,7 +239,7 @@ fn a_noise_per_row_in_the_sparse_gp() {
     );
     // The gradient at fewer inducing points (the first 15 rows).
     let z = train.x.slice(0, 15);
-    let y: Vec<f64> = train.y.clone();
+    let y = train.y_matrix();
     let ctx = FitContext::sequential();
     let theta = spec.theta();
     assert_eq!(theta.len(), spec.kernel.theta().len(), "a noise per row is not searched");
@@ -251,6 +251,48 @@ fn a_noise_per_row_in_the_sparse_gp() {
             let mut t = theta.clone();
             t[j] += d;
             bound_and_gradient(&spec.with_theta(&t), &z, &train.x, &y, &ctx).unwrap().0
+        };
+        let fd = (at(h) - at(-h)) / (2.0 * h);
+        assert!((g - fd).abs() <= 1e-6 * scale, "d/dtheta[{j}] = {g}, central differences {fd}");
+    }
+}
+
+/// Several outputs: the bound is the sum of each output's bound at the same
+/// hyperparameters (one factorisation, t right-hand sides), and its gradient (kernel and
+/// noise) matches central differences.
+#[test]
+fn the_multi_output_bound_sums_the_outputs_and_its_gradient_is_right() {
+    use nalgebra::DMatrix;
+    let n = 40;
+    let x = Points::from_rows(&(0..n).map(|i| vec![i as f64 * 0.15, (i as f64 * 0.4).cos()]).collect::<Vec<_>>());
+    let y = DMatrix::from_fn(n, 3, |i, k| ((i as f64) * 0.3 + k as f64).sin() * (1.0 + k as f64));
+    let kernel = Kernel::from_json(
+        &json!({"type": "scale", "factor": 1.2, "kernel": {"type": "rbf", "length_scale": [0.9, 1.4]}}),
+    )
+    .unwrap();
+    let spec = GaussianProcess::from_json(kernel, &json!({"noise": 0.08}), "/params").unwrap();
+    let z = x.slice(0, 12);
+    let ctx = FitContext::sequential();
+    let (bound, grad) = bound_and_gradient(&spec, &z, &x, &y, &ctx).unwrap();
+    let mut sum = 0.0;
+    let mut grad_sum = vec![0.0; grad.len()];
+    for k in 0..3 {
+        let yk = y.columns(k, 1).into_owned();
+        let (b, g) = bound_and_gradient(&spec, &z, &x, &yk, &ctx).unwrap();
+        sum += b;
+        grad_sum.iter_mut().zip(g).for_each(|(a, v)| *a += v);
+    }
+    assert_close("three outputs", "bound", &[bound], &[sum], 1e-10);
+    assert_close("three outputs", "gradient", &grad, &grad_sum, 1e-8);
+    let theta = spec.theta();
+    assert_eq!(theta.len(), 4, "factor, two length scales, noise");
+    let scale = grad.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+    for (j, g) in grad.iter().enumerate() {
+        let h = 1e-5;
+        let at = |d: f64| {
+            let mut t = theta.clone();
+            t[j] += d;
+            bound_and_gradient(&spec.with_theta(&t), &z, &x, &y, &ctx).unwrap().0
         };
         let fd = (at(h) - at(-h)) / (2.0 * h);
         assert!((g - fd).abs() <= 1e-6 * scale, "d/dtheta[{j}] = {g}, central differences {fd}");

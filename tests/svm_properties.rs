@@ -139,7 +139,7 @@ proptest! {
     fn an_svr_survives_storage_with_or_without_support_vectors(
         (x, y) in problem(), spec in psd_kernel(), c in 0.1f64..10.0, epsilon in 0.0f64..3.0
     ) {
-        let data = TrainingSet { x: x.clone(), y };
+        let data = TrainingSet::new(x.clone(), y);
         let svr = Svr::from_json(Kernel::from_json(&spec).unwrap(), &json!({"c": c, "epsilon": epsilon}), "/params").unwrap();
         let model = svr.fit(&data, &FitContext::sequential()).unwrap();
         if epsilon > 1.0 {

@@ -11,7 +11,7 @@ use std::time::Instant;
 pub fn smooth_targets(x: Points) -> mercer::estimator::TrainingSet {
     let d = x.d() as f64;
     let y = (0..x.n()).map(|i| (2.0 * x.point(i).iter().sum::<f64>() / d.sqrt()).sin()).collect();
-    mercer::estimator::TrainingSet { x, y }
+    mercer::estimator::TrainingSet::new(x, y)
 }
 
 /// n points in [-1, 1]^d from a xorshift stream (no RNG crate).

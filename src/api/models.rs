@@ -102,11 +102,11 @@ pub async fn predict(
         };
         (QueryRows::Json(body.x), opts)
     };
-    let (fitted, prediction) = service.predict(id, rows, opts).await?;
+    let (fitted, prediction, targets) = service.predict(id, rows, opts).await?;
     let answer = PredictResponse::new(prediction, fitted.predictor().classes());
     if wants_csv {
         let csv = HeaderValue::from_static("text/csv; charset=utf-8");
-        return Ok(([(header::CONTENT_TYPE, csv)], answer.to_csv()).into_response());
+        return Ok(([(header::CONTENT_TYPE, csv)], answer.to_csv(targets.as_deref())).into_response());
     }
     Ok(Json(answer).into_response())
 }

@@ -258,7 +258,10 @@ fn tensors(p: Prediction, classes: Option<&crate::estimator::ClassLabels>) -> Ve
         let data = e.transpose().as_slice().to_vec(); // row-major
         return vec![tensor("embedding", "FP64", vec![e.nrows(), e.ncols()], json!(data))];
     }
-    let m = p.values.len().max(p.classes.as_ref().map_or(0, Vec::len));
+    // Several outputs: predictions, variance and std are [m, t] (row-major data).
+    let t = p.outputs;
+    let m = (p.values.len() / t.unwrap_or(1).max(1)).max(p.classes.as_ref().map_or(0, Vec::len));
+    let per_row = |m: usize| -> Vec<usize> { t.map_or(vec![m], |t| vec![m, t]) };
     let mut out = Vec::new();
     match (classes, &p.classes) {
         (Some(labels), Some(index)) => {
@@ -266,11 +269,11 @@ fn tensors(p: Prediction, classes: Option<&crate::estimator::ClassLabels>) -> Ve
             let datatype = if values.iter().all(Value::is_number) { "FP64" } else { "BYTES" };
             out.push(tensor("predictions", datatype, vec![m], Value::Array(values)));
         }
-        _ => out.push(tensor("predictions", "FP64", vec![m], json!(p.values))),
+        _ => out.push(tensor("predictions", "FP64", per_row(m), json!(p.values))),
     }
     if let Some(v) = &p.variance {
-        out.push(tensor("variance", "FP64", vec![m], json!(v)));
-        out.push(tensor("std", "FP64", vec![m], json!(v.iter().map(|x| x.sqrt()).collect::<Vec<_>>())));
+        out.push(tensor("variance", "FP64", per_row(m), json!(v)));
+        out.push(tensor("std", "FP64", per_row(m), json!(v.iter().map(|x| x.sqrt()).collect::<Vec<_>>())));
     }
     if let Some(pr) = &p.probabilities {
         let data = pr.transpose().as_slice().to_vec(); // row-major

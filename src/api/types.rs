@@ -131,12 +131,29 @@ pub struct PosteriorQuery {
 /// `{"samples"}`: m rows of n_samples draws.
 #[derive(Debug, Serialize)]
 pub struct SamplesResponse {
-    pub samples: Vec<Vec<f64>>,
+    pub samples: Samples,
+}
+
+/// m x n_samples, or m x t x n_samples for several outputs (scikit-learn's `sample_y`).
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum Samples {
+    Single(Vec<Vec<f64>>),
+    PerOutput(Vec<Vec<Vec<f64>>>),
 }
 
 impl SamplesResponse {
-    pub fn new(m: &nalgebra::DMatrix<f64>) -> SamplesResponse {
-        SamplesResponse { samples: rows_of(m) }
+    pub fn new(d: &crate::service::Draws) -> SamplesResponse {
+        let samples = match d {
+            crate::service::Draws::Single(m) => Samples::Single(rows_of(m)),
+            crate::service::Draws::PerOutput(ms) => {
+                let m = ms.first().map_or(0, |d| d.nrows());
+                Samples::PerOutput(
+                    (0..m).map(|i| ms.iter().map(|d| d.row(i).iter().copied().collect()).collect()).collect(),
+                )
+            }
+        };
+        SamplesResponse { samples }
     }
 }
 
@@ -178,11 +195,11 @@ impl RowsResponse {
 pub struct PredictResponse {
     pub predictions: Predictions,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub variance: Option<Vec<f64>>,
+    pub variance: Option<PerRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub std: Option<Vec<f64>>,
+    pub std: Option<PerRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub covariance: Option<Vec<Vec<f64>>>,
+    pub covariance: Option<Covariance>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decision_function: Option<DecisionFunction>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -198,6 +215,8 @@ pub struct PredictResponse {
 #[serde(untagged)]
 pub enum Predictions {
     Values(Vec<f64>),
+    /// Several outputs: one list of t numbers per row.
+    Rows(Vec<Vec<f64>>),
     Labels(Vec<Value>),
     /// One-class: 1 (inlier) or -1 (outlier).
     Signs(Vec<i8>),
@@ -210,6 +229,40 @@ pub enum DecisionFunction {
     PerClass(Vec<Vec<f64>>),
 }
 
+/// One number per row, or (several outputs) one list of t numbers per row.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum PerRow {
+    Values(Vec<f64>),
+    Rows(Vec<Vec<f64>>),
+}
+
+impl PerRow {
+    /// Row-major values, `t` per row when the model has several outputs.
+    fn new(values: Vec<f64>, outputs: Option<usize>) -> PerRow {
+        match outputs {
+            None => PerRow::Values(values),
+            Some(t) => PerRow::Rows(values.chunks(t.max(1)).map(<[f64]>::to_vec).collect()),
+        }
+    }
+
+    /// Column k (one output's values).
+    fn column(&self, k: usize) -> Vec<f64> {
+        match self {
+            PerRow::Values(v) => v.clone(),
+            PerRow::Rows(r) => r.iter().map(|row| row[k]).collect(),
+        }
+    }
+}
+
+/// m x m, or m x m x t for several outputs (scikit-learn's shape for a 2-D y).
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum Covariance {
+    Matrix(Vec<Vec<f64>>),
+    PerOutput(Vec<Vec<Vec<f64>>>),
+}
+
 fn rows(m: &DMatrix<f64>) -> Vec<Vec<f64>> {
     m.row_iter().map(|r| r.iter().copied().collect()).collect()
 }
@@ -217,18 +270,29 @@ fn rows(m: &DMatrix<f64>) -> Vec<Vec<f64>> {
 impl PredictResponse {
     /// `classes`: the model's, for a classifier (its predictions are indices into them).
     pub fn new(p: Prediction, classes: Option<&ClassLabels>) -> PredictResponse {
-        let std = p.variance.as_ref().map(|v| v.iter().map(|x| x.sqrt()).collect());
+        let outputs = p.outputs;
+        let std = p.variance.as_ref().map(|v| PerRow::new(v.iter().map(|x| x.sqrt()).collect(), outputs));
         let predictions = match (classes, p.classes) {
             (Some(labels), Some(index)) => Predictions::Labels(index.into_iter().map(|k| labels.label(k)).collect()),
             // One-class SVMs (the models with score_samples) answer the integers 1 / -1.
             _ if p.score_samples.is_some() => Predictions::Signs(p.values.iter().map(|&v| v as i8).collect()),
-            _ => Predictions::Values(p.values),
+            _ => match PerRow::new(p.values, outputs) {
+                PerRow::Values(v) => Predictions::Values(v),
+                PerRow::Rows(r) => Predictions::Rows(r),
+            },
         };
+        let covariance = p.covariance.as_ref().map(|c| match &p.output_scales {
+            None => Covariance::Matrix(rows(c)),
+            // cov[i][j][k] = C_ij * scale_k.
+            Some(scales) => Covariance::PerOutput(
+                c.row_iter().map(|r| r.iter().map(|v| scales.iter().map(|s| v * s).collect()).collect()).collect(),
+            ),
+        });
         PredictResponse {
             predictions,
-            variance: p.variance,
+            variance: p.variance.map(|v| PerRow::new(v, outputs)),
             std,
-            covariance: p.covariance.as_ref().map(rows),
+            covariance,
             decision_function: p.decision.map(|d| match d {
                 Decision::Binary(v) => DecisionFunction::Binary(v),
                 Decision::PerClass(m) => DecisionFunction::PerClass(rows(&m)),
@@ -334,7 +398,8 @@ pub struct DatasetResource {
     pub n_rows: u64,
     pub n_features: Option<u64>,
     pub features: Option<Vec<String>>,
-    pub target: Option<String>,
+    /// The target column's name, the list of names of several (`?target=a,b`), or null.
+    pub target: Value,
     pub target_kind: &'static str,
     pub bytes: u64,
     pub created_at: String,
@@ -348,7 +413,11 @@ impl DatasetResource {
             n_rows: d.n_rows,
             n_features: d.n_features,
             features: d.features.clone(),
-            target: d.target.clone(),
+            target: match (&d.targets, &d.target) {
+                (Some(names), _) => serde_json::json!(names),
+                (None, Some(name)) => Value::String(name.clone()),
+                (None, None) => Value::Null,
+            },
             target_kind: d.target_kind.name(),
             bytes: d.bytes,
             created_at: humantime::format_rfc3339_millis(d.created_at()).to_string(),
@@ -390,19 +459,45 @@ fn cell(v: &Value) -> String {
 
 impl PredictResponse {
     /// The answer as CSV: `prediction`, then `variance` and `std`, or one `p_<class>`
-    /// column per class. Numbers are written in full (shortest round-trip form).
-    pub fn to_csv(&self) -> Vec<u8> {
+    /// column per class. Several outputs have `prediction_<target>` columns (then
+    /// `variance_<target>`, `std_<target>`), `<target>` being `targets[k]` (the dataset's
+    /// target names) or the output's index. Numbers are written in full (shortest
+    /// round-trip form).
+    pub fn to_csv(&self, targets: Option<&[String]>) -> Vec<u8> {
         let num = |x: &f64| format!("{x:?}");
-        let mut header = vec!["prediction".to_string()];
-        let mut columns: Vec<Vec<String>> = vec![match &self.predictions {
-            Predictions::Values(v) => v.iter().map(num).collect(),
-            Predictions::Labels(l) => l.iter().map(cell).collect(),
-            Predictions::Signs(v) => v.iter().map(|s| s.to_string()).collect(),
-        }];
-        for (name, values) in [("variance", &self.variance), ("std", &self.std)] {
+        let t = match &self.predictions {
+            Predictions::Rows(r) => Some(r.first().map_or(0, Vec::len)),
+            _ => None,
+        };
+        let name = |what: &str, k: usize| match t {
+            None => what.to_string(),
+            Some(_) => match targets {
+                Some(names) if names.len() == t.unwrap_or(0) => format!("{what}_{}", names[k]),
+                _ => format!("{what}_{k}"),
+            },
+        };
+        let mut header = Vec::new();
+        let mut columns: Vec<Vec<String>> = Vec::new();
+        match &self.predictions {
+            Predictions::Values(v) => columns.push(v.iter().map(num).collect()),
+            Predictions::Rows(r) => {
+                for k in 0..t.unwrap_or(0) {
+                    header.push(name("prediction", k));
+                    columns.push(r.iter().map(|row| num(&row[k])).collect());
+                }
+            }
+            Predictions::Labels(l) => columns.push(l.iter().map(cell).collect()),
+            Predictions::Signs(v) => columns.push(v.iter().map(|s| s.to_string()).collect()),
+        }
+        if t.is_none() {
+            header.push("prediction".to_string());
+        }
+        for (what, values) in [("variance", &self.variance), ("std", &self.std)] {
             if let Some(v) = values {
-                header.push(name.to_string());
-                columns.push(v.iter().map(num).collect());
+                for k in 0..t.unwrap_or(1) {
+                    header.push(name(what, k));
+                    columns.push(v.column(k).iter().map(num).collect());
+                }
             }
         }
         if let (Some(p), Some(Value::Array(classes))) = (&self.probabilities, &self.classes) {

@@ -32,7 +32,8 @@ pub struct Connection {
 pub struct TrainArgs {
     /// A CSV file: a header row, then one row per sample.
     pub file: PathBuf,
-    /// The target column (default: the last one).
+    /// The target column (default: the last one); `a,b` names several (a multi-output
+    /// kernel_ridge or gaussian_process).
     #[arg(long)]
     pub target: Option<String>,
     /// The model: kernel_ridge, gaussian_process, svm, gp_classifier, kernel_perceptron,
@@ -188,7 +189,8 @@ pub struct ObserveArgs {
     /// A CSV file of new rows: a header row, then the model's feature columns (by name for
     /// a model fitted on a CSV dataset, else by position) and the target.
     pub file: PathBuf,
-    /// The target column (default: the last one).
+    /// The target column (default: the last one); `a,b` names several, for a model
+    /// fitted on several targets.
     #[arg(long)]
     pub target: Option<String>,
 }
@@ -207,27 +209,34 @@ pub async fn observe(api: &Api, args: &ObserveArgs) -> Result<Value, ClientError
     api.post_json(&format!("{path}/observations"), &json!({"x": x, "y": y})).await
 }
 
-/// The rows and targets of a CSV text: the target column named (or the last), features
-/// by the model's names when it has them, else every other column in order.
+/// The rows and targets of a CSV text: the target column named (or the last; `a,b`
+/// several, giving a list per row), features by the model's names when it has them, else
+/// every other column in order.
 fn observations_of(
     text: &str,
     features: Option<&[String]>,
     target: Option<&str>,
-) -> Result<(Vec<Vec<f64>>, Vec<f64>), String> {
+) -> Result<(Vec<Vec<f64>>, Value), String> {
     let mut reader = csv::ReaderBuilder::new().from_reader(text.as_bytes());
     let header: Vec<String> =
         reader.headers().map_err(|e| e.to_string())?.iter().map(|h| h.trim().to_string()).collect();
     let column = |name: &str| header.iter().position(|h| h == name);
-    let t = match target {
-        Some(name) => column(name).ok_or_else(|| format!("no column `{name}` in the header"))?,
-        None => header.len().checked_sub(1).ok_or("the header is empty")?,
+    // An exact column name wins over splitting at commas, as the server's datasets do.
+    let targets: Vec<usize> = match target {
+        Some(name) if column(name).is_none() && name.contains(',') => name
+            .split(',')
+            .map(|n| column(n).ok_or_else(|| format!("no column `{n}` in the header")))
+            .collect::<Result<_, _>>()?,
+        Some(name) => vec![column(name).ok_or_else(|| format!("no column `{name}` in the header"))?],
+        None => vec![header.len().checked_sub(1).ok_or("the header is empty")?],
     };
+    let several = targets.len() > 1;
     let columns: Vec<usize> = match features {
         Some(names) => names
             .iter()
             .map(|n| column(n).ok_or_else(|| format!("the model's feature column `{n}` is not in the header")))
             .collect::<Result<_, _>>()?,
-        None => (0..header.len()).filter(|&c| c != t).collect(),
+        None => (0..header.len()).filter(|c| !targets.contains(c)).collect(),
     };
     let (mut x, mut y) = (Vec::new(), Vec::new());
     for record in reader.records() {
@@ -241,12 +250,13 @@ fn observations_of(
                 .ok_or_else(|| format!("line {line}, column `{}`: `{cell}` is not a number", header[c]))
         };
         x.push(columns.iter().map(|&c| number(c)).collect::<Result<Vec<f64>, _>>()?);
-        y.push(number(t)?);
+        let row = targets.iter().map(|&c| number(c)).collect::<Result<Vec<f64>, _>>()?;
+        y.push(if several { json!(row) } else { json!(row[0]) });
     }
     if x.is_empty() {
         return Err("no rows after the header".into());
     }
-    Ok((x, y))
+    Ok((x, Value::Array(y)))
 }
 
 /// Uploads the CSV as a dataset, fits on it, and waits (with a progress bar) until the
@@ -417,9 +427,29 @@ pub async fn sample(api: &Api, args: &SampleArgs) -> Result<Value, ClientError> 
     api.post_csv_json(&path, body).await
 }
 
-/// Draws as CSV: `sample_1, ..., sample_n`, one row per query row.
+/// Draws as CSV: `sample_1, ..., sample_n`, one row per query row; a multi-output
+/// model's (m x t x n) have `sample_<j>_<k>` for output k (0-based), output by output.
 pub fn samples_csv(answer: &Value) -> String {
-    matrix_csv(answer, "samples", "sample")
+    let rows = answer["samples"].as_array().cloned().unwrap_or_default();
+    let first = rows.first().and_then(Value::as_array);
+    let Some(outputs) = first.filter(|r| r.first().is_some_and(Value::is_array)) else {
+        return matrix_csv(answer, "samples", "sample");
+    };
+    let (t, n) = (outputs.len(), outputs[0].as_array().map_or(0, Vec::len));
+    let header: Vec<String> = (0..t).flat_map(|k| (1..=n).map(move |j| format!("sample_{j}_{k}"))).collect();
+    let mut out = header.join(",");
+    out.push('\n');
+    for row in &rows {
+        let cells: Vec<String> = row
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|o| o.as_array().into_iter().flatten().map(|v| v.to_string()))
+            .collect();
+        out.push_str(&cells.join(","));
+        out.push('\n');
+    }
+    out
 }
 
 /// An embedding as CSV: `component_1, ..., component_k`, one row per input row.
@@ -465,9 +495,16 @@ mod tests {
         let names = ["a".to_string(), "b".to_string()];
         assert_eq!(
             observations_of(csv, Some(&names), Some("y")).unwrap(),
-            (vec![vec![2.0, 1.0], vec![4.0, 3.0]], vec![10.0, 30.0])
+            (vec![vec![2.0, 1.0], vec![4.0, 3.0]], json!([10.0, 30.0]))
         );
-        assert_eq!(observations_of(csv, None, None).unwrap(), (vec![vec![1.0, 10.0], vec![3.0, 30.0]], vec![2.0, 4.0]));
+        assert_eq!(
+            observations_of(csv, None, None).unwrap(),
+            (vec![vec![1.0, 10.0], vec![3.0, 30.0]], json!([2.0, 4.0]))
+        );
+        assert_eq!(
+            observations_of(csv, None, Some("b,y")).unwrap(),
+            (vec![vec![2.0], vec![4.0]], json!([[1.0, 10.0], [3.0, 30.0]]))
+        );
         let e = observations_of("a,y\n1,x\n", None, None).unwrap_err();
         assert!(e.contains("line 2") && e.contains("`y`"), "{e}");
         let e = observations_of(csv, Some(&["c".to_string()]), Some("y")).unwrap_err();

@@ -194,10 +194,27 @@ fn not_a_number(column: &str, cell: &[u8]) -> String {
 pub fn ingest<R: Read, W: Write>(input: R, out: W, opts: CsvOptions) -> Result<(DatasetInfo, W), IngestError> {
     let mut r = Records::new(input);
     let (header, header_end) = read_header(&mut r)?;
-    let t = match &opts.target {
-        None => header.len() - 1,
+    // The target columns: the one named (an exact column name wins over splitting at
+    // commas), several named `a,b` (a multi-output regression's), or the last one.
+    let targets_at: Vec<usize> = match &opts.target {
+        None => vec![header.len() - 1],
         Some(name) => match header.iter().position(|c| c == name) {
-            Some(t) => t,
+            Some(t) => vec![t],
+            None if name.contains(',') => {
+                let mut at = Vec::new();
+                for part in name.split(',') {
+                    match header.iter().position(|c| c == part) {
+                        Some(t) if !at.contains(&t) => at.push(t),
+                        Some(_) => return Err(r.error(format!("the target column `{part}` is named twice"))),
+                        None => {
+                            return Err(r.error(format!(
+                                "no column `{part}` (a target) in the header; the columns are {header:?}"
+                            )))
+                        }
+                    }
+                }
+                at
+            }
             None => {
                 return Err(
                     r.error(format!("no column `{name}` (the target) in the header; the columns are {header:?}"))
@@ -205,7 +222,10 @@ pub fn ingest<R: Read, W: Write>(input: R, out: W, opts: CsvOptions) -> Result<(
             }
         },
     };
-    let features: Vec<String> = header.iter().enumerate().filter(|(i, _)| *i != t).map(|(_, c)| c.clone()).collect();
+    let multi = opts.target.as_ref().is_some_and(|name| !header.contains(name));
+    let t = targets_at[0];
+    let features: Vec<String> =
+        header.iter().enumerate().filter(|(i, _)| !targets_at.contains(i)).map(|(_, c)| c.clone()).collect();
     if features.is_empty() {
         return Err(r.error("no feature columns besides the target"));
     }
@@ -213,6 +233,7 @@ pub fn ingest<R: Read, W: Write>(input: R, out: W, opts: CsvOptions) -> Result<(
     let mut writer = DatasetWriter::begin(out, d)?;
     let mut targets = TargetColumn { all_numeric: true, ..Default::default() };
     let mut row = vec![0.0; d];
+    let mut multi_values: Vec<Vec<f64>> = vec![Vec::new(); if multi { targets_at.len() } else { 0 }];
     while r.next()? {
         if r.rec.len() != header.len() {
             let message = format!("{} fields, but the header has {}", r.rec.len(), header.len());
@@ -221,7 +242,19 @@ pub fn ingest<R: Read, W: Write>(input: R, out: W, opts: CsvOptions) -> Result<(
         let mut k = 0;
         for i in 0..header.len() {
             let cell = &r.rec[i];
-            if i == t {
+            if multi {
+                if let Some(j) = targets_at.iter().position(|&c| c == i) {
+                    match parse_number(cell) {
+                        Some(v) => multi_values[j].push(v),
+                        None => {
+                            let message =
+                                format!("{} (a target: several targets are numbers)", not_a_number(&header[i], cell));
+                            return Err(r.error(message));
+                        }
+                    }
+                    continue;
+                }
+            } else if i == t {
                 if let Err(message) = targets.push(cell, &header[t]) {
                     return Err(r.error(message));
                 }
@@ -241,10 +274,15 @@ pub fn ingest<R: Read, W: Write>(input: R, out: W, opts: CsvOptions) -> Result<(
     if writer.rows() == 0 {
         return Err(at_line(header_end, "no data rows after the header"));
     }
-    let targets = targets.finish();
     let mut info = DatasetInfo::new(opts.name);
+    let targets = if multi {
+        info.targets = Some(targets_at.iter().map(|&c| header[c].clone()).collect());
+        Targets::Multi { t: targets_at.len(), values: multi_values.concat() }
+    } else {
+        info.target = Some(header[t].clone());
+        targets.finish()
+    };
     info.features = Some(features);
-    info.target = Some(header[t].clone());
     info.target_kind = targets.kind();
     Ok(writer.finish(info, &targets)?).map(|(out, info)| (info, out))
 }

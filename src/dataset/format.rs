@@ -13,6 +13,11 @@
 //! strings, 2 token lists) and x's length in bytes (u64 LE), counted in the trailer
 //! length. Numeric datasets are still written as version 1.
 //!
+//! Several numeric targets per row (a multi-output regression's y, n x t) fill the y
+//! section output by output (t x n f64 LE), and the trailer's bytes end with a targets
+//! suffix: a postcard [`MultiTargets`], its length (u32 LE) and [`MULTI_MARK`] (after the
+//! version 2 suffix when there is one). Files without it have one target.
+//!
 //! Rows go to the file as they are parsed, so n is only known at the end: the metadata
 //! sits in a trailer found from the file's last 16 bytes. The CRC covers every byte before
 //! it. Reading the trailer alone lists a dataset; a fit reads the whole file and checks it.
@@ -33,6 +38,17 @@ const KIND_TOKENS: u8 = 2;
 const ROWS_SUFFIX: usize = 9;
 const HEAD: u64 = 12;
 const TAIL: u64 = 16;
+
+/// The last byte of a trailer with a targets suffix (no older trailer ends so: their
+/// tails are 0 or exactly [`ROWS_SUFFIX`] bytes after the postcard trailer).
+const MULTI_MARK: u8 = 0xA7;
+
+/// Several targets per row: how many, and the CSV columns' names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct MultiTargets {
+    t: u32,
+    names: Option<Vec<String>>,
+}
 
 /// Everything after the arrays: the dataset's description and its label table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -161,6 +177,15 @@ impl<W: Write> DatasetWriter<W> {
                 assert_eq!(codes.len() as u64, self.rows, "one target per row");
                 (labels.clone(), Some(codes))
             }
+            Targets::Multi { t, values } => {
+                assert_eq!(values.len() as u64, self.rows * *t as u64, "t targets per row");
+                for chunk in values.chunks(4096) {
+                    let bytes: Vec<u8> = chunk.iter().flat_map(|v| v.to_le_bytes()).collect();
+                    self.out.write_all(&bytes)?;
+                }
+                info.outputs = Some(*t as u32);
+                (Vec::new(), None)
+            }
         };
         if let Some(codes) = codes {
             for chunk in codes.chunks(4096) {
@@ -171,16 +196,24 @@ impl<W: Write> DatasetWriter<W> {
         info.n_rows = self.rows;
         info.n_features = (self.kind == RowKind::Numeric).then_some(self.d as u64);
         // Version 2: x's length, known now that y follows it.
-        let suffix = match self.kind {
+        let t = u64::from(info.outputs.unwrap_or(1));
+        let mut suffix = match self.kind {
             RowKind::Numeric => Vec::new(),
             kind => {
-                let y_bytes = self.rows * if labels.is_empty() { 8 } else { 4 };
+                let y_bytes = self.rows * if labels.is_empty() { 8 * t } else { 4 };
                 let x_bytes = self.out.written - HEAD - y_bytes;
                 let mut s = vec![if kind == RowKind::Text { KIND_TEXT } else { KIND_TOKENS }];
                 s.extend_from_slice(&x_bytes.to_le_bytes());
                 s
             }
         };
+        if let Some(t) = info.outputs {
+            let multi = MultiTargets { t, names: info.targets.clone() };
+            let bytes = postcard::to_allocvec(&multi).expect("targets serialise");
+            suffix.extend_from_slice(&bytes);
+            suffix.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+            suffix.push(MULTI_MARK);
+        }
         let trailer_len_at = self.out.written;
         // The size is part of the trailer: it is the trailer's own length plus the rest.
         let mut trailer = Trailer { info, labels };
@@ -238,6 +271,26 @@ struct Decoded2 {
 fn decode_trailer(bytes: &[u8]) -> Result<Decoded2, FormatError> {
     let (trailer, rest): (Trailer, &[u8]) = postcard::take_from_bytes(bytes)
         .map_err(|e| FormatError::Corrupt(format!("cannot decode the trailer: {e}")))?;
+    let mut trailer = trailer;
+    let mut rest = rest;
+    // Old trailers end 0 or ROWS_SUFFIX bytes after the postcard: anything else is a
+    // targets suffix.
+    if !rest.is_empty() && rest.len() != ROWS_SUFFIX {
+        if rest[rest.len() - 1] != MULTI_MARK || rest.len() < 5 {
+            return Err(FormatError::Corrupt(format!("{} stray bytes after the trailer", rest.len())));
+        }
+        let end = rest.len() - 5;
+        let len = u32::from_le_bytes(rest[end..end + 4].try_into().expect("4 bytes")) as usize;
+        let start = end.checked_sub(len).ok_or_else(|| FormatError::Corrupt("targets suffix overruns".into()))?;
+        let multi: MultiTargets = postcard::from_bytes(&rest[start..end])
+            .map_err(|e| FormatError::Corrupt(format!("cannot decode the targets: {e}")))?;
+        if multi.t == 0 || multi.names.as_ref().is_some_and(|n| n.len() != multi.t as usize) {
+            return Err(FormatError::Corrupt("inconsistent targets".into()));
+        }
+        trailer.info.outputs = Some(multi.t);
+        trailer.info.targets = multi.names;
+        rest = &rest[..start];
+    }
     let rows = match rest.len() {
         0 => None,
         ROWS_SUFFIX => {
@@ -261,7 +314,8 @@ fn check_sizes(d2: &Decoded2, size: u64, trailer_len: u64) -> Result<(u64, u64),
         None => n.checked_mul(d).and_then(|v| v.checked_mul(8)),
         Some((_, x_bytes)) => Some(x_bytes),
     };
-    let y = n.checked_mul(if t.labels.is_empty() { 8 } else { 4 });
+    let per_row = if t.labels.is_empty() { 8 * u64::from(t.info.outputs.unwrap_or(1)) } else { 4 };
+    let y = n.checked_mul(per_row);
     let (Some(x), Some(y)) = (x, y) else {
         return Err(FormatError::Corrupt("row count overflows".into()));
     };
@@ -338,7 +392,10 @@ pub fn read_dataset(mut r: impl Read, size: u64) -> Result<Decoded, FormatError>
         Some((kind, _)) => read_rows(&body[..xb as usize], kind, n)?,
     };
     let ys = &body[xb as usize..(xb + yb) as usize];
-    let y = if trailer.labels.is_empty() {
+    let y = if let Some(t) = trailer.info.outputs {
+        let values = ys.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes"))).collect();
+        Targets::Multi { t: t as usize, values }
+    } else if trailer.labels.is_empty() {
         Targets::Numeric(ys.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes"))).collect())
     } else {
         let codes: Vec<u32> = ys.chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))).collect();
@@ -399,6 +456,8 @@ mod tests {
             features: Some(vec!["a".into(), "b".into()]),
             target: Some("t".into()),
             target_kind: TargetKind::Labels,
+            outputs: None,
+            targets: None,
             bytes: 0,
             created_at_unix_nanos: 5,
         }

@@ -36,6 +36,11 @@ impl Loc {
 enum Ys {
     Numbers(Vec<f64>),
     Labels(Vec<String>),
+    /// A 2-D y: t numbers per row, row-major.
+    Rows {
+        t: usize,
+        values: Vec<f64>,
+    },
 }
 
 struct State<W: Write> {
@@ -174,11 +179,17 @@ pub fn ingest<R: Read, W: Write>(input: R, out: W) -> Result<(DatasetInfo, W), I
         None => return Err(IngestError::malformed("/y", "missing field `y`")),
         Some(Ys::Numbers(y)) => Targets::Numeric(y),
         Some(Ys::Labels(y)) => Targets::from_labels(y.iter().map(String::as_str)),
+        Some(Ys::Rows { t, values }) => {
+            // Row-major as sent; stored output by output.
+            let n = values.len() / t;
+            let mut out = vec![0.0; values.len()];
+            for (j, v) in values.iter().enumerate() {
+                out[(j % t) * n + j / t] = *v;
+            }
+            Targets::Multi { t, values: out }
+        }
     };
-    let n_y = match &targets {
-        Targets::Numeric(y) => y.len(),
-        Targets::Labels { codes, .. } => codes.len(),
-    } as u64;
+    let n_y = targets.len() as u64;
     if n_y != writer.rows() {
         return Err(IngestError::invalid("/y", format!("has {n_y} entries but x has {} rows", writer.rows())));
     }
@@ -313,10 +324,11 @@ impl<'de, W: Write> DeserializeSeed<'de> for Labels<'_, W> {
     }
 }
 
-/// One target: a number or a string.
+/// One target: a number, a string, or a row of numbers (2-D y).
 enum Label {
     Number(f64),
     Text(String),
+    Row(Vec<f64>),
 }
 
 struct LabelVisitor;
@@ -340,6 +352,13 @@ impl<'de> Visitor<'de> for LabelVisitor {
     }
     fn visit_string<E: de::Error>(self, v: String) -> Result<Label, E> {
         Ok(Label::Text(v))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Label, A::Error> {
+        let mut row = Vec::new();
+        while let Some(v) = seq.next_element::<f64>()? {
+            row.push(v);
+        }
+        Ok(Label::Row(row))
     }
 }
 
@@ -367,6 +386,23 @@ impl<'de, W: Write> Visitor<'de> for Labels<'_, W> {
                 (None, Label::Text(t)) => ys = Some(Ys::Labels(vec![t])),
                 (Some(Ys::Numbers(y)), Label::Number(v)) => y.push(v),
                 (Some(Ys::Labels(y)), Label::Text(t)) => y.push(t),
+                (None, Label::Row(r)) if r.is_empty() => {
+                    let e = IngestError::invalid("/y/0", "a row of a 2-D y needs at least one number (one per output)");
+                    return Err(s.fail(e));
+                }
+                (None, Label::Row(r)) => ys = Some(Ys::Rows { t: r.len(), values: r }),
+                (Some(Ys::Rows { t, values }), Label::Row(r)) if r.len() == *t => values.extend(r),
+                (Some(Ys::Rows { t, .. }), Label::Row(r)) => {
+                    let e = IngestError::invalid(
+                        format!("/y/{i}"),
+                        format!("has {} numbers but y[0] has {t}: every row needs one number per output", r.len()),
+                    );
+                    return Err(s.fail(e));
+                }
+                (Some(Ys::Rows { .. }), _) | (Some(_), Label::Row(_)) => {
+                    let e = IngestError::invalid(format!("/y/{i}"), "a 2-D y needs a list of numbers on every row");
+                    return Err(s.fail(e));
+                }
                 _ => {
                     let e = IngestError::invalid(format!("/y/{i}"), "labels must be all numbers or all strings");
                     return Err(s.fail(e));

@@ -27,9 +27,16 @@ pub struct DatasetInfo {
     pub n_features: Option<u64>,
     /// CSV column names of the features; None for JSON uploads.
     pub features: Option<Vec<String>>,
-    /// The CSV target column's name; None for JSON uploads.
+    /// The CSV target column's name; None for JSON uploads and several targets.
     pub target: Option<String>,
     pub target_kind: TargetKind,
+    /// Several numeric targets per row (`?target=a,b`, or a JSON 2-D y): how many. Kept
+    /// in the stored form's targets suffix, not in the trailer's encoding.
+    #[serde(skip)]
+    pub outputs: Option<u32>,
+    /// The CSV target columns' names when there are several.
+    #[serde(skip)]
+    pub targets: Option<Vec<String>>,
     /// Size of the stored form.
     pub bytes: u64,
     pub created_at_unix_nanos: u128,
@@ -46,6 +53,8 @@ impl DatasetInfo {
             features: None,
             target: None,
             target_kind: TargetKind::Numeric,
+            outputs: None,
+            targets: None,
             bytes: 0,
             created_at_unix_nanos: created.as_nanos(),
         }
@@ -74,14 +83,32 @@ pub enum Targets {
         labels: Vec<String>,
         codes: Vec<u32>,
     },
+    /// t numeric targets per row (a multi-output regression's 2-D y), n x t column-major.
+    Multi {
+        t: usize,
+        values: Vec<f64>,
+    },
 }
 
 impl Targets {
     pub fn kind(&self) -> TargetKind {
         match self {
-            Targets::Numeric(_) => TargetKind::Numeric,
+            Targets::Numeric(_) | Targets::Multi { .. } => TargetKind::Numeric,
             Targets::Labels { .. } => TargetKind::Labels,
         }
+    }
+
+    /// Rows.
+    pub fn len(&self) -> usize {
+        match self {
+            Targets::Numeric(y) => y.len(),
+            Targets::Labels { codes, .. } => codes.len(),
+            Targets::Multi { t, values } => values.len() / (*t).max(1),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Interns per-row labels.
@@ -106,6 +133,10 @@ impl Targets {
             Targets::Numeric(y) => y.iter().map(|v| Target::Number(*v)).collect(),
             Targets::Labels { labels, codes } => {
                 codes.iter().map(|&c| Target::Text(labels[c as usize].clone())).collect()
+            }
+            Targets::Multi { t, values } => {
+                let n = self.len();
+                (0..n).map(|i| Target::Row((0..*t).map(|k| values[k * n + i]).collect())).collect()
             }
         }
     }

@@ -13,13 +13,12 @@ use super::approx::{Approximation, Mode};
 use super::online::{self, AppendError};
 use super::svm::SampleWeight;
 use super::{
-    regularised_gram, weighted_columns, Estimator, FitContext, FitError, PredictOptions, Prediction, Predictor,
-    TrainingReport, TrainingSet,
+    regularised_gram, Estimator, FitContext, FitError, PredictOptions, Prediction, Predictor, TrainingReport,
+    TrainingSet,
 };
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{Cholesky, Parallelism};
 use crate::spec::{FieldError, ObjectReader};
-use nalgebra::DVector;
 use serde_json::{json, Value};
 
 /// Checked parameters.
@@ -106,22 +105,33 @@ impl KernelRidge {
         keep_factor: bool,
         par: Parallelism,
     ) -> KernelRidgeModel {
+        // One factor, one right-hand side per output (sequential: the solve's rounding
+        // must not depend on the thread count).
+        let mut y = data.y_matrix();
+        let t = y.ncols();
         let (alpha, loo) = match self.scale() {
             None => {
-                let alpha = chol.solve_vec(&DVector::from_column_slice(&data.y));
+                chol.solve_in_place(&mut y, Parallelism::Sequential);
                 let loo =
-                    self.approx.loo.then(|| super::LeaveOneOut::from_factor(&chol, alpha.as_slice(), 1.0, false, par));
-                (alpha, loo)
+                    self.approx.loo.then(|| super::LeaveOneOut::from_factor(&chol, &y, &vec![1.0; t], false, par));
+                (y, loo)
             }
             Some(s) => {
                 // b solves the scaled problem; its leave-one-out residuals are s_i e_i, so
                 // their squares sum to the weighted PRESS, sum_i w_i e_i^2.
-                let b = chol.solve_vec(&DVector::from_iterator(s.len(), data.y.iter().zip(&s).map(|(y, si)| y * si)));
+                let scale_rows = |m: &mut nalgebra::DMatrix<f64>| {
+                    for mut col in m.column_iter_mut() {
+                        col.iter_mut().zip(&s).for_each(|(v, si)| *v *= si);
+                    }
+                };
+                scale_rows(&mut y);
+                chol.solve_in_place(&mut y, Parallelism::Sequential);
                 let loo = self.approx.loo.then(|| {
                     let total: f64 = s.iter().map(|si| si * si).sum();
-                    super::LeaveOneOut::weighted_from_factor(&chol, b.as_slice(), total, par)
+                    super::LeaveOneOut::weighted_from_factor(&chol, &y, total, par)
                 });
-                (DVector::from_iterator(s.len(), b.iter().zip(&s).map(|(b, si)| b * si)), loo)
+                scale_rows(&mut y);
+                (y, loo)
             }
         };
         let report = TrainingReport { jitter: Some(chol.jitter()), loo, ..base };
@@ -130,6 +140,7 @@ impl KernelRidge {
             x: data.x,
             alpha: alpha.as_slice().to_vec(),
             y: Some(data.y),
+            outputs: data.outputs,
             chol: keep_factor.then_some(chol),
             report,
         }
@@ -143,10 +154,25 @@ impl KernelRidge {
         ctx: &FitContext,
     ) -> Result<KernelRidgeModel, FitError> {
         let scale = self.scale();
-        let (weights, jitter) =
-            super::nystrom::ridge_weights(&self.kernel, self.lambda, &z, &data.x, &data.y, scale.as_deref(), ctx)?;
+        let (weights, jitter) = super::nystrom::ridge_weights(
+            &self.kernel,
+            self.lambda,
+            &z,
+            &data.x,
+            &data.y_matrix(),
+            scale.as_deref(),
+            ctx,
+        )?;
         let report = super::nystrom::report(z.n(), jitter);
-        Ok(KernelRidgeModel { spec: self.clone(), x: z, alpha: weights, y: None, chol: None, report })
+        Ok(KernelRidgeModel {
+            spec: self.clone(),
+            x: z,
+            alpha: weights,
+            y: None,
+            outputs: data.outputs,
+            chol: None,
+            report,
+        })
     }
 }
 
@@ -154,10 +180,12 @@ impl KernelRidge {
 pub struct KernelRidgeModel {
     spec: KernelRidge,
     x: Points,
+    /// n x t column-major, one column per output.
     alpha: Vec<f64>,
-    /// Exact fits: the training targets as given (None for Nystrom fits and for models
-    /// stored before online updates).
+    /// Exact fits: the training targets as given, n x t (None for Nystrom fits and for
+    /// models stored before online updates).
     y: Option<Vec<f64>>,
+    outputs: super::Outputs,
     /// The factor of K + lambda I, kept once rows have been appended: the fit itself
     /// does not keep it (n^2 values that prediction never reads), so the first append
     /// factorises anew and later ones grow the factor.
@@ -173,6 +201,7 @@ impl KernelRidgeModel {
     pub(super) fn store_into(&self, s: &mut super::StoredFit) {
         s.put_points(&self.x);
         s.alpha = self.alpha.clone();
+        self.outputs.store(s);
         if let Some(y) = &self.y {
             s.arrays.push(("y".into(), y.clone()));
         }
@@ -187,10 +216,11 @@ impl KernelRidgeModel {
         x: Points,
         alpha: Vec<f64>,
         y: Option<Vec<f64>>,
+        outputs: super::Outputs,
         chol: Option<Cholesky>,
         report: TrainingReport,
     ) -> KernelRidgeModel {
-        KernelRidgeModel { spec, x, alpha, y, chol, report }
+        KernelRidgeModel { spec, x, alpha, y, outputs, chol, report }
     }
 
     /// This model with `new` rows appended (see [`super::online`]); `weights`, the new
@@ -207,6 +237,7 @@ impl KernelRidgeModel {
             ));
         }
         let y = self.y.as_deref().ok_or_else(AppendError::without_targets)?;
+        online::check_outputs(self.outputs, new)?;
         let mut spec = self.spec.clone();
         match (&self.spec.sample_weight, weights) {
             (Some(old), Some(more)) if more.len() == new.x.n() => {
@@ -233,6 +264,11 @@ impl KernelRidgeModel {
             par,
         )?;
         Ok(spec.with_factor(chol, data, self.report.clone(), true, par))
+    }
+
+    /// The model's output axis.
+    pub fn outputs(&self) -> super::Outputs {
+        self.outputs
     }
 
     /// Whether the model was fitted with sample weights.
@@ -266,9 +302,10 @@ impl Predictor for KernelRidgeModel {
         for start in (0..x.n()).step_by(block) {
             let q = x.slice(start, block.min(x.n() - start));
             let ks = self.spec.kernel.cross(&self.x, &q, par);
-            values.extend(weighted_columns(&ks, &self.alpha));
+            values.extend(super::outputs::mean_rows(&ks, &self.alpha, self.outputs.t(), par));
         }
-        Prediction { values, ..Default::default() }
+        let outputs = self.outputs.is_multi().then_some(self.outputs.t());
+        Prediction { values, outputs, ..Default::default() }
     }
 
     super::spec_and_report_accessors!();
@@ -288,7 +325,7 @@ impl Predictor for KernelRidgeModel {
     }
 
     fn predict_cost(&self, m: usize, _opts: &PredictOptions) -> f64 {
-        (m * self.x.n()) as f64 * (self.kernel().pair_cost(&self.x) + 2.0)
+        (m * self.x.n()) as f64 * (self.kernel().pair_cost(&self.x) + 2.0 * self.outputs.t() as f64)
     }
 }
 
@@ -303,7 +340,7 @@ mod tests {
         let y = vec![1.0, -1.0, 0.5];
         let kernel = Kernel::from_json(&json!({"type": "rbf", "length_scale": 0.7})).unwrap();
         let spec = KernelRidge::from_json(kernel, &json!({"lambda": 1e-12}), "/params").unwrap();
-        let model = spec.fit(&TrainingSet { x: x.clone(), y: y.clone() }, &FitContext::sequential()).unwrap();
+        let model = spec.fit(&TrainingSet::new(x.clone(), y.clone()), &FitContext::sequential()).unwrap();
         let p = model.predict(&x, &PredictOptions::default(), Parallelism::Sequential);
         for (a, b) in p.values.iter().zip(&y) {
             assert!((a - b).abs() < 1e-9, "{a} vs {b}");

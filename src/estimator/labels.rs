@@ -7,12 +7,14 @@ use crate::spec::FieldError;
 use serde::Deserialize;
 use serde_json::Value;
 
-/// A training target as sent: a number (regression, numeric classes) or a string label.
+/// A training target as sent: a number (regression, numeric classes), a string label, or
+/// a list of numbers (one row of a 2-D y: kernel ridge and Gaussian processes).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(untagged)]
 pub enum Target {
     Number(f64),
     Text(String),
+    Row(Vec<f64>),
 }
 
 /// The classes of a classifier, sorted ascending (strings by code point).
@@ -56,7 +58,7 @@ impl ClassLabels {
                     .enumerate()
                     .map(|(i, t)| match t {
                         Target::Number(v) => Ok(*v),
-                        Target::Text(_) => Err(mixed(i)),
+                        _ => Err(mixed(i)),
                     })
                     .collect::<Result<Vec<f64>, _>>()?;
                 let mut sorted = values.clone();
@@ -66,13 +68,14 @@ impl ClassLabels {
                 let index = values.iter().map(|v| sorted.partition_point(|c| c < v)).collect();
                 (ClassLabels::Numbers(sorted), index)
             }
+            Target::Row(_) => return Err(FieldError::invalid("/y", "a classifier takes one label per row, not lists")),
             Target::Text(_) => {
                 let values = y
                     .iter()
                     .enumerate()
                     .map(|(i, t)| match t {
                         Target::Text(s) => Ok(s.as_str()),
-                        Target::Number(_) => Err(mixed(i)),
+                        _ => Err(mixed(i)),
                     })
                     .collect::<Result<Vec<&str>, _>>()?;
                 let mut sorted = values.clone();

@@ -21,6 +21,7 @@ mod model_spec;
 pub mod nadaraya_watson;
 pub(crate) mod nystrom;
 pub mod online;
+mod outputs;
 pub mod posterior;
 pub mod rbf_network;
 mod search;
@@ -44,6 +45,7 @@ pub use kernel_ridge::{KernelRidge, KernelRidgeModel};
 pub use labels::{ClassLabels, ClassificationSet, Target};
 pub use model_spec::ModelSpec;
 pub use nadaraya_watson::{NadarayaWatson, NadarayaWatsonModel};
+pub use outputs::Outputs;
 pub use rbf_network::{RbfNetwork, RbfNetworkModel};
 pub(crate) use search::HyperSearch;
 pub use sparse_gp::SparseGpModel;
@@ -136,12 +138,38 @@ impl ModelKind {
     }
 }
 
-/// Training inputs of a regression model after validation: n >= 1 points, one finite
-/// target each.
+/// Training inputs of a regression model after validation: n >= 1 points and their
+/// finite targets, n x t column-major (output k's targets are `y[k n..(k + 1) n]`; one
+/// output: just y). Only kernel ridge and Gaussian processes take several outputs.
 #[derive(Debug, Clone)]
 pub struct TrainingSet {
     pub x: Points,
     pub y: Vec<f64>,
+    pub outputs: Outputs,
+}
+
+impl TrainingSet {
+    /// One target per row (1-D y).
+    pub fn new(x: Points, y: Vec<f64>) -> TrainingSet {
+        TrainingSet { x, y, outputs: Outputs::Single }
+    }
+
+    /// Targets `y` n x t column-major (2-D y, whatever t).
+    pub fn multi(x: Points, y: Vec<f64>, t: usize) -> TrainingSet {
+        debug_assert_eq!(y.len(), x.n() * t);
+        TrainingSet { x, y, outputs: Outputs::Multi(t) }
+    }
+
+    /// The targets as an n x t matrix.
+    pub fn y_matrix(&self) -> DMatrix<f64> {
+        DMatrix::from_column_slice(self.x.n(), self.outputs.t(), &self.y)
+    }
+
+    /// Output k's targets.
+    pub fn output(&self, k: usize) -> &[f64] {
+        let n = self.x.n();
+        &self.y[k * n..(k + 1) * n]
+    }
 }
 
 /// Validated training inputs of any task.
@@ -256,48 +284,53 @@ pub struct LeaveOneOut {
 }
 
 impl LeaveOneOut {
-    /// From a factor of A = K + s I and alpha = A^-1 y', y' = (y - m) / scale: the
-    /// residuals y'_i - mu_i = alpha_i / [A^-1]_ii and variances 1 / [A^-1]_ii, reported
-    /// times `scale` (and the density per unit of y). One pass for diag(A^-1): n^3 / 3.
+    /// From a factor of A = K + s I and alpha = A^-1 y', y' = (y - m) / scale per output
+    /// (n x t): the residuals y'_ik - mu_ik = alpha_ik / [A^-1]_ii and variances
+    /// 1 / [A^-1]_ii, reported times output k's `scales[k]` (and the density per unit of
+    /// y), averaged over every row and output. One pass for diag(A^-1): n^3 / 3.
     pub fn from_factor(
         chol: &crate::linalg::Cholesky,
-        alpha: &[f64],
-        scale: f64,
+        alpha: &DMatrix<f64>,
+        scales: &[f64],
         density: bool,
         par: Parallelism,
     ) -> LeaveOneOut {
         let inv_diag = chol.inverse_diagonal(par);
-        let n = alpha.len().max(1) as f64;
-        let residual = |i: usize| alpha[i] / inv_diag[i];
-        let mse = (0..alpha.len()).map(|i| residual(i) * residual(i)).sum::<f64>() / n;
+        let count = alpha.len().max(1) as f64;
+        let residual = |i: usize, k: usize| alpha[(i, k)] / inv_diag[i];
+        let cells = || (0..alpha.ncols()).flat_map(|k| (0..alpha.nrows()).map(move |i| (i, k)));
+        let mse = cells().map(|(i, k)| (residual(i, k) * scales[k]).powi(2)).sum::<f64>() / count;
         let mean_log_predictive_density = density.then(|| {
             let ln_2pi = (2.0 * std::f64::consts::PI).ln();
-            let total: f64 = (0..alpha.len())
-                .map(|i| {
+            let total: f64 = cells()
+                .map(|(i, k)| {
                     let s2 = 1.0 / inv_diag[i];
-                    let r = residual(i);
-                    -0.5 * (ln_2pi + s2.ln()) - r * r / (2.0 * s2)
+                    let r = residual(i, k);
+                    -0.5 * (ln_2pi + s2.ln()) - r * r / (2.0 * s2) - scales[k].ln()
                 })
                 .sum();
-            total / n - scale.ln()
+            total / count
         });
-        LeaveOneOut { rmse: mse.sqrt() * scale, mean_log_predictive_density }
+        LeaveOneOut { rmse: mse.sqrt(), mean_log_predictive_density }
     }
-}
 
-impl LeaveOneOut {
     /// Kernel ridge with sample weights, from the factor of S K S + lambda I and b, its
-    /// solution for S y: the scaled residuals b_i / [A^-1]_ii are sqrt(w_i) e_i, and the
-    /// rmse is sqrt(sum_i w_i e_i^2 / sum_i w_i) (rows of weight 0 count nothing).
+    /// solution for S y (n x t): the scaled residuals b_ik / [A^-1]_ii are sqrt(w_i) e_ik,
+    /// and the rmse is sqrt(sum_i w_i |e_i|^2 / (t sum_i w_i)) (rows of weight 0 count
+    /// nothing).
     pub fn weighted_from_factor(
         chol: &crate::linalg::Cholesky,
-        b: &[f64],
+        b: &DMatrix<f64>,
         total_weight: f64,
         par: Parallelism,
     ) -> LeaveOneOut {
         let inv_diag = chol.inverse_diagonal(par);
-        let press: f64 = b.iter().zip(&inv_diag).map(|(b, d)| (b / d) * (b / d)).sum();
-        LeaveOneOut { rmse: (press / total_weight).sqrt(), mean_log_predictive_density: None }
+        let press: f64 = b
+            .column_iter()
+            .flat_map(|c| c.iter().zip(&inv_diag).map(|(b, d)| (b / d) * (b / d)).collect::<Vec<_>>())
+            .sum();
+        let t = b.ncols().max(1) as f64;
+        LeaveOneOut { rmse: (press / (t * total_weight)).sqrt(), mean_log_predictive_density: None }
     }
 }
 
@@ -334,6 +367,10 @@ pub struct Prediction {
     pub score_samples: Option<Vec<f64>>,
     /// kernel_pca: m x n_components (and nothing else).
     pub embedding: Option<DMatrix<f64>>,
+    /// Regression with t outputs (2-D y): `values` and `variance` are m x t, row-major,
+    /// and output k's covariance is `covariance` times `output_scales[k]`.
+    pub outputs: Option<usize>,
+    pub output_scales: Option<Vec<f64>>,
 }
 
 impl Prediction {
@@ -341,10 +378,10 @@ impl Prediction {
     /// part's row count in order. Not for covariances, which span the parts.
     pub fn split(self, sizes: &[usize]) -> Vec<Prediction> {
         debug_assert!(self.covariance.is_none(), "a covariance cannot be split by rows");
+        let t = self.outputs.unwrap_or(1);
         debug_assert_eq!(
             sizes.iter().sum::<usize>(),
-            self.values
-                .len()
+            (self.values.len() / t)
                 .max(self.classes.as_ref().map_or(0, Vec::len))
                 .max(self.embedding.as_ref().map_or(0, DMatrix::nrows))
         );
@@ -353,7 +390,7 @@ impl Prediction {
         sizes
             .iter()
             .map(|&len| {
-                let range = at..at + len;
+                let range = at * t..(at + len) * t;
                 let part = Prediction {
                     values: self.values.get(range.clone()).map_or_else(Vec::new, <[f64]>::to_vec),
                     variance: self.variance.as_ref().map(|v| v[range.clone()].to_vec()),
@@ -366,6 +403,8 @@ impl Prediction {
                     probabilities: self.probabilities.as_ref().map(|p| rows(p, at, len)),
                     score_samples: self.score_samples.as_ref().map(|v| v[range.clone()].to_vec()),
                     embedding: self.embedding.as_ref().map(|e| rows(e, at, len)),
+                    outputs: self.outputs,
+                    output_scales: self.output_scales.clone(),
                 };
                 at += len;
                 part

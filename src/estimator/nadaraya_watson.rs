@@ -131,7 +131,7 @@ mod tests {
 
     fn fit(kernel: Value, x: &[Vec<f64>], y: &[f64]) -> NadarayaWatsonModel {
         let spec = NadarayaWatson::from_json(Kernel::from_json(&kernel).unwrap(), &json!({}), "/params").unwrap();
-        spec.fit(&TrainingSet { x: Points::from_rows(x), y: y.to_vec() }, &FitContext::sequential()).unwrap()
+        spec.fit(&TrainingSet::new(Points::from_rows(x), y.to_vec()), &FitContext::sequential()).unwrap()
     }
 
     /// Against the weighted mean written out by hand for a Gaussian kernel.

@@ -27,7 +27,7 @@ use crate::kernel::{Kernel, Points};
 use crate::linalg::{self, Cholesky, Parallelism};
 use faer::linalg::matmul::triangular::BlockStructure;
 use faer::{Accum, MatMut, MatRef, Par};
-use nalgebra::{DMatrix, DVector};
+use nalgebra::DMatrix;
 use rayon::prelude::*;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -72,9 +72,9 @@ pub(crate) fn over_row_blocks<A: Send>(
 pub(crate) struct Moments {
     /// G = A A' with A = L^-1 K_Mn, M x M, both triangles filled.
     pub g: DMatrix<f64>,
-    /// u = A y.
-    pub u: DVector<f64>,
-    /// y'y.
+    /// U = A Y, M x t (one column per output).
+    pub u: DMatrix<f64>,
+    /// sum over outputs of y'y.
     pub yy: f64,
     /// tr K_nn = sum_i k(x_i, x_i).
     pub trace: f64,
@@ -88,7 +88,8 @@ pub(crate) fn whitened_block(kernel: &Kernel, z: &Points, l: &Cholesky, q: &Poin
     k
 }
 
-/// One pass over the rows: G, u, y'y and tr K_nn; with `scale`, row i's whitened column
+/// One pass over the rows: G, U, y'y and tr K_nn for targets `y` (n x t); with `scale`,
+/// row i's whitened column
 /// and target scaled by `scale[i]` (the
 /// square root of its sample weight, or 1/sqrt of its noise): G = A W A', u = A W y,
 /// y'W y and sum_i w_i k(x_i, x_i).
@@ -97,30 +98,28 @@ pub(crate) fn weighted_moments(
     z: &Points,
     l: &Cholesky,
     x: &Points,
-    y: &[f64],
+    y: &DMatrix<f64>,
     scale: Option<&[f64]>,
     ctx: &FitContext,
 ) -> Result<Moments, FitError> {
-    let m = z.n();
-    let init = || Moments { g: DMatrix::zeros(m, m), u: DVector::zeros(m), yy: 0.0, trace: 0.0 };
+    let (m, t) = (z.n(), y.ncols());
+    let init = || Moments { g: DMatrix::zeros(m, m), u: DMatrix::zeros(m, t), yy: 0.0, trace: 0.0 };
     let parts = over_row_blocks(x.n(), ctx, init, |acc, rows| {
         let q = x.slice(rows.start, rows.len());
         let mut a = whitened_block(kernel, z, l, &q);
-        let scaled: Vec<f64>;
-        let yb = match scale {
-            None => &y[rows.clone()],
-            Some(s) => {
-                let s = &s[rows.clone()];
-                for (mut col, si) in a.column_iter_mut().zip(s) {
-                    col *= *si;
-                }
-                scaled = y[rows.clone()].iter().zip(s).map(|(v, si)| v * si).collect();
-                &scaled
+        let mut yb = y.rows(rows.start, rows.len()).into_owned();
+        if let Some(s) = scale {
+            let s = &s[rows.clone()];
+            for (mut col, si) in a.column_iter_mut().zip(s) {
+                col *= *si;
             }
-        };
+            for mut col in yb.column_iter_mut() {
+                col.iter_mut().zip(s).for_each(|(v, si)| *v *= si);
+            }
+        }
         rank_update(&mut acc.g, &a);
-        acc.u.gemv(1.0, &a, &DVector::from_column_slice(yb), 1.0);
-        acc.yy += yb.iter().map(|v| v * v).sum::<f64>();
+        acc.u.gemm(1.0, &a, &yb, 1.0);
+        acc.yy += yb.norm_squared();
         let kdiag = kernel.diag(&q);
         acc.trace += match scale {
             None => kdiag.sum(),
@@ -181,13 +180,14 @@ pub(crate) fn factor_kmm(kernel: &Kernel, z: &Points, par: Parallelism) -> Resul
     Ok(Cholesky::factor_with_jitter(|| kernel.gram(z, par), par)?)
 }
 
-/// The Nystrom kernel ridge weights b for inducing points `z`, and the jitter K_MM took.
+/// The Nystrom kernel ridge weights b (M x t column-major, one column per output of `y`)
+/// for inducing points `z`, and the jitter K_MM took.
 pub(crate) fn ridge_weights(
     kernel: &Kernel,
     lambda: f64,
     z: &Points,
     x: &Points,
-    y: &[f64],
+    y: &DMatrix<f64>,
     scale: Option<&[f64]>,
     ctx: &FitContext,
 ) -> Result<(Vec<f64>, f64), FitError> {
@@ -205,7 +205,7 @@ pub(crate) fn ridge_weights(
         },
         ctx.par,
     )?;
-    let mut c = DMatrix::from_column_slice(stats.u.len(), 1, stats.u.as_slice());
+    let mut c = stats.u;
     b.solve_in_place(&mut c, Parallelism::Sequential);
     l.solve_lt_in_place(&mut c, Parallelism::Sequential);
     Ok((c.as_slice().to_vec(), l.jitter()))

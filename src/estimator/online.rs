@@ -32,6 +32,18 @@ impl AppendError {
     }
 }
 
+/// New rows must have the model's outputs (2-D y of its t columns, or 1-D y).
+pub(super) fn check_outputs(model: super::Outputs, new: &TrainingSet) -> Result<(), AppendError> {
+    if new.outputs == model {
+        return Ok(());
+    }
+    let want = match model {
+        super::Outputs::Single => "one number per row".to_string(),
+        super::Outputs::Multi(t) => format!("one list of {t} numbers per row"),
+    };
+    Err(AppendError::Unsupported(format!("`y` must take the model's shape: {want}")))
+}
+
 /// The factor of K(old ++ new) + D, D diagonal with `diag(i)` for row i of `all`, given
 /// `chol`, the factor over `old` (None: there is none, factorise anew). `all` is old ++
 /// new.
@@ -95,9 +107,10 @@ pub(super) fn grown_factor(
     Ok(Cholesky::factor_with_jitter(full, par)?)
 }
 
-/// The training set with `new` appended to `x`, `y`.
+/// The training set with `new` appended to `x`, `y` (n x t column-major, t being
+/// `new`'s outputs).
 pub(super) fn grown_set(x: &Points, y: &[f64], new: &TrainingSet) -> TrainingSet {
-    TrainingSet { x: Points::concat(&[x, &new.x]), y: y.iter().chain(&new.y).copied().collect() }
+    TrainingSet { x: Points::concat(&[x, &new.x]), y: super::outputs::stack_targets(y, new), outputs: new.outputs }
 }
 
 #[cfg(test)]
@@ -110,7 +123,7 @@ mod tests {
         let x: Vec<Vec<f64>> =
             (0..n).map(|i| vec![((i as f64 + seed) * 0.731).sin() * 3.0, ((i as f64) * 0.37 + seed).cos()]).collect();
         let y = x.iter().map(|r| r[0].sin() + 0.5 * r[1] + 3.0).collect();
-        TrainingSet { x: Points::from_rows(&x), y }
+        TrainingSet::new(Points::from_rows(&x), y)
     }
 
     fn fit(model: ModelKind, kernel: Value, params: Value, data: &TrainingSet) -> FittedModel {
@@ -163,22 +176,22 @@ mod tests {
         for (kind, params) in cases {
             let kernel = json!({"type": "rbf", "length_scale": 1.3});
             let mut n = 40;
-            let head = TrainingSet { x: all.x.slice(0, n), y: all.y[..n].to_vec() };
+            let head = TrainingSet::new(all.x.slice(0, n), all.y[..n].to_vec());
             let mut model = fit(kind, kernel.clone(), params.clone(), &head);
             for k in [1, 1, 3, 5, 10] {
-                let new = TrainingSet { x: all.x.slice(n, k), y: all.y[n..n + k].to_vec() };
+                let new = TrainingSet::new(all.x.slice(n, k), all.y[n..n + k].to_vec());
                 model = model.append(&new, Parallelism::Sequential).unwrap();
                 n += k;
                 let refit = fit(
                     kind,
                     kernel.clone(),
                     params.clone(),
-                    &TrainingSet { x: all.x.slice(0, n), y: all.y[..n].to_vec() },
+                    &TrainingSet::new(all.x.slice(0, n), all.y[..n].to_vec()),
                 );
                 assert_same(&model, &refit, &format!("{params} at n = {n}"));
             }
             let restored = FittedModel::from_stored(model.to_stored()).unwrap();
-            let more = TrainingSet { x: rows(3, 4.0).x, y: vec![1.0, 2.0, 3.5] };
+            let more = TrainingSet::new(rows(3, 4.0).x, vec![1.0, 2.0, 3.5]);
             let a = restored.append(&more, Parallelism::Sequential).unwrap();
             let b = model.append(&more, Parallelism::Sequential).unwrap();
             assert_same(&a, &b, &format!("{params} after the store"));
@@ -195,7 +208,7 @@ mod tests {
         let params = json!({"noise": 0.0});
         let model = fit(ModelKind::GaussianProcess, kernel.clone(), params.clone(), &all);
         assert_eq!(model.predictor().report().jitter, Some(0.0));
-        let dup = TrainingSet { x: all.x.slice(4, 1), y: vec![all.y[4]] };
+        let dup = TrainingSet::new(all.x.slice(4, 1), vec![all.y[4]]);
         let grown = model.append(&dup, Parallelism::Sequential).unwrap();
         let data = grown_set(&all.x, &all.y, &dup);
         let refit = fit(ModelKind::GaussianProcess, kernel.clone(), params.clone(), &data);

@@ -35,6 +35,35 @@ pub fn draw(
     Ok(out)
 }
 
+/// Draws for t outputs sharing one covariance shape: output k's mean is column k of
+/// `mean` (m x t row-major) and its covariance `covariance` times `scales[k]` (a 2-D y's
+/// GP, whose outputs differ only in their normalisation). One factorisation for all of
+/// them; output k's standard normals follow output k - 1's in the seed's stream. Returns
+/// one m x n_samples matrix per output.
+pub fn draw_outputs(
+    mean: &[f64],
+    covariance: &DMatrix<f64>,
+    scales: &[f64],
+    n_samples: usize,
+    seed: u64,
+    par: Parallelism,
+) -> Result<Vec<DMatrix<f64>>, LinalgError> {
+    let (m, t) = (covariance.nrows(), scales.len());
+    assert_eq!(mean.len(), m * t);
+    let chol = Cholesky::factor_with_jitter(|| covariance.clone(), par)?;
+    let mut rng = SplitMix64::new(seed);
+    let mut out = Vec::with_capacity(t);
+    for (k, scale) in scales.iter().enumerate() {
+        let z = DMatrix::from_fn(m, n_samples, |_, _| rng.normal());
+        let mut d = chol.l_times(&z, par) * scale.sqrt();
+        for mut col in d.column_iter_mut() {
+            col.iter_mut().enumerate().for_each(|(i, v)| *v += mean[i * t + k]);
+        }
+        out.push(d);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

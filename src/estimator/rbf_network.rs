@@ -173,7 +173,7 @@ mod tests {
     fn data(n: usize) -> TrainingSet {
         let x = Points::from_columns(crate::test_support::seeded_matrix(2, n, 5));
         let y = (0..n).map(|i| (3.0 * x.point(i)[0]).sin() + x.point(i)[1]).collect();
-        TrainingSet { x, y }
+        TrainingSet::new(x, y)
     }
 
     fn spec(params: Value) -> RbfNetwork {

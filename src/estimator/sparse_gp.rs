@@ -22,13 +22,16 @@
 //! [`OPTIMIZE_SUBSET_ROWS`], the search runs on a seeded uniform subset of that many rows
 //! (inducing points fixed) and the final fit on every row (`training.optimized_on_rows`).
 
-use super::gaussian_process::{normalisation, GaussianProcess};
+use super::gaussian_process::GaussianProcess;
 use super::nystrom::{factor_kmm, over_row_blocks, weighted_moments, whiten, Moments};
-use super::{FitContext, FitError, PredictOptions, Prediction, Predictor, Progress, TrainingReport, TrainingSet};
+use super::outputs::{gp_prediction, mean_rows, Normalisation};
+use super::{
+    FitContext, FitError, Outputs, PredictOptions, Prediction, Predictor, Progress, TrainingReport, TrainingSet,
+};
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{self, Cholesky, Parallelism};
 use crate::spec::FieldError;
-use nalgebra::{DMatrix, DVector};
+use nalgebra::DMatrix;
 
 /// The hyperparameter search of a sparse GP sees at most this many rows.
 pub const OPTIMIZE_SUBSET_ROWS: usize = 20_000;
@@ -39,10 +42,10 @@ pub struct SparseGpModel {
     z: Points,
     /// The predictive variance is k(x*, x*) - |V^-1 k*|^2.
     v: Cholesky,
-    /// The predictive mean is K_*M w.
+    /// The predictive mean is K_*M W (M x t column-major, one column per output).
     weights: Vec<f64>,
-    y_mean: f64,
-    y_std: f64,
+    outputs: Outputs,
+    norm: Normalisation,
     report: TrainingReport,
 }
 
@@ -85,36 +88,44 @@ fn log_det_correction(scale: Option<&[f64]>) -> f64 {
     scale.map_or(0.0, |s| s.iter().map(|v| v.ln()).sum())
 }
 
-/// What the bound and the mean need from the moments: L_B, c = L_B^-1 u / s, and F.
+/// What the bound and the mean need from the moments: L_B, C = L_B^-1 U / s (M x t),
+/// and F summed over the t outputs (each output's bound has the same terms but its data
+/// fit; `correction` is one output's [`log_det_correction`]).
 struct Collapsed {
     lb: Cholesky,
     c: DMatrix<f64>,
     bound: f64,
 }
 
-fn collapse(stats: &Moments, s: f64, n: usize, par: Parallelism) -> Result<Collapsed, FitError> {
+fn collapse(stats: &Moments, s: f64, n: usize, correction: f64, par: Parallelism) -> Result<Collapsed, FitError> {
     let lb = factor_b(&stats.g, s, par)?;
-    let mut c = DMatrix::from_column_slice(stats.u.len(), 1, stats.u.as_slice());
+    let mut c = stats.u.clone();
     lb.solve_l_in_place(&mut c, Parallelism::Sequential);
     c /= s;
-    let n = n as f64;
-    let bound =
-        -0.5 * n * (2.0 * std::f64::consts::PI).ln() - 0.5 * lb.log_det() - 0.5 * n * s.ln() - 0.5 * stats.yy / s
-            + 0.5 * c.norm_squared()
-            - 0.5 * stats.trace / s
-            + 0.5 * stats.g.trace() / s;
+    let (n, t) = (n as f64, stats.u.ncols() as f64);
+    let per_output =
+        -0.5 * n * (2.0 * std::f64::consts::PI).ln() - 0.5 * lb.log_det() - 0.5 * n * s.ln() - 0.5 * stats.trace / s
+            + 0.5 * stats.g.trace() / s
+            + correction;
+    let bound = t * per_output - 0.5 * stats.yy / s + 0.5 * c.norm_squared();
     Ok(Collapsed { lb, c, bound })
 }
 
-fn fit_fixed(spec: &GaussianProcess, z: &Points, x: &Points, y: &[f64], ctx: &FitContext) -> Result<Fixed, FitError> {
+fn fit_fixed(
+    spec: &GaussianProcess,
+    z: &Points,
+    x: &Points,
+    y: &DMatrix<f64>,
+    ctx: &FitContext,
+) -> Result<Fixed, FitError> {
     let (s, scale) = noise_of(spec)?;
     let kernel = &spec.kernel;
     let l = factor_kmm(kernel, z, ctx.par)?;
     ctx.progress.phase("kernel_pass");
     let stats = weighted_moments(kernel, z, &l, x, y, scale.as_deref(), ctx)?;
     ctx.progress.phase("solve");
-    let Collapsed { lb, mut c, bound } = collapse(&stats, s, x.n(), ctx.par)?;
-    let bound = bound + log_det_correction(scale.as_deref());
+    let correction = log_det_correction(scale.as_deref());
+    let Collapsed { lb, mut c, bound } = collapse(&stats, s, x.n(), correction, ctx.par)?;
     lb.solve_lt_in_place(&mut c, Parallelism::Sequential);
     l.solve_lt_in_place(&mut c, Parallelism::Sequential);
     let v = variance_factor(&l, &lb, ctx.par)?;
@@ -161,36 +172,37 @@ fn factor_b(g: &DMatrix<f64>, s: f64, par: Parallelism) -> Result<Cholesky, FitE
 /// to `spec.theta()` (kernel hyperparameters, then log noise unless fixed). None where
 /// it cannot be evaluated (the search steps back) or once the fit is cancelled.
 ///
-/// With c_hat = L_B^-T c, D_P = I - B^-1 - c_hat c_hat' and A = L^-1 K_Mn, the partial
-/// derivatives are dF/dK_MM = L^-T (D_P - G/s) L^-1 / 2, and through P = K_Mn K_nM and
-/// v = K_Mn y the adjoint of K_Mn is W = L^-T (D_P A + c_hat y') / s; dF/dtr K_nn = -1/(2s).
-/// Everything is computed in the whitened basis, as the fit is.
+/// With C_hat = L_B^-T C (M x t), D_P = t (I - B^-1) - C_hat C_hat' and A = L^-1 K_Mn,
+/// the partial derivatives (summed over the t outputs) are dF/dK_MM = L^-T (D_P - t G/s)
+/// L^-1 / 2, and through P = K_Mn K_nM and V = K_Mn Y the adjoint of K_Mn is
+/// W = L^-T (D_P A + C_hat Y') / s; dF/dtr K_nn = -t/(2s). Everything is computed in the
+/// whitened basis, as the fit is.
 pub fn bound_and_gradient(
     spec: &GaussianProcess,
     z: &Points,
     x: &Points,
-    y: &[f64],
+    y: &DMatrix<f64>,
     ctx: &FitContext,
 ) -> Option<(f64, Vec<f64>)> {
     let (s, scale) = noise_of(spec).ok()?;
     let scale = scale.as_deref();
     let kernel = &spec.kernel;
     let (n, m) = (x.n(), z.n());
+    let t = y.ncols() as f64;
     let (kuu, dkuu) = kernel.gram_with_gradient(z, ctx.par);
     let l = Cholesky::factor_with_jitter(|| kuu.clone(), ctx.par).ok()?;
     let stats = weighted_moments(kernel, z, &l, x, y, scale, ctx).ok()?;
-    let Collapsed { lb, c, bound } = collapse(&stats, s, n, ctx.par).ok()?;
-    let bound = bound + log_det_correction(scale);
+    let Collapsed { lb, c, bound } = collapse(&stats, s, n, log_det_correction(scale), ctx.par).ok()?;
     let mut c_hat = c;
     lb.solve_lt_in_place(&mut c_hat, Parallelism::Sequential);
     let b_inv = symmetric_inverse(&lb, ctx.par);
-    let mut d_p = -&b_inv - &c_hat * c_hat.transpose();
+    let mut d_p = -&b_inv * t - &c_hat * c_hat.transpose();
     for i in 0..m {
-        d_p[(i, i)] += 1.0;
+        d_p[(i, i)] += t;
     }
-    let d_uu = &d_p - &stats.g / s;
+    let d_uu = &d_p - &stats.g * (t / s);
     let p = kernel.theta().len();
-    let c_hat_over_s = DVector::from_column_slice(c_hat.as_slice()) / s;
+    let c_hat_over_s = &c_hat / s;
     let d_p_over_s = &d_p / s;
     // The second pass: sum over blocks of <W_B, dK_MB/dtheta_j>, and
     // -1/(2s) sum_i dk(x_i, x_i)/dtheta_j.
@@ -216,15 +228,17 @@ pub fn bound_and_gradient(
                 }
             }
             let mut adj = &d_p_over_s * &k;
-            for (i, (mut col, yi)) in adj.column_iter_mut().zip(&y[rows.clone()]).enumerate() {
-                col.axpy(*yi * w(i), &c_hat_over_s, 1.0);
+            let mut yb = y.rows(rows.start, rows.len()).transpose();
+            for (i, mut col) in yb.column_iter_mut().enumerate() {
+                col *= w(i);
             }
+            adj.gemm(1.0, &c_hat_over_s, &yb, 1.0);
             l.solve_lt_in_place(&mut adj, Parallelism::Sequential);
             linalg::clear_upper_vector_state();
             let (_, ddiag) = kernel.diag_with_gradient(&q);
             for j in 0..p {
                 let diag_term: f64 = ddiag[j].iter().enumerate().map(|(i, d)| d * w(i) * w(i)).sum();
-                acc[j] += adj.dot(&dk[j]) - 0.5 * diag_term / s;
+                acc[j] += adj.dot(&dk[j]) - 0.5 * t * diag_term / s;
             }
         },
     )
@@ -241,13 +255,15 @@ pub fn bound_and_gradient(
     if !spec.noise.fixed {
         // s dF/ds with K_MM, P, v and tr K_nn held; in the whitened basis
         // tr(Sigma^-1 P) = tr(B^-1 G), v'w = u'c_hat and w'Pw = c_hat' G c_hat.
+        // Summed over the outputs: the terms without y count t times.
         let tr_binv_g = b_inv.dot(&stats.g);
-        let uc = stats.u.dot(&DVector::from_column_slice(c_hat.as_slice()));
+        let uc = stats.u.dot(&c_hat);
         let gc = &stats.g * &c_hat;
         let cgc = c_hat.dot(&gc);
         let g_tr = stats.g.trace();
         grad.push(
-            -0.5 * n as f64 + (0.5 * tr_binv_g + 0.5 * stats.yy - uc + 0.5 * cgc + 0.5 * stats.trace - 0.5 * g_tr) / s,
+            -0.5 * n as f64 * t
+                + (t * (0.5 * tr_binv_g + 0.5 * stats.trace - 0.5 * g_tr) + 0.5 * stats.yy - uc + 0.5 * cgc) / s,
         );
     }
     (bound.is_finite() && grad.iter().all(|v| v.is_finite())).then_some((bound, grad))
@@ -282,8 +298,8 @@ impl SparseGpModel {
         ctx: &FitContext,
     ) -> Result<SparseGpModel, FitError> {
         noise_of(spec)?;
-        let (y_mean, y_std) = if spec.normalize_y { normalisation(&data.y) } else { (0.0, 1.0) };
-        let y: Vec<f64> = data.y.iter().map(|v| (v - y_mean) / y_std).collect();
+        let norm = Normalisation::of(data, spec.normalize_y);
+        let y = norm.apply(data);
         let (fitted, search) = if spec.optimize {
             Self::search(spec, &z, &data.x, &y, ctx)?
         } else {
@@ -300,21 +316,21 @@ impl SparseGpModel {
             evidence_lower_bound: Some(fixed.bound),
             ..super::nystrom::report(z.n(), fixed.jitter).merge_search(search)
         };
-        Ok(SparseGpModel { spec: fitted, z, v: fixed.v, weights: fixed.weights, y_mean, y_std, report })
+        Ok(SparseGpModel { spec: fitted, z, v: fixed.v, weights: fixed.weights, outputs: data.outputs, norm, report })
     }
 
     fn search(
         spec: &GaussianProcess,
         z: &Points,
         x: &Points,
-        y: &[f64],
+        y: &DMatrix<f64>,
         ctx: &FitContext,
     ) -> Result<(GaussianProcess, TrainingReport), FitError> {
         let n = x.n();
         let (xs, ys, on_rows, subset) = if n > OPTIMIZE_SUBSET_ROWS {
             // Another stream than the inducing points' draw from the same seed.
             let rows = super::inducing::sample_rows(n, OPTIMIZE_SUBSET_ROWS, spec.seed ^ 0x0B7_1A1E_5EED);
-            let ys: Vec<f64> = rows.iter().map(|&i| y[i]).collect();
+            let ys = y.select_rows(&rows);
             // A noise per row is taken at the subset's rows.
             (std::borrow::Cow::Owned(x.select(&rows)), std::borrow::Cow::Owned(ys), spec.for_rows(&rows), true)
         } else {
@@ -341,8 +357,8 @@ impl SparseGpModel {
         s.put_points(&self.z);
         s.alpha = self.weights.clone();
         s.factor = self.v.l().as_slice().to_vec();
-        s.y_mean = self.y_mean;
-        s.y_std = self.y_std;
+        self.outputs.store(s);
+        self.norm.store(self.outputs, s);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -351,15 +367,19 @@ impl SparseGpModel {
         z: Points,
         weights: Vec<f64>,
         v: Cholesky,
-        y_mean: f64,
-        y_std: f64,
+        (outputs, norm): (Outputs, Normalisation),
         report: TrainingReport,
     ) -> SparseGpModel {
-        SparseGpModel { spec, z, v, weights, y_mean, y_std, report }
+        SparseGpModel { spec, z, v, weights, outputs, norm, report }
     }
 
     pub fn evidence_lower_bound(&self) -> f64 {
         self.report.evidence_lower_bound.unwrap_or(f64::NAN)
+    }
+
+    /// The model's output axis.
+    pub fn outputs(&self) -> super::Outputs {
+        self.outputs
     }
 
     pub fn spec(&self) -> &GaussianProcess {
@@ -385,12 +405,9 @@ impl TrainingReport {
 
 impl Predictor for SparseGpModel {
     fn predict(&self, x: &Points, opts: &PredictOptions, par: Parallelism) -> Prediction {
-        let scale2 = self.y_std * self.y_std;
-        let extra = if opts.include_noise { self.spec.noise.value * scale2 } else { 0.0 };
+        let extra = if opts.include_noise { self.spec.noise.value } else { 0.0 };
         let kernel: &Kernel = &self.spec.kernel;
-        let mean_of = |k: &DMatrix<f64>| -> Vec<f64> {
-            super::weighted_columns(k, &self.weights).into_iter().map(|f| f * self.y_std + self.y_mean).collect()
-        };
+        let t = self.outputs.t();
         // t = V^-1 K_M*: the covariance is K** - t't.
         let solve = |k: DMatrix<f64>| -> DMatrix<f64> {
             let mut t = k;
@@ -400,35 +417,26 @@ impl Predictor for SparseGpModel {
         };
         if opts.covariance {
             let k = kernel.cross(&self.z, x, par);
-            let values = mean_of(&k);
-            let t = solve(k);
+            let mean = mean_rows(&k, &self.weights, t, par);
+            let a = solve(k);
             let mut cov = kernel.gram(x, par);
-            linalg::sub_at_a(&mut cov, &t, par);
-            cov *= scale2;
-            for i in 0..cov.nrows() {
-                cov[(i, i)] = cov[(i, i)].max(0.0) + extra;
-            }
-            let variance = opts.variance.then(|| cov.diagonal().iter().copied().collect());
-            return Prediction { values, variance, covariance: Some(cov), ..Default::default() };
+            linalg::sub_at_a(&mut cov, &a, par);
+            return gp_prediction(self.outputs, &self.norm, mean, opts.variance, Some(cov), None, extra);
         }
         let block = super::predict_block_rows(self.z.n());
-        let mut values = Vec::with_capacity(x.n());
+        let mut mean = Vec::with_capacity(x.n() * t);
         let mut variance = opts.variance.then(|| Vec::with_capacity(x.n()));
         for start in (0..x.n()).step_by(block) {
             let q = x.slice(start, block.min(x.n() - start));
             let k = kernel.cross(&self.z, &q, par);
-            values.extend(mean_of(&k));
+            mean.extend(mean_rows(&k, &self.weights, t, par));
             if let Some(var) = variance.as_mut() {
-                let t = solve(k);
+                let a = solve(k);
                 let prior = kernel.diag(&q);
-                var.extend(
-                    t.column_iter()
-                        .zip(prior.iter())
-                        .map(|(a, kxx)| (kxx - a.norm_squared()).max(0.0) * scale2 + extra),
-                );
+                var.extend(a.column_iter().zip(prior.iter()).map(|(a, kxx)| kxx - a.norm_squared()));
             }
         }
-        Prediction { values, variance, ..Default::default() }
+        gp_prediction(self.outputs, &self.norm, mean, opts.variance, None, variance, extra)
     }
 
     super::spec_and_report_accessors!();
@@ -449,7 +457,7 @@ impl Predictor for SparseGpModel {
     fn predict_cost(&self, m: usize, opts: &PredictOptions) -> f64 {
         let big_m = self.z.n() as f64;
         let m = m as f64;
-        let mut cost = m * big_m * (self.kernel().pair_cost(&self.z) + 2.0);
+        let mut cost = m * big_m * (self.kernel().pair_cost(&self.z) + 2.0 * self.outputs.t() as f64);
         if opts.variance || opts.covariance {
             cost += m * big_m * big_m;
         }

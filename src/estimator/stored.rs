@@ -292,12 +292,15 @@ impl FittedModel {
             }
             _ => {}
         }
-        if s.alpha.len() != x.n() {
-            return Err(RestoreError(format!("{} coefficients for {} points", s.alpha.len(), x.n())));
+        // Kernel ridge and GPs may have several outputs: a column of coefficients each.
+        let outputs = super::Outputs::restore(&mut arrays)?;
+        let t = outputs.t();
+        if s.alpha.len() != x.n() * t {
+            return Err(RestoreError(format!("{} coefficients for {} points and {t} outputs", s.alpha.len(), x.n())));
         }
         // Exact GP and kernel ridge keep their targets for online updates (absent from
         // files written before them).
-        let y = arrays.take("y", Some(x.n())).ok();
+        let y = arrays.take("y", Some(x.n() * t)).ok();
         match kind {
             ModelKind::KernelRidge => {
                 let spec = KernelRidge::from_json(kernel, &params, "/params").map_err(bad)?;
@@ -306,7 +309,7 @@ impl FittedModel {
                     true => None,
                     false => Some(factor_of(s.factor, x.n(), s.jitter)?),
                 };
-                Ok(FittedModel::KernelRidge(KernelRidgeModel::restore(spec, x, s.alpha, y, chol, report)))
+                Ok(FittedModel::KernelRidge(KernelRidgeModel::restore(spec, x, s.alpha, y, outputs, chol, report)))
             }
             ModelKind::NadarayaWatson => {
                 let spec = NadarayaWatson::from_json(kernel, &params, "/params").map_err(bad)?;
@@ -318,11 +321,13 @@ impl FittedModel {
             }
             ModelKind::GaussianProcess if nystrom => {
                 let spec = GaussianProcess::from_json(kernel, &params, "/params").map_err(bad)?;
+                let norm = super::outputs::Normalisation::restore(outputs, &s, &mut arrays)?;
                 let v = factor_of(s.factor, x.n(), 0.0)?;
-                Ok(FittedModel::SparseGp(SparseGpModel::restore(spec, x, s.alpha, v, s.y_mean, s.y_std, report)))
+                Ok(FittedModel::SparseGp(SparseGpModel::restore(spec, x, s.alpha, v, (outputs, norm), report)))
             }
             ModelKind::GaussianProcess => {
                 let spec = GaussianProcess::from_json(kernel, &params, "/params").map_err(bad)?;
+                let norm = super::outputs::Normalisation::restore(outputs, &s, &mut arrays)?;
                 let factor = factor_of(s.factor, x.n(), s.jitter)?;
                 Ok(FittedModel::GaussianProcess(GaussianProcessModel::restore(
                     spec,
@@ -330,7 +335,7 @@ impl FittedModel {
                     s.alpha,
                     factor,
                     y,
-                    (s.y_mean, s.y_std),
+                    (outputs, norm),
                     report,
                 )))
             }
@@ -385,6 +390,17 @@ impl FittedModel {
             FittedModel::GaussianProcess(m) => m.has_row_noise(),
             FittedModel::SparseGp(m) => m.spec().noise_rows.is_some(),
             _ => false,
+        }
+    }
+
+    /// The outputs of a regression's targets (one for every model but kernel ridge and
+    /// Gaussian processes fitted on a 2-D y).
+    pub fn outputs(&self) -> super::Outputs {
+        match self {
+            FittedModel::KernelRidge(m) => m.outputs(),
+            FittedModel::GaussianProcess(m) => m.outputs(),
+            FittedModel::SparseGp(m) => m.outputs(),
+            _ => super::Outputs::Single,
         }
     }
 

@@ -206,7 +206,7 @@ mod tests {
     fn setup(n: usize) -> (TrainingSet, Kernel) {
         let x = Points::from_columns(crate::test_support::seeded_matrix(3, n, 21));
         let y = (0..n).map(|i| 10.0 + 3.0 * (x.point(i)[0] * 3.0).sin() + x.point(i)[2]).collect();
-        (TrainingSet { x, y }, Kernel::from_json(&json!({"type": "rbf", "length_scale": 0.8})).unwrap())
+        (TrainingSet::new(x, y), Kernel::from_json(&json!({"type": "rbf", "length_scale": 0.8})).unwrap())
     }
 
     fn rel(a: &[f64], b: &[f64]) -> f64 {
@@ -240,7 +240,7 @@ mod tests {
             assert!(rel(va.as_ref().unwrap(), vb.as_ref().unwrap()) < 1e-8, "s = {s}: variance");
         }
         let path = Path::new(&r, &table, &set.y, &train, &ctx).unwrap();
-        let fold = TrainingSet { x: set.x.select(&train), y: train.iter().map(|&i| set.y[i]).collect() };
+        let fold = TrainingSet::new(set.x.select(&train), train.iter().map(|&i| set.y[i]).collect());
         for s in values {
             let gp = GaussianProcess::from_json(kernel.clone(), &json!({"noise": s, "normalize_y": true}), "/params")
                 .unwrap()

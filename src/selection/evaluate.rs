@@ -52,7 +52,7 @@ impl FoldSet {
         let x = data.x().select(train);
         Ok(match data {
             TrainingData::Regression(d) => FoldSet {
-                data: TrainingData::Regression(TrainingSet { x, y: train.iter().map(|&i| d.y[i]).collect() }),
+                data: TrainingData::Regression(TrainingSet::new(x, train.iter().map(|&i| d.y[i]).collect())),
                 present: None,
             },
             TrainingData::Unlabelled(_) => FoldSet { data: TrainingData::Unlabelled(x), present: None },
@@ -319,7 +319,7 @@ mod tests {
     fn regression(n: usize) -> TrainingData {
         let x = Points::from_columns(crate::test_support::seeded_matrix(2, n, 11));
         let y = (0..n).map(|i| (x.point(i)[0] * 2.0).sin() + 0.3 * x.point(i)[1]).collect();
-        TrainingData::Regression(TrainingSet { x, y })
+        TrainingData::Regression(TrainingSet::new(x, y))
     }
 
     fn spec(model: &str, kernel: serde_json::Value, params: serde_json::Value) -> ModelSpec {

@@ -218,7 +218,7 @@ mod tests {
             TrainingData::Classification(ClassificationSet { x, y, classes })
         } else {
             let y = rows.iter().map(|r| (3.0 * r[0]).sin() + r[1] * r[1]).collect();
-            TrainingData::Regression(TrainingSet { x, y })
+            TrainingData::Regression(TrainingSet::new(x, y))
         };
         Arc::new(spec.fit(&data, &FitContext::new(Parallelism::Sequential)).unwrap())
     }

@@ -35,7 +35,7 @@ use uuid::Uuid;
 
 pub use crate::estimator::Target;
 pub use observations::RowExtras;
-pub use posterior::SampleOptions;
+pub use posterior::{Draws, SampleOptions};
 
 /// A training request after JSON parsing, before validation.
 #[derive(Debug, Clone)]
@@ -306,7 +306,7 @@ impl Service {
         id: Uuid,
         rows: QueryRows,
         opts: PredictOptions,
-    ) -> Result<(Arc<FittedModel>, Prediction), ServiceError> {
+    ) -> Result<(Arc<FittedModel>, Prediction, Option<Vec<String>>), ServiceError> {
         let entry = self.lookup(id).await?;
         if entry.kind == ModelKind::KernelPca {
             return Err(FieldError::invalid(
@@ -315,7 +315,11 @@ impl Service {
             )
             .into());
         }
-        self.answer(entry, rows, opts).await
+        // A multi-output model fitted from a dataset names its outputs by its target
+        // columns (the CSV answer's column names).
+        let targets = entry.origin.targets.clone();
+        let (fitted, prediction) = self.answer(entry, rows, opts).await?;
+        Ok((fitted, prediction, targets))
     }
 
     /// Predicts with any model, or transforms with a kernel PCA (its answer's

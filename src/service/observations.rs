@@ -11,7 +11,7 @@ use super::training::{failure_of, stored_model};
 use super::{Service, ServiceError};
 use crate::dataset::rows::{to_points, Row, RowShape};
 use crate::estimator::online::AppendError;
-use crate::estimator::{FittedModel, ModelKind, Target, TrainingSet};
+use crate::estimator::{FittedModel, ModelKind, Outputs, Target, TrainingSet};
 use crate::linalg::Parallelism;
 use crate::optimize::SplitMix64;
 use crate::registry::{Failure, FailureKind, ModelEntry};
@@ -343,7 +343,16 @@ fn observations(fitted: &FittedModel, x: &[Row], y: &[Target]) -> Result<Trainin
     if y.len() != x.len() {
         return Err(FieldError::invalid("/y", format!("has {} entries but x has {} rows", y.len(), x.len())).into());
     }
-    Ok(TrainingSet { x: points, y: super::training::regression_targets(y)? })
+    let (y, outputs) = super::training::regression_targets(y)?;
+    let model = fitted.outputs();
+    if outputs != model {
+        let want = match model {
+            Outputs::Single => "one number per row, as the model was fitted".to_string(),
+            Outputs::Multi(t) => format!("one list of {t} numbers per row, as the model was fitted"),
+        };
+        return Err(FieldError::invalid("/y", format!("must take the model's shape: {want}")).into());
+    }
+    Ok(TrainingSet { x: points, y, outputs })
 }
 
 fn internal_append_failure(id: Uuid) -> ServiceError {
@@ -367,7 +376,7 @@ mod tests {
 
     fn rows(from: usize, k: usize) -> TrainingSet {
         let x: Vec<Vec<f64>> = (from..from + k).map(|i| vec![i as f64]).collect();
-        TrainingSet { x: Points::from_rows(&x), y: (from..from + k).map(|i| i as f64).collect() }
+        TrainingSet::new(Points::from_rows(&x), (from..from + k).map(|i| i as f64).collect())
     }
 
     /// New rows join a sample with room; a full one stays full, keeps rows paired with

@@ -21,14 +21,31 @@ pub struct SampleOptions {
     pub include_noise: bool,
 }
 
+/// Joint draws at the query rows: m x n_samples, or one such matrix per output of a
+/// multi-output model.
+#[derive(Debug, Clone)]
+pub enum Draws {
+    Single(DMatrix<f64>),
+    PerOutput(Vec<DMatrix<f64>>),
+}
+
+impl Draws {
+    fn all_finite(&self) -> bool {
+        match self {
+            Draws::Single(d) => d.iter().all(|v| v.is_finite()),
+            Draws::PerOutput(ds) => ds.iter().all(|d| d.iter().all(|v| v.is_finite())),
+        }
+    }
+}
+
 impl Service {
-    /// m x n_samples joint draws at the query rows.
+    /// n_samples joint draws at the query rows.
     pub async fn posterior_samples(
         self: &Arc<Self>,
         id: Uuid,
         rows: QueryRows,
         opts: SampleOptions,
-    ) -> Result<DMatrix<f64>, ServiceError> {
+    ) -> Result<Draws, ServiceError> {
         let entry = self.lookup(id).await?;
         if entry.kind != ModelKind::GaussianProcess {
             return Err(FieldError::invalid(
@@ -63,10 +80,15 @@ impl Service {
             )
             .into());
         }
-        if (m as u64).saturating_mul(opts.n_samples) > MAX_DRAWN {
+        let t = fitted.outputs().t() as u64;
+        if (m as u64).saturating_mul(t).saturating_mul(opts.n_samples) > MAX_DRAWN {
+            let outputs = if t > 1 { format!(" x {t} outputs") } else { String::new() };
             return Err(FieldError::invalid(
                 "/n_samples",
-                format!("{m} rows x {} draws exceed the {MAX_DRAWN} numbers one request may draw", opts.n_samples),
+                format!(
+                    "{m} rows{outputs} x {} draws exceed the {MAX_DRAWN} numbers one request may draw",
+                    opts.n_samples
+                ),
             )
             .into());
         }
@@ -81,7 +103,11 @@ impl Service {
             let out = catch_unwind(AssertUnwindSafe(|| {
                 let p = fitted.predictor().predict(&points, &predict, par);
                 let cov = p.covariance.expect("a GP answers the covariance it is asked for");
-                posterior::draw(&p.values, &cov, n_samples, opts.seed, par)
+                match &p.output_scales {
+                    None => posterior::draw(&p.values, &cov, n_samples, opts.seed, par).map(Draws::Single),
+                    Some(scales) => posterior::draw_outputs(&p.values, &cov, scales, n_samples, opts.seed, par)
+                        .map(Draws::PerOutput),
+                }
             }));
             service.heavy_predicts.fetch_sub(1, Ordering::AcqRel);
             out
@@ -96,7 +122,7 @@ impl Service {
                 format!("the predictive covariance at these rows cannot be factorised even with jitter: {e}"),
             ))
         })?;
-        if !samples.iter().all(|v| v.is_finite()) {
+        if !samples.all_finite() {
             return Err(FieldError::invalid("/x", "the draws overflow for these inputs").into());
         }
         self.metrics.record_predict(entry.kind.name(), m, started.elapsed().as_secs_f64());

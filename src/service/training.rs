@@ -5,7 +5,8 @@
 use super::{Service, ServiceError, TrainInput, TrainOutcome, TrainSource, ValidTraining};
 use crate::dataset::rows::to_points;
 use crate::estimator::{
-    ClassLabels, ClassificationSet, FitContext, FitError, ModelKind, ModelSpec, Target, Task, TrainingData, TrainingSet,
+    ClassLabels, ClassificationSet, FitContext, FitError, ModelKind, ModelSpec, Outputs, Target, Task, TrainingData,
+    TrainingSet,
 };
 use crate::kernel::{default_kernel, Kernel};
 use crate::linalg::{LinalgError, Parallelism};
@@ -61,7 +62,7 @@ impl Service {
             TrainSource::Dataset(id) => {
                 let (id, stored) = self.read_dataset_for_fit(id)?;
                 self.check_train_rows(stored.x.n())?;
-                let origin = Origin { dataset: Some(id), features: stored.info.features };
+                let origin = Origin { dataset: Some(id), features: stored.info.features, targets: stored.info.targets };
                 (stored.x, Ys::Stored(stored.y), origin)
             }
         };
@@ -80,9 +81,36 @@ impl Service {
                 TrainingData::Unlabelled(x)
             }
             (_, Ys::Absent) => return Err(FieldError::shape("/y", "missing field `y`").into()),
-            (Task::Regression, Ys::Sent(y)) => TrainingData::Regression(TrainingSet { x, y: regression_targets(y)? }),
+            (_, Ys::Sent(y)) if matches!(y.first(), Some(Target::Row(_))) && !takes_several_outputs(kind) => {
+                return Err(FieldError::invalid(
+                    "/y",
+                    format!(
+                        "{} takes one target per row; a 2-D y (several outputs) is for kernel_ridge and gaussian_process",
+                        kind.name()
+                    ),
+                )
+                .into())
+            }
+            (Task::Regression, Ys::Sent(y)) => {
+                let (y, outputs) = regression_targets(y)?;
+                TrainingData::Regression(TrainingSet { x, y, outputs })
+            }
             (Task::Regression, Ys::Stored(crate::dataset::Targets::Numeric(y))) => {
-                TrainingData::Regression(TrainingSet { x, y })
+                TrainingData::Regression(TrainingSet::new(x, y))
+            }
+            (_, Ys::Stored(crate::dataset::Targets::Multi { t, .. })) if !takes_several_outputs(kind) => {
+                return Err(FieldError::invalid(
+                    "/dataset",
+                    format!(
+                        "the dataset has {t} targets per row; {} takes one (several outputs are for kernel_ridge \
+                         and gaussian_process)",
+                        kind.name()
+                    ),
+                )
+                .into())
+            }
+            (Task::Regression, Ys::Stored(crate::dataset::Targets::Multi { t, values })) => {
+                TrainingData::Regression(TrainingSet::multi(x, values, t))
             }
             (Task::Regression, Ys::Stored(_)) => {
                 return Err(FieldError::invalid(
@@ -105,6 +133,13 @@ impl Service {
             *data.x_mut() = crate::kernel::precomputed_training_rows(data.x())?;
         }
         if let Some(search) = &input.search {
+            if matches!(&data, TrainingData::Regression(d) if d.outputs.is_multi()) {
+                return Err(FieldError::invalid(
+                    "/search",
+                    "a model search scores one output: search on one column of y, then fit all of them",
+                )
+                .into());
+            }
             return self.plan_search(kind, input, search, data, origin);
         }
         let kernel = match &input.kernel {
@@ -318,16 +353,42 @@ impl Service {
 }
 
 /// A regression request's targets as numbers: a label is malformed at /y/i.
-pub(super) fn regression_targets(y: &[Target]) -> Result<Vec<f64>, FieldError> {
-    y.iter()
-        .enumerate()
-        .map(|(i, t)| match t {
-            Target::Number(v) => Ok(*v),
-            Target::Text(_) => {
-                Err(FieldError::shape(format!("/y/{i}"), "expected a number: this is a regression model"))
-            }
-        })
-        .collect()
+pub(super) fn regression_targets(y: &[Target]) -> Result<(Vec<f64>, Outputs), FieldError> {
+    let number = |i: usize, t: &Target| match t {
+        Target::Number(v) => Ok(*v),
+        _ => Err(FieldError::shape(format!("/y/{i}"), "expected a number: this is a regression model")),
+    };
+    let Some(Target::Row(first)) = y.first() else {
+        let values = y.iter().enumerate().map(|(i, t)| number(i, t)).collect::<Result<Vec<f64>, _>>()?;
+        return Ok((values, Outputs::Single));
+    };
+    // A 2-D y: n rows of t numbers, stored n x t column-major.
+    let t = first.len();
+    if t == 0 {
+        return Err(FieldError::invalid("/y/0", "a row of a 2-D y needs at least one number (one per output)"));
+    }
+    let n = y.len();
+    let mut out = vec![0.0; n * t];
+    for (i, row) in y.iter().enumerate() {
+        let Target::Row(row) = row else {
+            return Err(FieldError::shape(format!("/y/{i}"), format!("expected a list of {t} numbers, as y[0]")));
+        };
+        if row.len() != t {
+            return Err(FieldError::invalid(
+                format!("/y/{i}"),
+                format!("has {} numbers but y[0] has {t}: every row needs one number per output", row.len()),
+            ));
+        }
+        for (k, v) in row.iter().enumerate() {
+            out[k * n + i] = *v;
+        }
+    }
+    Ok((out, Outputs::Multi(t)))
+}
+
+/// Models that take a 2-D y (several outputs over one kernel).
+pub(super) fn takes_several_outputs(kind: ModelKind) -> bool {
+    matches!(kind, ModelKind::KernelRidge | ModelKind::GaussianProcess)
 }
 
 /// What the store keeps of a ready model: its file's body and head.
@@ -362,10 +423,13 @@ fn sample_json(data: &TrainingData, labels: Option<&crate::dataset::Targets>) ->
     let x = data.x();
     let rows = crate::estimator::inducing::sample_rows(x.n(), x.n().min(SAMPLE_ROWS), 0x5A3F1E);
     let y: Vec<Value> = match data {
+        // Output 0 of a multi-output model: y is column-major, so its first n values.
         TrainingData::Regression(d) => rows.iter().map(|&i| serde_json::json!(d.y[i])).collect(),
         TrainingData::Classification(d) => rows.iter().map(|&i| d.classes.label(d.y[i])).collect(),
         TrainingData::Unlabelled(_) => match labels {
-            Some(crate::dataset::Targets::Numeric(y)) => rows.iter().map(|&i| serde_json::json!(y[i])).collect(),
+            Some(crate::dataset::Targets::Numeric(y) | crate::dataset::Targets::Multi { values: y, .. }) => {
+                rows.iter().map(|&i| serde_json::json!(y[i])).collect()
+            }
             Some(crate::dataset::Targets::Labels { labels, codes }) => {
                 rows.iter().map(|&i| Value::String(labels[codes[i] as usize].clone())).collect()
             }

@@ -6,7 +6,7 @@ use super::{log_marginal_likelihood_of, GaussianProcess, NOISE_BOUNDS};
 use crate::estimator::{FitContext, FitError, TrainingReport};
 use crate::kernel::Points;
 use crate::linalg::{Cholesky, Parallelism};
-use nalgebra::{DMatrix, DVector};
+use nalgebra::DMatrix;
 use rayon::prelude::*;
 
 impl GaussianProcess {
@@ -60,23 +60,34 @@ impl GaussianProcess {
     /// matrix that is not positive definite gives None, and the search steps back), the
     /// inverse formed once from the factor, and 1/2 tr((a a^T - K^-1) dK/dtheta_j) as a
     /// sum over the lower triangle.
-    pub fn log_marginal_likelihood(&self, x: &Points, y: &DVector<f64>, par: Parallelism) -> Option<(f64, Vec<f64>)> {
+    ///
+    /// With t outputs (the columns of y) the likelihood and its gradient are summed over
+    /// them: W = sum_k alpha_k alpha_k^T - t K^-1.
+    pub fn log_marginal_likelihood(&self, x: &Points, y: &DMatrix<f64>, par: Parallelism) -> Option<(f64, Vec<f64>)> {
         let n = x.n();
         let (mut k, dks) = self.kernel.gram_with_gradient(x, par);
         for i in 0..n {
             k[(i, i)] += self.noise_at(i);
         }
         let chol = Cholesky::factor(k, par).ok()?;
-        let alpha = chol.solve_vec(y);
+        let mut alpha = y.clone();
+        chol.solve_in_place(&mut alpha, Parallelism::Sequential);
         let lml = log_marginal_likelihood_of(y, &alpha, &chol);
         // W = alpha alpha^T - K^-1, lower triangle, off-diagonal entries doubled: then
         // 1/2 tr(W dK) = 1/2 sum_{i >= j} W'_ij dK_ij for symmetric dK.
         let mut w = chol.inverse_lower(par);
-        let a = alpha.as_slice();
+        let t = alpha.ncols();
+        // alpha row-major, so that row i's t values are adjacent.
+        let a = alpha.transpose();
+        let a = a.as_slice();
+        let tf = t as f64;
+        let aa = |i: usize, j: usize| -> f64 {
+            a[i * t..(i + 1) * t].iter().zip(&a[j * t..(j + 1) * t]).map(|(p, q)| p * q).sum()
+        };
         let w_column = |(j, wc): (usize, &mut [f64])| {
-            wc[j] = a[j] * a[j] - wc[j];
-            for i in j + 1..n {
-                wc[i] = 2.0 * (a[i] * a[j] - wc[i]);
+            wc[j] = aa(j, j) - tf * wc[j];
+            for (i, w) in wc.iter_mut().enumerate().skip(j + 1) {
+                *w = 2.0 * (aa(i, j) - tf * *w);
             }
         };
         if par.is_parallel() {
@@ -117,7 +128,7 @@ impl GaussianProcess {
     pub(super) fn optimise(
         &self,
         x: &Points,
-        y: &DVector<f64>,
+        y: &DMatrix<f64>,
         ctx: &FitContext,
     ) -> Result<(GaussianProcess, TrainingReport), FitError> {
         let search = crate::estimator::HyperSearch {

@@ -15,12 +15,13 @@ mod model;
 pub use model::GaussianProcessModel;
 
 use super::approx::Approximation;
+use super::outputs::Normalisation;
 use super::{regularised_gram, Estimator, FitContext, FitError, TrainingReport, TrainingSet};
 use crate::kernel::hyper::Hyper;
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{Cholesky, Parallelism};
 use crate::spec::{FieldError, ObjectReader};
-use nalgebra::{DMatrix, DVector};
+use nalgebra::DMatrix;
 use serde_json::{json, Value};
 
 /// The most extra optimiser starts one fit may ask for: each costs a full search.
@@ -134,9 +135,11 @@ impl GaussianProcess {
     }
 }
 
-/// -1/2 y^T alpha - 1/2 log det K - n/2 log 2 pi, with alpha = K^-1 y and K = L L^T.
-fn log_marginal_likelihood_of(y: &DVector<f64>, alpha: &DVector<f64>, chol: &Cholesky) -> f64 {
-    -0.5 * y.dot(alpha) - 0.5 * chol.log_det() - 0.5 * y.len() as f64 * (2.0 * std::f64::consts::PI).ln()
+/// Summed over the t outputs (columns of y): -1/2 y_k^T alpha_k - 1/2 log det K -
+/// n/2 log 2 pi, with alpha = K^-1 y and K = L L^T.
+fn log_marginal_likelihood_of(y: &DMatrix<f64>, alpha: &DMatrix<f64>, chol: &Cholesky) -> f64 {
+    let (n, t) = (y.nrows() as f64, y.ncols() as f64);
+    -0.5 * y.dot(alpha) - t * (0.5 * chol.log_det() + 0.5 * n * (2.0 * std::f64::consts::PI).ln())
 }
 
 /// Mean and ddof-0 standard deviation of y, with scikit-learn's rule that a zero
@@ -155,8 +158,7 @@ impl Estimator for GaussianProcess {
     fn fit(&self, data: &TrainingSet, ctx: &FitContext) -> Result<GaussianProcessModel, FitError> {
         ctx.cancel.check()?;
         ctx.progress.phase("factorize");
-        let (y_mean, y_std) = if self.normalize_y { normalisation(&data.y) } else { (0.0, 1.0) };
-        let y = DVector::from_iterator(data.y.len(), data.y.iter().map(|v| (v - y_mean) / y_std));
+        let y = Normalisation::of(data, self.normalize_y).apply(data);
         let (spec, search) =
             if self.optimize { self.optimise(&data.x, &y, ctx)? } else { (self.clone(), TrainingReport::default()) };
         spec.fit_fixed(data, search, ctx)
@@ -201,9 +203,12 @@ impl GaussianProcess {
         search: TrainingReport,
         par: Parallelism,
     ) -> Result<GaussianProcessModel, FitError> {
-        let (y_mean, y_std) = if self.normalize_y { normalisation(&data.y) } else { (0.0, 1.0) };
-        let y = DVector::from_iterator(data.y.len(), data.y.iter().map(|v| (v - y_mean) / y_std));
-        let alpha = chol.solve_vec(&y);
+        let norm = Normalisation::of(&data, self.normalize_y);
+        let y = norm.apply(&data);
+        // One factor, one right-hand side per output (sequential: the solve's rounding
+        // must not depend on the thread count).
+        let mut alpha = y.clone();
+        chol.solve_in_place(&mut alpha, Parallelism::Sequential);
         let lml = log_marginal_likelihood_of(&y, &alpha, &chol);
         if !lml.is_finite() {
             // JSON has no infinities; and a likelihood that overflows says y needs scaling.
@@ -212,7 +217,7 @@ impl GaussianProcess {
                 "the targets are too large: the log marginal likelihood overflows; rescale y or set normalize_y",
             )));
         }
-        let loo = self.approx.loo.then(|| super::LeaveOneOut::from_factor(&chol, alpha.as_slice(), y_std, true, par));
+        let loo = self.approx.loo.then(|| super::LeaveOneOut::from_factor(&chol, &alpha, &norm.std, true, par));
         let report = TrainingReport { log_marginal_likelihood: Some(lml), jitter: Some(chol.jitter()), loo, ..search };
         Ok(GaussianProcessModel {
             spec: self.clone(),
@@ -220,8 +225,8 @@ impl GaussianProcess {
             alpha: alpha.as_slice().to_vec(),
             chol,
             y: Some(data.y),
-            y_mean,
-            y_std,
+            outputs: data.outputs,
+            norm,
             report,
         })
     }
@@ -231,12 +236,13 @@ impl GaussianProcess {
 mod tests {
     use super::*;
     use crate::estimator::{PredictOptions, Predictor};
+    use nalgebra::DVector;
     use serde_json::json;
 
     fn data() -> TrainingSet {
         let rows: Vec<Vec<f64>> = (0..12).map(|i| vec![i as f64 * 0.5, (i as f64 * 0.7).sin()]).collect();
         let y = rows.iter().map(|r| r[0].cos() + 0.3 * r[1]).collect();
-        TrainingSet { x: Points::from_rows(&rows), y }
+        TrainingSet::new(Points::from_rows(&rows), y)
     }
 
     fn gp(params: Value) -> GaussianProcess {
@@ -307,7 +313,14 @@ mod tests {
     #[test]
     fn lml_gradient_matches_finite_differences() {
         let data = data();
-        let y = DVector::from_column_slice(&data.y);
+        // One output, and three (the likelihood and gradient summed over them).
+        let three = DMatrix::from_fn(data.x.n(), 3, |i, k| data.y[i] * (k as f64 + 1.0) + (i * k) as f64 * 0.1);
+        for y in [data.y_matrix(), three] {
+            lml_gradient_at(&data, &y);
+        }
+    }
+
+    fn lml_gradient_at(data: &TrainingSet, y: &DMatrix<f64>) {
         let k = Kernel::from_json(&json!({"type": "sum", "kernels": [
             {"type": "scale", "factor": 1.5, "kernel": {"type": "rbf", "length_scale": [0.8, 2.0]}},
             {"type": "matern", "nu": 2.5, "length_scale": 3.0}
@@ -316,13 +329,13 @@ mod tests {
         let gp = GaussianProcess::from_json(k, &json!({"noise": 0.05}), "/params").unwrap();
         let theta = gp.theta();
         assert_eq!(theta.len(), 5, "factor, 2 length scales, matern length scale, noise");
-        let (_, grad) = gp.log_marginal_likelihood(&data.x, &y, Parallelism::Sequential).unwrap();
+        let (_, grad) = gp.log_marginal_likelihood(&data.x, y, Parallelism::Sequential).unwrap();
         for j in 0..theta.len() {
             let h = 1e-5;
             let at = |d: f64| {
                 let mut t = theta.clone();
                 t[j] += d;
-                gp.with_theta(&t).log_marginal_likelihood(&data.x, &y, Parallelism::Sequential).unwrap().0
+                gp.with_theta(&t).log_marginal_likelihood(&data.x, y, Parallelism::Sequential).unwrap().0
             };
             let fd = (at(h) - at(-h)) / (2.0 * h);
             assert!((grad[j] - fd).abs() <= 1e-6 * fd.abs().max(1.0), "theta[{j}]: analytic {} vs fd {fd}", grad[j]);
@@ -350,7 +363,7 @@ mod tests {
         // inside the bounds) or the hyperparameter is reported on its bound.
         let fitted = &model.spec;
         assert_ne!(fitted.noise.value, 1.0);
-        let y = DVector::from_column_slice(&data.y);
+        let y = data.y_matrix();
         let (_, g) = fitted.log_marginal_likelihood(&data.x, &y, Parallelism::Sequential).unwrap();
         let at_bounds = r.hyperparameters_at_bounds.clone().unwrap();
         for (gi, p) in g.iter().zip(fitted.theta_pointers()) {

@@ -3,22 +3,24 @@
 
 use super::GaussianProcess;
 use crate::estimator::online::{self, AppendError};
-use crate::estimator::{weighted_columns, PredictOptions, Prediction, Predictor, TrainingReport, TrainingSet};
+use crate::estimator::outputs::{gp_prediction, mean_rows, Normalisation};
+use crate::estimator::{Outputs, PredictOptions, Prediction, Predictor, TrainingReport, TrainingSet};
 use crate::kernel::Points;
 use crate::linalg::{self, Cholesky, Parallelism};
-use nalgebra::DMatrix;
 
 #[derive(Debug, Clone)]
 pub struct GaussianProcessModel {
     pub(super) spec: GaussianProcess,
     pub(super) x: Points,
+    /// n x t column-major, one column per output.
     pub(super) alpha: Vec<f64>,
     pub(super) chol: Cholesky,
-    /// The training targets as given (None for models stored before online updates).
+    /// The training targets as given, n x t (None for models stored before online
+    /// updates).
     pub(super) y: Option<Vec<f64>>,
-    /// y was fitted as (y - y_mean) / y_std.
-    pub(super) y_mean: f64,
-    pub(super) y_std: f64,
+    pub(super) outputs: Outputs,
+    /// y was fitted as (y - mean) / std, per output.
+    pub(super) norm: Normalisation,
     pub(super) report: TrainingReport,
 }
 
@@ -32,8 +34,8 @@ impl GaussianProcessModel {
         s.alpha = self.alpha.clone();
         s.factor = crate::linalg::copy_of(self.chol.l().as_slice());
         s.jitter = self.chol.jitter();
-        s.y_mean = self.y_mean;
-        s.y_std = self.y_std;
+        self.outputs.store(s);
+        self.norm.store(self.outputs, s);
         if let Some(y) = &self.y {
             s.arrays.push(("y".into(), y.clone()));
         }
@@ -45,10 +47,10 @@ impl GaussianProcessModel {
         alpha: Vec<f64>,
         chol: Cholesky,
         y: Option<Vec<f64>>,
-        (y_mean, y_std): (f64, f64),
+        (outputs, norm): (Outputs, Normalisation),
         report: TrainingReport,
     ) -> GaussianProcessModel {
-        GaussianProcessModel { spec, x, alpha, chol, y, y_mean, y_std, report }
+        GaussianProcessModel { spec, x, alpha, chol, y, outputs, norm, report }
     }
 
     /// This model with `new` rows appended (see [`crate::estimator::online`]); `noise`, the new
@@ -60,6 +62,7 @@ impl GaussianProcessModel {
         par: Parallelism,
     ) -> Result<GaussianProcessModel, AppendError> {
         let y = self.y.as_deref().ok_or_else(AppendError::without_targets)?;
+        online::check_outputs(self.outputs, new)?;
         let mut spec = self.spec.clone();
         match (&self.spec.noise_rows, noise) {
             (Some(old), Some(more)) if more.len() == new.x.n() => spec.noise_rows = Some([&old[..], more].concat()),
@@ -93,50 +96,41 @@ impl GaussianProcessModel {
         self.report.log_marginal_likelihood.unwrap_or(f64::NAN)
     }
 
-    /// Variance added at prediction points with `include_noise`, in the units of y.
-    fn noise_in_y_units(&self) -> f64 {
-        self.spec.noise.value * self.y_std * self.y_std
+    /// The model's output axis.
+    pub fn outputs(&self) -> Outputs {
+        self.outputs
     }
 }
 
 impl Predictor for GaussianProcessModel {
     fn predict(&self, x: &Points, opts: &PredictOptions, par: Parallelism) -> Prediction {
-        let scale2 = self.y_std * self.y_std;
-        let extra = if opts.include_noise { self.noise_in_y_units() } else { 0.0 };
+        let extra = if opts.include_noise { self.spec.noise.value } else { 0.0 };
         let kernel = &self.spec.kernel;
+        let t = self.outputs.t();
         if opts.covariance {
             // The covariance needs every query at once; the caller bounds m.
             let mut v = kernel.cross(&self.x, x, par);
-            let values = self.mean_of(&v);
+            let mean = mean_rows(&v, &self.alpha, t, par);
             self.chol.solve_l_in_place(&mut v, par);
             let mut cov = kernel.gram(x, par);
             linalg::sub_at_a(&mut cov, &v, par);
-            cov *= scale2;
-            for i in 0..cov.nrows() {
-                cov[(i, i)] = cov[(i, i)].max(0.0) + extra;
-            }
-            let variance = opts.variance.then(|| cov.diagonal().iter().copied().collect());
-            return Prediction { values, variance, covariance: Some(cov), ..Default::default() };
+            return gp_prediction(self.outputs, &self.norm, mean, opts.variance, Some(cov), None, extra);
         }
         let block = crate::estimator::predict_block_rows(self.x.n());
-        let mut values = Vec::with_capacity(x.n());
+        let mut mean = Vec::with_capacity(x.n() * t);
         let mut variance = opts.variance.then(|| Vec::with_capacity(x.n()));
         for start in (0..x.n()).step_by(block) {
             let q = x.slice(start, block.min(x.n() - start));
             let mut v = kernel.cross(&self.x, &q, par);
-            values.extend(self.mean_of(&v));
+            mean.extend(mean_rows(&v, &self.alpha, t, par));
             if let Some(var) = variance.as_mut() {
                 // The mean-only path never pays for the solve.
                 self.chol.solve_l_in_place(&mut v, par);
                 let prior = kernel.diag(&q);
-                var.extend(
-                    v.column_iter()
-                        .zip(prior.iter())
-                        .map(|(col, kxx)| (kxx - col.norm_squared()).max(0.0) * scale2 + extra),
-                );
+                var.extend(v.column_iter().zip(prior.iter()).map(|(col, kxx)| kxx - col.norm_squared()));
             }
         }
-        Prediction { values, variance, ..Default::default() }
+        gp_prediction(self.outputs, &self.norm, mean, opts.variance, None, variance, extra)
     }
 
     crate::estimator::spec_and_report_accessors!();
@@ -157,7 +151,7 @@ impl Predictor for GaussianProcessModel {
     fn predict_cost(&self, m: usize, opts: &PredictOptions) -> f64 {
         let n = self.x.n() as f64;
         let m = m as f64;
-        let mut cost = m * n * (self.kernel().pair_cost(&self.x) + 2.0);
+        let mut cost = m * n * (self.kernel().pair_cost(&self.x) + 2.0 * self.outputs.t() as f64);
         if opts.variance || opts.covariance {
             cost += m * n * n;
         }
@@ -165,11 +159,5 @@ impl Predictor for GaussianProcessModel {
             cost += m * m * n;
         }
         cost
-    }
-}
-
-impl GaussianProcessModel {
-    fn mean_of(&self, cross: &DMatrix<f64>) -> Vec<f64> {
-        weighted_columns(cross, &self.alpha).into_iter().map(|f| f * self.y_std + self.y_mean).collect()
     }
 }
