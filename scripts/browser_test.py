@@ -22,6 +22,8 @@ Steps (each prints one PASS/FAIL line; the exit status is 1 when any failed):
     facts (gp.png);
  4. svm-blobs: decision regions of at least two classes and ringed support vectors (classifier.png);
  5. krr-3d: predicted against actual (scatter.png);
+ 5b. trains over the API a GP "gp-two-outputs" on a 2-D y (sin x, 10 + 5 cos x) and opens it:
+    a band plot of its 25 points with the note that output 0 of 2 is shown (multi_output.png);
  6. trains over the API an SVM "svm-search" on two noisy blobs with a 3 x 4 grid search over
     /params/c and /kernel/gamma, then opens it: a search table of 12 candidates sorted by mean
     score, the best (training.search.best_index, its values those of best_values) first and
@@ -244,6 +246,22 @@ def krr_scatter(driver, ids, shots):
     screenshot(driver, shots, "scatter.png")
 
 
+def multi_output_band(driver, api, shots):
+    xs = [6 * i / 24 for i in range(25)]
+    model = api.train({
+        "model": "gaussian_process", "name": "gp-two-outputs", "params": {"noise": 0.01, "normalize_y": True},
+        "x": [[x] for x in xs], "y": [[math.sin(x), 10 + 5 * math.cos(x)] for x in xs],
+    })
+    driver.find_element(By.ID, "refresh").click()
+    wait(driver, lambda d: row(d, model["id"]), "gp-two-outputs in the models table")
+    svg = select_model(driver, model["id"], "gp-two-outputs", "band")
+    n = len(svg.find_elements(By.CSS_SELECTOR, "circle.point"))
+    check(n == 25, f"{n} training points drawn, 25 expected")
+    notes = [e.get_attribute("textContent") for e in driver.find_elements(By.CSS_SELECTOR, "[data-testid=details] .outputs-note")]
+    check(notes == ["This model has 2 outputs; the plot shows output 0."], f"the outputs note: {notes}")
+    screenshot(driver, shots, "multi_output.png")
+
+
 def svm_search(driver, api, shots):
     rng = random.Random(23)
     x, y = [], []
@@ -445,6 +463,8 @@ def main():
         step("3 gp-sine: band plot, band and mean paths of >= 100 points, 32 training points (2 appended), version 2", gp_band, driver, ids, shots)
         step("4 svm-blobs: decision regions of >= 2 classes, support vectors ringed", svm_regions, driver, ids, shots)
         step("5 krr-3d: predicted against actual", krr_scatter, driver, ids, shots)
+        step("5b a GP on two outputs: output 0 plotted as a band, and the page says so",
+             multi_output_band, driver, Api(args.url, args.token), shots)
         step("6 svm-search: 12 candidates ranked by mean, the best first and marked, a heat map of 12 cells with one best",
              svm_search, driver, Api(args.url, args.token), shots)
         step("7 train from the CSV form: new model ready, listed and plotted", train_from_form, driver, shots)
@@ -461,7 +481,7 @@ def main():
             driver.save_screenshot(os.path.join(shots, "failure.png"))
     finally:
         driver.quit()
-    total = 10 + (2 if args.token else 0)
+    total = 11 + (2 if args.token else 0)
     print(f"{total - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 

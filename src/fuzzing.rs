@@ -110,16 +110,19 @@ pub fn posterior_body(data: &[u8]) {
     for model in models().iter().filter(|m| m.kind() == crate::estimator::ModelKind::GaussianProcess) {
         let Ok(points) = service().check_query(model, &body.x, &opts) else { continue };
         let p = model.predictor().predict(&points, &opts, Parallelism::Sequential);
-        let cov = p.covariance.expect("a GP answers its covariance");
-        let drawn = crate::estimator::posterior::draw(
-            &p.values,
-            &cov,
-            n_samples as usize,
-            body.seed.unwrap_or(0),
-            Parallelism::Sequential,
-        );
-        if let Ok(d) = drawn {
-            assert_eq!(d.shape(), (points.n(), n_samples as usize));
+        use crate::estimator::posterior::{draw_prediction, Draws};
+        let drawn = draw_prediction(&p, n_samples as usize, body.seed.unwrap_or(0), Parallelism::Sequential);
+        let shape = (points.n(), n_samples as usize);
+        match &drawn {
+            Ok(Draws::Single(d)) => assert_eq!(d.shape(), shape),
+            Ok(Draws::PerOutput(ds)) => {
+                assert_eq!(ds.len(), model.outputs().t());
+                assert!(ds.iter().all(|d| d.shape() == shape));
+            }
+            Err(_) => {}
+        }
+        if let Ok(d) = &drawn {
+            serde_json::to_vec(&crate::api::types::SamplesResponse::new(d)).expect("draws serialise");
         }
     }
 }
@@ -198,8 +201,10 @@ pub fn dataset_upload(data: &[u8]) {
     let parsed = if data.first() == Some(&b'{') {
         crate::dataset::json::ingest(data, Vec::new())
     } else {
+        // A first byte of 1 or 3 mod 4 names the target `a`, or the targets `a,b`.
         let (target, body) = match data.split_first() {
-            Some((b, rest)) if b % 2 == 1 => (Some("a".to_string()), rest),
+            Some((b, rest)) if b % 4 == 1 => (Some("a".to_string()), rest),
+            Some((b, rest)) if b % 4 == 3 => (Some("a,b".to_string()), rest),
             _ => (None, data),
         };
         crate::dataset::csv::ingest(body, Vec::new(), crate::dataset::csv::CsvOptions { target, name: None })
@@ -208,6 +213,8 @@ pub fn dataset_upload(data: &[u8]) {
     let back = read_dataset(&bytes[..], bytes.len() as u64).expect("an accepted upload reads back");
     assert_eq!(back.info, info);
     assert_eq!(back.x.n() as u64, info.n_rows);
+    assert_eq!(back.y.len() as u64, info.n_rows);
+    assert_eq!(info.outputs.is_some(), matches!(back.y, crate::dataset::Targets::Multi { .. }));
     assert_eq!(back.x.numeric().is_some(), info.n_features.is_some());
     assert!(back.x.numeric().is_none_or(|m| m.iter().all(|v| v.is_finite())));
 }
@@ -249,6 +256,7 @@ fn models() -> &'static [FittedModel] {
         let x: Vec<Vec<f64>> = (0..12).map(|i| vec![(i % 4) as f64, (i / 4) as f64 * 0.7]).collect();
         let numbers: Vec<f64> = x.iter().map(|r| (r[0] - r[1]).sin()).collect();
         let labels: Vec<&str> = (0..12).map(|i| ["a", "b", "c"][i % 3]).collect();
+        let two: Vec<Vec<f64>> = numbers.iter().map(|v| vec![*v, 10.0 - 3.0 * v]).collect();
         let rbf = Kernel::from_json(&json!({"type": "rbf"})).expect("a kernel");
         let k = rbf.gram(&Points::from_rows(&x), Parallelism::Sequential);
         let gram: Vec<Vec<f64>> = k.row_iter().map(|r| r.iter().copied().collect()).collect();
@@ -260,6 +268,11 @@ fn models() -> &'static [FittedModel] {
                    "normalize_y": true}, "x": x, "y": numbers}),
             json!({"model": "gaussian_process", "params": {"noise": 0.1, "approximation": "nystrom", "inducing_points": 4},
                    "x": x, "y": numbers}),
+            // Several outputs (a 2-D y): exact and nystrom GPs, kernel ridge.
+            json!({"model": "gaussian_process", "params": {"noise": 0.1, "normalize_y": true}, "x": x, "y": two}),
+            json!({"model": "gaussian_process", "params": {"noise": 0.1, "approximation": "nystrom", "inducing_points": 4},
+                   "x": x, "y": two}),
+            json!({"model": "kernel_ridge", "x": x, "y": two}),
             json!({"model": "nadaraya_watson", "x": x, "y": numbers}),
             json!({"model": "rbf_network", "params": {"centers": 5, "lambda": 0.1}, "x": x, "y": numbers}),
             json!({"model": "svm", "params": {"probability": true}, "x": x, "y": labels}),

@@ -105,13 +105,13 @@ impl KernelRidge {
         keep_factor: bool,
         par: Parallelism,
     ) -> KernelRidgeModel {
-        // One factor, one right-hand side per output (sequential: the solve's rounding
-        // must not depend on the thread count).
+        // One factor, one right-hand side per output (each solved sequentially, so that
+        // its rounding does not depend on the thread count).
         let mut y = data.y_matrix();
         let t = y.ncols();
         let (alpha, loo) = match self.scale() {
             None => {
-                chol.solve_in_place(&mut y, Parallelism::Sequential);
+                chol.solve_columns_in_place(&mut y, par);
                 let loo =
                     self.approx.loo.then(|| super::LeaveOneOut::from_factor(&chol, &y, &vec![1.0; t], false, par));
                 (y, loo)
@@ -125,7 +125,7 @@ impl KernelRidge {
                     }
                 };
                 scale_rows(&mut y);
-                chol.solve_in_place(&mut y, Parallelism::Sequential);
+                chol.solve_columns_in_place(&mut y, par);
                 let loo = self.approx.loo.then(|| {
                     let total: f64 = s.iter().map(|si| si * si).sum();
                     super::LeaveOneOut::weighted_from_factor(&chol, &y, total, par)

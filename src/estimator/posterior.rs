@@ -35,6 +35,38 @@ pub fn draw(
     Ok(out)
 }
 
+/// Joint draws at the query rows: m x n_samples, or one such matrix per output of a
+/// multi-output model.
+#[derive(Debug, Clone)]
+pub enum Draws {
+    Single(DMatrix<f64>),
+    PerOutput(Vec<DMatrix<f64>>),
+}
+
+impl Draws {
+    pub fn all_finite(&self) -> bool {
+        match self {
+            Draws::Single(d) => d.iter().all(|v| v.is_finite()),
+            Draws::PerOutput(ds) => ds.iter().all(|d| d.iter().all(|v| v.is_finite())),
+        }
+    }
+}
+
+/// Draws from a Gaussian process's prediction with its covariance (one output, or each
+/// of several: [`draw_outputs`]).
+pub fn draw_prediction(
+    p: &super::Prediction,
+    n_samples: usize,
+    seed: u64,
+    par: Parallelism,
+) -> Result<Draws, LinalgError> {
+    let cov = p.covariance.as_ref().expect("a prediction with its covariance");
+    match &p.output_scales {
+        None => draw(&p.values, cov, n_samples, seed, par).map(Draws::Single),
+        Some(scales) => draw_outputs(&p.values, cov, scales, n_samples, seed, par).map(Draws::PerOutput),
+    }
+}
+
 /// Draws for t outputs sharing one covariance shape: output k's mean is column k of
 /// `mean` (m x t row-major) and its covariance `covariance` times `scales[k]` (a 2-D y's
 /// GP, whose outputs differ only in their normalisation). One factorisation for all of

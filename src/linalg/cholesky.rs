@@ -392,6 +392,26 @@ impl Cholesky {
         solve_upper_triangular_in_place(self.l_ref().transpose(), rhs, par.faer());
     }
 
+    /// As [`Cholesky::solve_in_place`] for several right-hand sides (a multi-output fit's
+    /// targets), their columns split between threads and each part solved sequentially:
+    /// a column's result does not depend on the thread count.
+    pub fn solve_columns_in_place(&self, b: &mut DMatrix<f64>, par: Parallelism) {
+        let (n, k) = b.shape();
+        let threads = if par.is_parallel() { rayon::current_num_threads().min(k) } else { 1 };
+        if threads <= 1 || n == 0 {
+            return self.solve_in_place(b, Parallelism::Sequential);
+        }
+        let per = k.div_ceil(threads);
+        use rayon::prelude::*;
+        b.as_mut_slice().par_chunks_mut(n * per).for_each(|part| {
+            let cols = part.len() / n;
+            let mut rhs = MatMut::from_column_major_slice_mut(part, n, cols);
+            solve_lower_triangular_in_place(self.l_ref(), rhs.as_mut(), faer::Par::Seq);
+            solve_upper_triangular_in_place(self.l_ref().transpose(), rhs, faer::Par::Seq);
+            clear_upper_vector_state();
+        });
+    }
+
     /// (L L^T)^-1 b for one right-hand side.
     pub fn solve_vec(&self, b: &DVector<f64>) -> DVector<f64> {
         let mut m = DMatrix::from_column_slice(b.len(), 1, b.as_slice());

@@ -35,7 +35,7 @@ use uuid::Uuid;
 
 pub use crate::estimator::Target;
 pub use observations::RowExtras;
-pub use posterior::{Draws, SampleOptions};
+pub use posterior::SampleOptions;
 
 /// A training request after JSON parsing, before validation.
 #[derive(Debug, Clone)]

@@ -3,11 +3,10 @@
 //! m^2 n and m^3 work, so both run on a blocking thread under the heavy-predict limit.
 
 use super::{QueryRows, Service, ServiceError};
-use crate::estimator::posterior::{self, MAX_DRAWN};
+use crate::estimator::posterior::{self, Draws, MAX_DRAWN};
 use crate::estimator::{ModelKind, PredictOptions};
 use crate::linalg::Parallelism;
 use crate::spec::FieldError;
-use nalgebra::DMatrix;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -19,23 +18,6 @@ pub struct SampleOptions {
     pub n_samples: u64,
     pub seed: u64,
     pub include_noise: bool,
-}
-
-/// Joint draws at the query rows: m x n_samples, or one such matrix per output of a
-/// multi-output model.
-#[derive(Debug, Clone)]
-pub enum Draws {
-    Single(DMatrix<f64>),
-    PerOutput(Vec<DMatrix<f64>>),
-}
-
-impl Draws {
-    fn all_finite(&self) -> bool {
-        match self {
-            Draws::Single(d) => d.iter().all(|v| v.is_finite()),
-            Draws::PerOutput(ds) => ds.iter().all(|d| d.iter().all(|v| v.is_finite())),
-        }
-    }
 }
 
 impl Service {
@@ -102,12 +84,7 @@ impl Service {
             let par = Parallelism::for_problem(n.max(m), busy);
             let out = catch_unwind(AssertUnwindSafe(|| {
                 let p = fitted.predictor().predict(&points, &predict, par);
-                let cov = p.covariance.expect("a GP answers the covariance it is asked for");
-                match &p.output_scales {
-                    None => posterior::draw(&p.values, &cov, n_samples, opts.seed, par).map(Draws::Single),
-                    Some(scales) => posterior::draw_outputs(&p.values, &cov, scales, n_samples, opts.seed, par)
-                        .map(Draws::PerOutput),
-                }
+                posterior::draw_prediction(&p, n_samples, opts.seed, par)
             }));
             service.heavy_predicts.fetch_sub(1, Ordering::AcqRel);
             out

@@ -376,21 +376,52 @@ function grid2d(points) {
   return { xr, yr, cells };
 }
 
+// A multi-output model (a 2-D y) answers a list of t numbers per row: the page plots
+// output 0 (the sample's y is output 0 too) and says so.
+function firstOutput(p) {
+  const multi = Array.isArray(p.predictions) && Array.isArray(p.predictions[0]);
+  if (!multi) return { p, t: 1 };
+  const col = (v) => (Array.isArray(v) ? v.map((r) => r[0]) : v);
+  return { p: { ...p, predictions: col(p.predictions), std: col(p.std) }, t: p.predictions[0].length };
+}
+
+function withOutputNote(t, plot) {
+  const note = hint(`This model has ${t} outputs; the plot shows output 0.`);
+  note.classList.add("outputs-note");
+  const wrap = h("div", {});
+  wrap.append(note, plot);
+  return wrap;
+}
+
 // The plot that fits the model's kind, from its /sample and one batch predict (or
 // transform).
 async function drawFit(m) {
+  const drawn = await drawFitOf(m);
+  return drawn.t > 1 ? withOutputNote(drawn.t, drawn.plot) : drawn.plot;
+}
+
+async function drawFitOf(m) {
+  const one = (plot) => ({ plot, t: 1 });
   const s = await api("GET", modelUrl(m.id, "/sample"));
-  if (!s.x.length) return hint("No training rows to plot.");
-  if (s.x.some((r) => r === null)) return hint("The training rows of a precomputed kernel are kernel values, not points: nothing to plot.");
-  if (m.task === "transform") return drawEmbedding(m, s);
-  if (m.task === "novelty") return drawNovelty(m, s);
+  if (!s.x.length) return one(hint("No training rows to plot."));
+  if (s.x.some((r) => r === null)) return one(hint("The training rows of a precomputed kernel are kernel values, not points: nothing to plot."));
+  if (m.task === "transform") return one(await drawEmbedding(m, s));
+  if (m.task === "novelty") return one(await drawNovelty(m, s));
   if (m.task === "regression" && m.n_features === 1) {
     const xs = s.x.map((r) => r[0]);
     const grid = grid1d(xs);
     const gp = m.model === "gaussian_process";
-    const p = await predict(m, grid.map((v) => [v]), gp);
-    return bandPlot({ xs, ys: s.y, grid, mean: p.predictions, std: gp && Array.isArray(p.std) ? p.std : null });
+    const { p, t } = firstOutput(await predict(m, grid.map((v) => [v]), gp));
+    return { t, plot: bandPlot({ xs, ys: s.y, grid, mean: p.predictions, std: gp && Array.isArray(p.std) ? p.std : null }) };
   }
+  if (m.task === "regression") {
+    const { p, t } = firstOutput(await predict(m, s.x));
+    return { t, plot: scatterPlot({ actual: s.y, predicted: p.predictions }) };
+  }
+  return one(await drawClassifier(m, s));
+}
+
+async function drawClassifier(m, s) {
   if (m.task === "classification" && m.n_features === 2) {
     const { xr, yr, cells } = grid2d(s.x);
     const p = await predict(m, cells);
@@ -401,7 +432,6 @@ async function drawFit(m) {
     });
   }
   const p = await predict(m, s.x);
-  if (m.task === "regression") return scatterPlot({ actual: s.y, predicted: p.predictions });
   return confusionTable({ classes: m.classes || p.classes || [], actual: s.y, predicted: p.predictions });
 }
 

@@ -71,7 +71,7 @@ impl GaussianProcess {
         }
         let chol = Cholesky::factor(k, par).ok()?;
         let mut alpha = y.clone();
-        chol.solve_in_place(&mut alpha, Parallelism::Sequential);
+        chol.solve_columns_in_place(&mut alpha, par);
         let lml = log_marginal_likelihood_of(y, &alpha, &chol);
         // W = alpha alpha^T - K^-1, lower triangle, off-diagonal entries doubled: then
         // 1/2 tr(W dK) = 1/2 sum_{i >= j} W'_ij dK_ij for symmetric dK.

@@ -205,10 +205,10 @@ impl GaussianProcess {
     ) -> Result<GaussianProcessModel, FitError> {
         let norm = Normalisation::of(&data, self.normalize_y);
         let y = norm.apply(&data);
-        // One factor, one right-hand side per output (sequential: the solve's rounding
-        // must not depend on the thread count).
+        // One factor, one right-hand side per output (each solved sequentially, so that
+        // its rounding does not depend on the thread count).
         let mut alpha = y.clone();
-        chol.solve_in_place(&mut alpha, Parallelism::Sequential);
+        chol.solve_columns_in_place(&mut alpha, par);
         let lml = log_marginal_likelihood_of(&y, &alpha, &chol);
         if !lml.is_finite() {
             // JSON has no infinities; and a likelihood that overflows says y needs scaling.
