@@ -304,3 +304,50 @@ async fn sample_prints_the_draws_of_a_gp() {
     assert_ne!(code, 0);
     assert!(err.contains("/model"), "{err}");
 }
+
+/// Several targets: `--target a,b` trains a multi-output model from a CSV file, predict
+/// answers a column per output named by the targets, observe appends rows of both, and
+/// sample writes sample_<j>_<k>.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_targets_from_a_csv_file() {
+    let s = TestServer::default().await;
+    let mut csv = String::from("x,a,b\n");
+    for i in 0..30 {
+        let x = i as f64 / 5.0;
+        csv.push_str(&format!("{x},{},{}\n", x.sin(), 10.0 + x.cos()));
+    }
+    let train = temp_file("two.csv", &csv);
+    let args = [
+        "train",
+        train.to_str().unwrap(),
+        "--target",
+        "a,b",
+        "--model",
+        "gaussian_process",
+        "--param",
+        "noise=0.01",
+        "--json",
+    ];
+    let (code, out, err) = mercer(&s.url, &args, &[]).await;
+    assert_eq!(code, 0, "{err}");
+    let model: Value = serde_json::from_str(&out).unwrap();
+    let id = model["id"].as_str().unwrap();
+    let (code, out, _) = mercer(&s.url, &["datasets", "--json"], &[]).await;
+    let datasets: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((code, &datasets["datasets"][0]["target"]), (0, &serde_json::json!(["a", "b"])));
+    let query = temp_file("q.csv", "x\n1.0\n2.5\n");
+    let (code, out, err) = mercer(&s.url, &["predict", id, query.to_str().unwrap(), "--variance"], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "prediction_a,prediction_b,variance_a,variance_b,std_a,std_b");
+    let first: Vec<f64> = lines[1].split(',').map(|v| v.parse().unwrap()).collect();
+    assert!((first[0] - 1f64.sin()).abs() < 0.05 && (first[1] - 10.0 - 1f64.cos()).abs() < 0.05, "{out}");
+    let more = temp_file("more.csv", "b,x,a\n9.01,3.1,0.04\n");
+    let (code, out, err) = mercer(&s.url, &["observe", id, more.to_str().unwrap(), "--target", "a,b"], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("version     2") && out.contains("n_train     31"), "{out}");
+    let (code, out, err) = mercer(&s.url, &["sample", id, query.to_str().unwrap(), "-n", "2"], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().next(), Some("sample_1_0,sample_2_0,sample_1_1,sample_2_1"));
+    assert_eq!(out.lines().count(), 3);
+}

@@ -33,6 +33,10 @@ fn text(v: &Value) -> String {
     match v {
         Value::Null => "-".into(),
         Value::String(s) => s.clone(),
+        // Several target columns: a,b.
+        Value::Array(items) if items.iter().all(Value::is_string) => {
+            items.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(",")
+        }
         other => other.to_string(),
     }
 }
