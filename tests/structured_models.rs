@@ -261,6 +261,48 @@ async fn bad_rows_and_kernels_name_the_place() {
             422,
             "/kernel/decay",
         ),
+        // Out-of-range integers are 422 at their place, negative and fractional ones too;
+        // a value in the hyperparameter form is checked at its `value`.
+        (
+            json!({"model": "kernel_ridge", "kernel": {"type": "spectrum", "k": -2}, "x": ["a"], "y": [1]}),
+            422,
+            "/kernel/k",
+        ),
+        (
+            json!({"model": "kernel_ridge", "kernel": {"type": "spectrum", "k": 2.5}, "x": ["a"], "y": [1]}),
+            422,
+            "/kernel/k",
+        ),
+        (
+            json!({"model": "kernel_ridge", "kernel": {"type": "spectrum", "k": "3"}, "x": ["a"], "y": [1]}),
+            400,
+            "/kernel/k",
+        ),
+        (
+            json!({"model": "kernel_ridge", "kernel": {"type": "subsequence", "length": -1}, "x": ["a"], "y": [1]}),
+            422,
+            "/kernel/length",
+        ),
+        (
+            json!({"model": "kernel_ridge", "kernel": {"type": "subsequence", "decay": {"value": 1.5, "fixed": true}}, "x": ["a"], "y": [1]}),
+            422,
+            "/kernel/decay/value",
+        ),
+        (
+            json!({"model": "kernel_ridge", "kernel": {"type": "subsequence", "decay": {"value": 0.5, "colour": 1}}, "x": ["a"], "y": [1]}),
+            400,
+            "/kernel/decay/colour",
+        ),
+        (
+            json!({"model": "kernel_ridge", "kernel": {"type": "polynomial", "degree": -3}, "x": [[1.0]], "y": [1]}),
+            422,
+            "/kernel/degree",
+        ),
+        (
+            json!({"model": "kernel_ridge", "kernel": {"type": "generative", "components": -1}, "x": [[1], [2]], "y": [1, 2]}),
+            422,
+            "/kernel/components",
+        ),
         (
             json!({"model": "kernel_ridge", "kernel": {"type": "set", "measure": "dice"}, "x": [["a"]], "y": [1]}),
             422,
@@ -359,4 +401,29 @@ async fn a_gp_optimises_the_algebra_around_a_string_kernel() {
     assert_ne!(m["kernel"]["factor"], json!(1.0), "{}", m["kernel"]);
     assert_eq!(m["kernel"]["kernel"], json!({"type": "spectrum", "k": 3, "normalize": true}));
     assert!(m["training"]["log_marginal_likelihood"].is_number());
+}
+
+/// Every numeric kernel parameter takes the hyperparameter form `{"value", "bounds",
+/// "fixed"}` (the contract's kernels): a string kernel's `decay`, `k` and `length` so given
+/// fit the same model as the plain numbers.
+#[tokio::test]
+async fn string_kernel_parameters_take_the_hyperparameter_form() {
+    let s = TestServer::default().await;
+    let x = json!(["abcab", "bcabc", "xyzxy", "zyxzy", "abxyz"]);
+    let y = json!([1.0, 0.8, -1.0, -0.7, 0.1]);
+    let q = json!({"x": ["abcxy", "zzyx"]});
+    for (plain, object) in [
+        (
+            json!({"type": "subsequence", "length": 2, "decay": 0.7}),
+            json!({"type": "subsequence", "length": {"value": 2}, "decay": {"value": 0.7, "fixed": true}}),
+        ),
+        (json!({"type": "spectrum", "k": 2}), json!({"type": "spectrum", "k": {"value": 2, "bounds": [1, 5]}})),
+    ] {
+        let a = s.train(&json!({"model": "kernel_ridge", "kernel": plain, "x": x, "y": y})).await;
+        let b = s.train(&json!({"model": "kernel_ridge", "kernel": object, "x": x, "y": y})).await;
+        assert_eq!(a["kernel"], b["kernel"], "the same kernel back");
+        let pa = predict(&s, a["id"].as_str().unwrap(), q.clone()).await;
+        let pb = predict(&s, b["id"].as_str().unwrap(), q.clone()).await;
+        assert_eq!(pa, pb, "{object}");
+    }
 }

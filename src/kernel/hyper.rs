@@ -189,6 +189,36 @@ fn read_bounds(v: &Value, pointer: &str) -> Result<(f64, f64), FieldError> {
     Ok((lo, hi))
 }
 
+/// A numeric parameter that is never optimised, as a number or in the hyperparameter form
+/// `{"value", "bounds", "fixed"}` every numeric kernel parameter accepts (bounds and fixed
+/// then change nothing). Returns the value and the pointer its range errors name
+/// (`.../value` in the object form).
+pub(crate) fn plain_number<'a>(obj: &mut ObjectReader<'a>, key: &'a str) -> Result<Option<(f64, String)>, FieldError> {
+    let pointer = obj.pointer(key);
+    let Some(v) = obj.take(key) else { return Ok(None) };
+    if !v.is_object() {
+        return Ok(Some((as_f64(v, &pointer)?, pointer)));
+    }
+    let h = Hyper::<f64>::read(v, &pointer)?;
+    Ok(Some((h.value, format!("{pointer}/value"))))
+}
+
+/// An integer parameter in `lo..=hi` (a number, or the hyperparameter form): another
+/// number (negative, fractional, out of range) is 422 at its pointer, anything else a
+/// shape error.
+pub(crate) fn integer_in<'a>(
+    obj: &mut ObjectReader<'a>,
+    key: &'a str,
+    lo: u64,
+    hi: u64,
+) -> Result<Option<u64>, FieldError> {
+    match plain_number(obj, key)? {
+        None => Ok(None),
+        Some((v, _)) if v.fract() == 0.0 && v >= lo as f64 && v <= hi as f64 => Ok(Some(v as u64)),
+        Some((_, at)) => Err(FieldError::invalid(at, format!("must be an integer from {lo} to {hi}"))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

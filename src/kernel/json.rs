@@ -44,16 +44,7 @@ pub(super) fn read(v: &Value, path: &str) -> Result<Kernel, FieldError> {
     let kernel = match ty {
         "linear" => Kernel::Linear { c: non_negative(&mut obj, "c", 0.0)? },
         "polynomial" => {
-            let degree = match obj.u64("degree")? {
-                None => 3,
-                Some(d) if (1..=MAX_DEGREE).contains(&d) => d as u32,
-                Some(_) => {
-                    return Err(FieldError::invalid(
-                        obj.pointer("degree"),
-                        format!("must be an integer from 1 to {MAX_DEGREE}"),
-                    ))
-                }
-            };
+            let degree = crate::kernel::hyper::integer_in(&mut obj, "degree", 1, MAX_DEGREE)?.unwrap_or(3) as u32;
             let gamma = gamma(&mut obj)?;
             let coef0 = any_number(&mut obj, "coef0", 1.0)?;
             Kernel::Polynomial { degree, gamma, coef0 }
@@ -76,12 +67,12 @@ pub(super) fn read(v: &Value, path: &str) -> Result<Kernel, FieldError> {
         "laplacian" => Kernel::Laplacian { length_scale: positive(&mut obj, "length_scale", 1.0)? },
         "exponential" => Kernel::Exponential { length_scale: scales(&mut obj)? },
         "matern" => {
-            let nu = match obj.f64("nu")? {
+            let nu = match crate::kernel::hyper::plain_number(&mut obj, "nu")? {
                 None => Nu::ThreeHalves,
-                Some(0.5) => Nu::Half,
-                Some(1.5) => Nu::ThreeHalves,
-                Some(2.5) => Nu::FiveHalves,
-                Some(_) => return Err(FieldError::invalid(obj.pointer("nu"), "must be 0.5, 1.5 or 2.5")),
+                Some((0.5, _)) => Nu::Half,
+                Some((1.5, _)) => Nu::ThreeHalves,
+                Some((2.5, _)) => Nu::FiveHalves,
+                Some((_, at)) => return Err(FieldError::invalid(at, "must be 0.5, 1.5 or 2.5")),
             };
             Kernel::Matern { length_scale: scales(&mut obj)?, nu }
         }
@@ -340,7 +331,10 @@ mod tests {
         assert_eq!((e.kind, e.pointer.as_str()), (ErrorKind::Shape, "/length_scale"));
         let e = err(json!({"type": "rbf", "sigma": 1.0}));
         assert_eq!((e.kind, e.pointer.as_str()), (ErrorKind::Shape, "/sigma"));
+        // A number where an integer is wanted is a value out of range (422), not a shape.
         let e = err(json!({"type": "polynomial", "degree": 2.5}));
+        assert_eq!((e.kind, e.pointer.as_str()), (ErrorKind::Invalid, "/degree"));
+        let e = err(json!({"type": "polynomial", "degree": "2"}));
         assert_eq!((e.kind, e.pointer.as_str()), (ErrorKind::Shape, "/degree"));
         let e = err(json!("rbf"));
         assert_eq!((e.kind, e.pointer.as_str()), (ErrorKind::Shape, ""));

@@ -22,10 +22,10 @@ pub(in crate::kernel) fn read(ty: &str, obj: &mut ObjectReader<'_>) -> Result<Op
         }
         "subsequence" => {
             let length = integer(obj, "length", 2, MAX_LENGTH)?;
-            let decay = match obj.f64("decay")? {
+            let decay = match crate::kernel::hyper::plain_number(obj, "decay")? {
                 None => 0.5,
-                Some(v) if v > 0.0 && v <= 1.0 => v,
-                Some(_) => return Err(FieldError::invalid(obj.pointer("decay"), "must be in (0, 1]")),
+                Some((v, _)) if v > 0.0 && v <= 1.0 => v,
+                Some((_, at)) => return Err(FieldError::invalid(at, "must be in (0, 1]")),
             };
             Kernel::Subsequence { length, decay, normalize: obj.bool("normalize")?.unwrap_or(true) }
         }
@@ -81,12 +81,10 @@ pub(in crate::kernel) fn read(ty: &str, obj: &mut ObjectReader<'_>) -> Result<Op
 }
 
 /// A plain integer from 1 to `max`.
+/// An integer from 1 to `max` (a negative or fractional number is 422 at its pointer, as
+/// any out-of-range value).
 fn integer(obj: &mut ObjectReader<'_>, key: &'static str, default: usize, max: u64) -> Result<usize, FieldError> {
-    match obj.u64(key)? {
-        None => Ok(default),
-        Some(v) if (1..=max).contains(&v) => Ok(v as usize),
-        Some(_) => Err(FieldError::invalid(obj.pointer(key), format!("must be an integer from 1 to {max}"))),
-    }
+    Ok(crate::kernel::hyper::integer_in(obj, key, 1, max)?.map_or(default, |v| v as usize))
 }
 
 /// A list of equally long lists of numbers, as a matrix with one list per column.
