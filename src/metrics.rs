@@ -79,6 +79,8 @@ pub struct Metrics {
     pub registry_bytes: Gauge,
     pub store_up: Gauge,
     pub store_duration: HistogramFamily<StoreLabels>,
+    /// Request handlers that panicked (each answered 500).
+    pub handler_panics: Counter,
 }
 
 impl Default for Metrics {
@@ -110,6 +112,7 @@ impl Metrics {
         let store_up = Gauge::default();
         store_up.set(1);
         let store_duration: HistogramFamily<StoreLabels> = Family::new_with_constructor(latency_histogram);
+        let handler_panics = Counter::default();
         // Counter names get their `_total` suffix from the encoder.
         registry.register("mercer_http_requests", "HTTP requests by method, route and status", http_requests.clone());
         registry.register("mercer_http_request_duration_seconds", "HTTP request latency", http_duration.clone());
@@ -156,6 +159,11 @@ impl Metrics {
             "Store call latency by operation and outcome",
             store_duration.clone(),
         );
+        registry.register(
+            "mercer_handler_panics",
+            "Request handlers that panicked (each answered with a 500 problem)",
+            handler_panics.clone(),
+        );
         Metrics {
             registry,
             http_requests,
@@ -175,6 +183,7 @@ impl Metrics {
             registry_bytes,
             store_up,
             store_duration,
+            handler_panics,
         }
     }
 

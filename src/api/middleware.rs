@@ -131,3 +131,26 @@ mod tests {
         assert!(constant_time_eq(b"", b""));
     }
 }
+
+/// The answer to a handler that panicked: a 500 problem, the panic logged with its
+/// message and counted (`mercer_handler_panics_total`). The connection then ends as any
+/// other, with an answer.
+pub fn panic_response(
+    service: Arc<Service>,
+) -> impl Fn(Box<dyn std::any::Any + Send + 'static>) -> Response + Clone + Send + Sync + 'static {
+    move |payload| {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into());
+        tracing::error!(panic = %message, "a request handler panicked");
+        service.metrics.handler_panics.inc();
+        crate::api::problem::Problem::new(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the request failed with an internal error; it has been logged",
+        )
+        .into_response()
+    }
+}

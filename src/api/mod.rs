@@ -20,6 +20,7 @@ use problem::ApiError;
 use std::sync::Arc;
 use std::time::Duration;
 use tower::ServiceBuilder;
+use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::compression::CompressionLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
@@ -121,10 +122,19 @@ pub fn router(service: Arc<Service>) -> Router {
     let models =
         routes(true, limit).route_layer(axum::middleware::from_fn_with_state(keys, middleware::require_bearer));
     let open = routes(false, limit);
+    layered(service, Router::new().merge(models).merge(open))
+}
 
-    Router::new()
-        .merge(models)
-        .merge(open)
+/// `routes` under the service's middleware stack: request ids, tracing, compression,
+/// metrics, problem bodies for bare errors, the request timeout, and a panicking handler
+/// answered with a 500 problem (logged and counted) instead of a connection closed
+/// without an answer. Public so that a test can put a route that panics under the same
+/// stack.
+pub fn layered(service: Arc<Service>, routes: Router<Arc<Service>>) -> Router {
+    let config = &service.config;
+    let limit = config.max_body_bytes;
+    let on_panic = middleware::panic_response(service.clone());
+    routes
         .fallback(|req: Request| async move { ApiError::NoRoute(req.uri().path().to_string()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(
@@ -142,6 +152,7 @@ pub fn router(service: Arc<Service>) -> Router {
                     StatusCode::REQUEST_TIMEOUT,
                     Duration::from_secs(config.request_timeout_secs),
                 ))
+                .layer(CatchPanicLayer::custom(on_panic))
                 .layer(axum::Extension(extract::BodyLimit(limit)))
                 .layer(DefaultBodyLimit::disable()),
         )
