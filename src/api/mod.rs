@@ -2,6 +2,7 @@
 //! It knows nothing of linear algebra; every route calls into [`crate::service`].
 
 pub mod datasets;
+pub mod drain;
 pub mod extract;
 pub mod middleware;
 pub mod models;
@@ -134,6 +135,9 @@ pub fn layered(service: Arc<Service>, routes: Router<Arc<Service>>) -> Router {
     let config = &service.config;
     let limit = config.max_body_bytes;
     let on_panic = middleware::panic_response(service.clone());
+    // An answer before the body's end reads at most this much of the rest: any body the
+    // limits allow, and a body some way over them (a 413's).
+    let drain_limit = (limit as u64).max(config.max_dataset_bytes).saturating_add(256 << 20);
     routes
         .fallback(|req: Request| async move { ApiError::NoRoute(req.uri().path().to_string()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
@@ -147,6 +151,7 @@ pub fn layered(service: Arc<Service>, routes: Router<Arc<Service>>) -> Router {
                 }))
                 .layer(CompressionLayer::new())
                 .layer(axum::middleware::from_fn_with_state(service.clone(), middleware::observe))
+                .layer(axum::middleware::from_fn_with_state(drain::DrainLimit(drain_limit), drain::drain_unread))
                 .layer(axum::middleware::map_response(middleware::problem_for_bare_errors))
                 .layer(TimeoutLayer::with_status_code(
                     StatusCode::REQUEST_TIMEOUT,

@@ -1,0 +1,90 @@
+//! Every request ends in an answer the client can read, also when the answer is decided
+//! before the body has been read: the client here behaves as Python's http.client and
+//! most others do, sending the whole body before reading anything. Without the drain the
+//! server's close resets the connection and the answer is lost (a broken pipe).
+
+mod common;
+
+use common::TestServer;
+use mercer::config::Config;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Sends the request head and the whole body, then reads the answer to its end: its
+/// status line and body, or the I/O error that cut it.
+async fn send_all(url: &str, head: &str, body: &[u8]) -> Result<(u16, String), String> {
+    let addr = url.trim_start_matches("http://");
+    let mut s = tokio::net::TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    // The client asks to close after the answer, so that reading to the end ends.
+    let head = format!("{head}Host: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n", body.len());
+    s.write_all(head.as_bytes()).await.map_err(|e| format!("writing the head: {e}"))?;
+    s.write_all(body).await.map_err(|e| format!("writing the body: {e}"))?;
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).await.map_err(|e| format!("reading the answer: {e}"))?;
+    let text = String::from_utf8_lossy(&answer).to_string();
+    let status = text.get(9..12).and_then(|c| c.parse().ok()).ok_or_else(|| format!("no answer: {text:?}"))?;
+    Ok((status, text))
+}
+
+fn big_csv(bad_line_3: bool, rows: usize) -> Vec<u8> {
+    let mut b = String::from("a,b,y\n1,2,3\n");
+    b.push_str(if bad_line_3 { "1,x,3\n" } else { "1,2,3\n" });
+    b.push_str(&"1.0,2.0,3.0\n".repeat(rows));
+    b.into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_decided_before_the_body_ends_still_arrive() {
+    let config = Config {
+        max_body_bytes: 1 << 20,
+        max_dataset_bytes: 8 << 20,
+        api_keys: "right-token".into(),
+        ..Config::for_tests()
+    };
+    let s = TestServer::start(config).await;
+    let auth = "Authorization: Bearer right-token\r\n";
+    // A bad row on line 3 of a 6 MB upload: the parser stops there, the 422 names it.
+    let (status, text) = send_all(
+        &s.url,
+        &format!("POST /datasets HTTP/1.1\r\nContent-Type: text/csv\r\n{auth}"),
+        &big_csv(true, 500_000),
+    )
+    .await
+    .expect("an answer");
+    assert_eq!(status, 422, "{text}");
+    assert!(text.contains("/line/3"), "{text}");
+
+    // No token: 401 before anything is read.
+    let (status, _) =
+        send_all(&s.url, "POST /datasets HTTP/1.1\r\nContent-Type: text/csv\r\n", &big_csv(false, 500_000))
+            .await
+            .expect("an answer");
+    assert_eq!(status, 401);
+    // A training body over MERCER_MAX_BODY_BYTES (declared): 413.
+    let body = vec![b' '; 3 << 20];
+    let (status, text) = send_all(&s.url, &format!("POST /models HTTP/1.1\r\n{auth}"), &body).await.expect("an answer");
+    assert_eq!(status, 413, "{text}");
+    // A dataset over MERCER_MAX_DATASET_BYTES: 413 too.
+    let (status, text) = send_all(
+        &s.url,
+        &format!("POST /datasets HTTP/1.1\r\nContent-Type: text/csv\r\n{auth}"),
+        &big_csv(false, 1_000_000),
+    )
+    .await
+    .expect("an answer");
+    assert_eq!(status, 413, "{text}");
+    // A model that does not exist, asked with a large CSV body.
+    let (status, _) = send_all(
+        &s.url,
+        &format!(
+            "POST /models/00000000-0000-0000-0000-000000000000/predict HTTP/1.1\r\nContent-Type: text/csv\r\n{auth}"
+        ),
+        &big_csv(false, 80_000),
+    )
+    .await
+    .expect("an answer");
+    assert_eq!(status, 404);
+    // And a body read to its end keeps the connection open for the next request.
+    let ok = s.http.get(s.url("/healthz")).send().await.unwrap();
+    assert_eq!(ok.status(), 200);
+    assert!(ok.headers().get("connection").is_none_or(|v| v != "close"));
+}
