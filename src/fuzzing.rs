@@ -199,7 +199,7 @@ pub fn kernel_json(data: &[u8]) {
 pub fn dataset_upload(data: &[u8]) {
     use crate::dataset::format::read_dataset;
     let parsed = if data.first() == Some(&b'{') {
-        crate::dataset::json::ingest(data, Vec::new())
+        crate::dataset::json::ingest(data, Vec::new(), 64)
     } else {
         // A first byte of 1 or 3 mod 4 names the target `a`, or the targets `a,b`.
         let (target, body) = match data.split_first() {

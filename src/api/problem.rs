@@ -118,6 +118,9 @@ impl ApiError {
                     Problem::new(status, slug, f.to_string()).with_field(f.pointer.clone(), f.message.clone())
                 }
                 ServiceError::TooLarge { detail } => Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "too-large", detail),
+                ServiceError::TooLargeAt { pointer, detail } => {
+                    Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "too-large", detail).with_field(pointer, detail)
+                }
                 ServiceError::NotFound(_) | ServiceError::DatasetNotFound(_) => {
                     Problem::new(StatusCode::NOT_FOUND, "not-found", e.to_string())
                 }

@@ -61,6 +61,8 @@ struct State<W: Write> {
     loc: Loc,
     /// An error found by our own checks (serde's message would lose its kind).
     failure: Option<IngestError>,
+    /// Longest string row (code points) or token list (tokens) accepted.
+    max_row_chars: usize,
 }
 
 impl<W: Write> State<W> {
@@ -84,6 +86,18 @@ impl<W: Write> State<W> {
     }
 
     fn end_row<E: de::Error>(&mut self, i: usize) -> Result<(), E> {
+        let max = self.max_row_chars;
+        let too_long = match &self.text {
+            Some(t) if t.len() > max && t.chars().count() > max => {
+                Some(format!("a string of {} characters", t.chars().count()))
+            }
+            _ if self.tokens.len() > max => Some(format!("{} tokens", self.tokens.len())),
+            _ => None,
+        };
+        if let Some(what) = too_long {
+            let message = format!("row {i} is {what}, over the limit of {max} (MERCER_MAX_ROW_CHARS)");
+            return Err(self.fail(IngestError::TooLarge { pointer: format!("/x/{i}"), message }));
+        }
         let row_kind = self.row_kind();
         let kind = match (self.kind, row_kind) {
             (Some(k), _) => k,
@@ -138,8 +152,10 @@ impl<W: Write> State<W> {
     }
 }
 
-/// Streams a JSON training set from `input` into the stored form written to `out`.
-pub fn ingest<R: Read, W: Write>(input: R, out: W) -> Result<(DatasetInfo, W), IngestError> {
+/// Streams a JSON training set from `input` into the stored form written to `out`; a
+/// string row longer than `max_row_chars` code points (a token list with more tokens) is
+/// refused at its pointer.
+pub fn ingest<R: Read, W: Write>(input: R, out: W, max_row_chars: usize) -> Result<(DatasetInfo, W), IngestError> {
     let mut state = State {
         out: Some(out),
         writer: None,
@@ -154,6 +170,7 @@ pub fn ingest<R: Read, W: Write>(input: R, out: W) -> Result<(DatasetInfo, W), I
         x_seen: false,
         loc: Loc::Top,
         failure: None,
+        max_row_chars,
     };
     let mut de = serde_json::Deserializer::from_reader(io::BufReader::with_capacity(1 << 16, input));
     let parsed = Body(&mut state).deserialize(&mut de).and_then(|()| de.end());
@@ -421,7 +438,7 @@ mod tests {
     use crate::dataset::TargetKind;
 
     fn load(text: &str) -> Result<(DatasetInfo, crate::dataset::format::Decoded), IngestError> {
-        let (info, bytes) = ingest(text.as_bytes(), Vec::new())?;
+        let (info, bytes) = ingest(text.as_bytes(), Vec::new(), 1000)?;
         Ok((info, read_dataset(&bytes[..], bytes.len() as u64).expect("the stored form reads back")))
     }
 

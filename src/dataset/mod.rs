@@ -152,6 +152,9 @@ pub enum IngestError {
     /// Not the documented shape (400).
     #[error("{pointer}: {message}")]
     Malformed { pointer: String, message: String },
+    /// A row over the row size limit (413).
+    #[error("{pointer}: {message}")]
+    TooLarge { pointer: String, message: String },
     /// Reading the body or writing the stored form failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),

@@ -41,6 +41,20 @@ pub struct RowShape {
     pub d: usize,
 }
 
+/// A string row of more than `max` code points, or a token list of more than `max`
+/// tokens: the first such row's index and what it holds. Numeric rows are never too long
+/// here (their width is the model's).
+pub fn first_too_long(x: &[Row], max: usize) -> Option<(usize, String)> {
+    x.iter().enumerate().find_map(|(i, r)| match r {
+        // A string has at least as many bytes as code points: most need no count.
+        Row::Text(s) if s.len() > max && s.chars().count() > max => {
+            Some((i, format!("a string of {} characters", s.chars().count())))
+        }
+        Row::Tokens(t) if t.len() > max => Some((i, format!("{} tokens", t.len()))),
+        _ => None,
+    })
+}
+
 /// The kind of a set of rows: the first row's, or for lists the first non-empty one's.
 /// Errors (at `/x`) when every row is an empty list.
 pub fn kind_of(x: &[Row]) -> Result<RowKind, FieldError> {

@@ -377,6 +377,7 @@ impl ModelSpec {
         };
         let report = fitted.predictor_mut().report_mut();
         report.approximation.get_or_insert_with(|| "exact".into());
+        fitted.prepare_support();
         Ok(fitted)
     }
 }

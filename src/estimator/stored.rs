@@ -237,7 +237,13 @@ impl FittedModel {
 
     /// The model a stored state describes, checked for consistency. Takes the arrays
     /// over rather than copying them (a GP's factor is n^2 values).
-    pub fn from_stored(mut s: StoredFit) -> Result<FittedModel, RestoreError> {
+    pub fn from_stored(s: StoredFit) -> Result<FittedModel, RestoreError> {
+        let model = Self::from_stored_arrays(s)?;
+        model.prepare_support();
+        Ok(model)
+    }
+
+    fn from_stored_arrays(mut s: StoredFit) -> Result<FittedModel, RestoreError> {
         let kind = ModelKind::from_name(&s.kind).ok_or_else(|| RestoreError(format!("unknown model {}", s.kind)))?;
         let (kernel, params, mut report) = (s.kernel()?, s.params()?, s.report()?);
         // Models stored before approximations existed were all exact.
@@ -390,6 +396,18 @@ impl FittedModel {
             FittedModel::GaussianProcess(m) => m.has_row_noise(),
             FittedModel::SparseGp(m) => m.spec().noise_rows.is_some(),
             _ => false,
+        }
+    }
+
+    /// Builds what the kernel derives from the support rows to predict (a string or set
+    /// kernel's index of them) now rather than at the first predict, so that
+    /// `memory_bytes` counts it from the start: the registry accounts a model's bytes when
+    /// it takes the model in. Numeric supports derive nothing this size.
+    pub fn prepare_support(&self) {
+        let p = self.predictor();
+        let support = p.support();
+        if support.kind() != RowKind::Numeric && support.n() > 0 {
+            drop(p.kernel().cross(support, &support.slice(0, 1), Parallelism::Sequential));
         }
     }
 

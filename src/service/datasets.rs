@@ -26,6 +26,7 @@ impl From<IngestError> for ServiceError {
         match e {
             IngestError::Invalid { pointer, message } => ServiceError::Invalid(FieldError::invalid(pointer, message)),
             IngestError::Malformed { pointer, message } => ServiceError::Invalid(FieldError::shape(pointer, message)),
+            IngestError::TooLarge { pointer, message } => ServiceError::TooLargeAt { pointer, detail: message },
             IngestError::Io(e) => ServiceError::Storage(format!("cannot store the dataset: {e}")),
         }
     }
@@ -45,7 +46,7 @@ impl Service {
             let (info, file) = match format {
                 UploadFormat::Csv(opts) => crate::dataset::csv::ingest(body, file, opts)?,
                 UploadFormat::Json { name } => {
-                    let (mut info, file) = crate::dataset::json::ingest(body, file)?;
+                    let (mut info, file) = crate::dataset::json::ingest(body, file, self.config.max_row_chars)?;
                     info.name = info.name.or(name);
                     (info, file)
                 }

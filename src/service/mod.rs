@@ -113,6 +113,9 @@ pub enum ServiceError {
     Invalid(FieldError),
     #[error("{detail}")]
     TooLarge { detail: String },
+    /// Too large, at a place in the request (a row over MERCER_MAX_ROW_CHARS).
+    #[error("{pointer}: {detail}")]
+    TooLargeAt { pointer: String, detail: String },
     #[error("no model with id {0}")]
     NotFound(Uuid),
     #[error("no dataset with id {0}")]
@@ -172,6 +175,18 @@ pub struct Service {
 }
 
 impl Service {
+    /// Rows of `x` within MERCER_MAX_ROW_CHARS (413 at the first that is not).
+    pub fn check_row_chars(&self, x: &[Row]) -> Result<(), ServiceError> {
+        let max = self.config.max_row_chars;
+        match crate::dataset::rows::first_too_long(x, max) {
+            None => Ok(()),
+            Some((i, what)) => Err(ServiceError::TooLargeAt {
+                pointer: format!("/x/{i}"),
+                detail: format!("row {i} is {what}, over the limit of {max} (MERCER_MAX_ROW_CHARS)"),
+            }),
+        }
+    }
+
     /// A service as `config` says; panics if its store URL is malformed (see
     /// [`Service::try_new`]).
     pub fn new(config: Config) -> Service {
@@ -444,6 +459,7 @@ impl Service {
         if x.is_empty() {
             return Err(FieldError::invalid("/x", "must contain at least one row").into());
         }
+        self.check_row_chars(x)?;
         let shape = RowShape { kind: fitted.predictor().row_kind(), d: fitted.predictor().n_features() };
         if fitted.predictor().support().indexed().is_some() {
             // A precomputed kernel's query width is the training set's size, not a

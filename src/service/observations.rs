@@ -49,7 +49,7 @@ impl Service {
         for attempt in 1..=MAX_ATTEMPTS {
             let (entry, tag) = self.current_version(id).await?;
             let fitted = self.fitted(&entry).await?;
-            let new = observations(&fitted, &x, &y)?;
+            let new = self.check_observations(&fitted, &x, &y)?;
             let (noise, weights) = row_extras(&fitted, &extras, new.x.n())?;
             self.check_grown_size(&entry, new.x.n())?;
             let _slot = self.heavy_predict_slots.acquire().await.map_err(|_| ServiceError::Draining)?;
@@ -262,6 +262,7 @@ impl Service {
         x: &[Row],
         y: &[Target],
     ) -> Result<TrainingSet, ServiceError> {
+        self.check_row_chars(x)?;
         observations(fitted, x, y)
     }
 

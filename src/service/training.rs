@@ -48,6 +48,7 @@ impl Service {
                     return Err(FieldError::invalid("/x", "must contain at least one row").into());
                 }
                 self.check_train_rows(n)?;
+                self.check_row_chars(x)?;
                 let x = to_points(x, None)?;
                 match y {
                     Some(y) if y.len() != n => {
