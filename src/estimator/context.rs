@@ -21,6 +21,11 @@ impl CancelToken {
         self.0.load(Ordering::Acquire)
     }
 
+    /// The shared flag, for kernel loops that check it ([`crate::kernel::cancel`]).
+    pub fn flag(&self) -> Arc<AtomicBool> {
+        self.0.clone()
+    }
+
     /// `Err(Cancelled)` once cancelled: estimators call it between phases with `?`.
     pub fn check(&self) -> Result<(), FitError> {
         if self.is_cancelled() {

@@ -340,10 +340,16 @@ impl ModelSpec {
         // The kernel may be well-formed but inconsistent with the data (ARD list length,
         // a string kernel over numbers).
         self.check_rows(data.x()).map_err(FitError::Invalid)?;
-        match self.with_fitted_mixtures(data.x(), ctx)? {
-            Some(spec) => spec.fit_checked(data, ctx),
-            None => self.fit_checked(data, ctx),
-        }
+        // Long kernel loops (a string Gram) see the fit's cancellation between columns.
+        crate::kernel::cancel::with_cancel(ctx.cancel.flag(), || {
+            let fitted = match self.with_fitted_mixtures(data.x(), ctx)? {
+                Some(spec) => spec.fit_checked(data, ctx),
+                None => self.fit_checked(data, ctx),
+            };
+            // A matrix cut short by a cancellation must not become a model.
+            ctx.cancel.check()?;
+            fitted
+        })
     }
 
     fn fit_checked(&self, data: &TrainingData, ctx: &FitContext) -> Result<FittedModel, FitError> {

@@ -15,6 +15,7 @@
 //! only where both arguments are the same point (the training diagonal, or the diagonal
 //! of a prediction covariance), never between distinct points.
 
+pub mod cancel;
 pub mod column;
 mod data;
 mod grad;

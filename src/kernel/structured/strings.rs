@@ -148,7 +148,13 @@ pub(super) fn subsequence(
     if n == 0 || zs.is_empty() {
         return out;
     }
+    // A fit's cancellation is checked between columns: one column of long strings can
+    // take seconds.
+    let cancel = crate::kernel::cancel::current();
     let fill = |scratch: &mut Vec<f64>, (j, col): (usize, &mut [f64])| {
+        if crate::kernel::cancel::is_set(&cancel) {
+            return;
+        }
         let from = if symmetric { j } else { 0 };
         for (i, v) in col.iter_mut().enumerate().skip(from) {
             *v = subsequence_pair(&x[i], &zs[j], p, lambda, scratch);
@@ -250,6 +256,26 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A fit's cancellation stops a subsequence Gram between columns: with the flag set,
+    /// no column of a Gram that would take minutes is computed.
+    #[test]
+    fn a_cancelled_fit_stops_the_gram_between_columns() {
+        use std::sync::atomic::AtomicBool;
+        let long: Vec<String> = (0..200).map(|i| "abcdefghij".repeat(200) + &i.to_string()).collect();
+        let x = Points::from_texts(long);
+        let flag = Arc::new(AtomicBool::new(true));
+        let g =
+            crate::kernel::cancel::with_cancel(flag, || subsequence(5, 0.5, false, &x, None, Parallelism::Sequential));
+        assert!(g.iter().all(|&v| v == 0.0), "a column was computed after the cancellation");
+        // Not cancelled: the same code computes.
+        let small = Points::from_texts(["abcab", "bcabc"]);
+        let flag = Arc::new(AtomicBool::new(false));
+        let g = crate::kernel::cancel::with_cancel(flag, || {
+            subsequence(2, 0.5, false, &small, None, Parallelism::Sequential)
+        });
+        assert!(g[(1, 0)] > 0.0);
     }
 
     /// Lodhi et al. 2002, section 2: with subsequences of length 2, K(cat, car) = lambda^4
