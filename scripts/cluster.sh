@@ -14,7 +14,10 @@
 # at most the in-flight requests fail, haproxy marks it down, then it comes back; (5) the store
 # stopped: fits 503 with Retry-After within 30 s, cached models still predict, /healthz within
 # 2 s, /readyz 200 naming the store; the store restarted: fits 201 again and every acknowledged
-# model and the dataset are found by both replicas and listed.
+# model and the dataset are found by both replicas and listed; (6) CLUSTER_ROUNDS (20) rounds
+# of the store down until both replicas answer a fit 503, then back: a fit on each at the
+# first try; and CLUSTER_ROUNDS rounds of the store killed -9 and restarted while the
+# replicas are idle, then a fit on each at once: both 201.
 #
 # Needs s3s-fs, haproxy, wrk, curl and jq (scripts/install_cluster_tools.sh installs them).
 # CLUSTER_KEEP=1 keeps the temp dir (logs, store files) after the run.
@@ -560,5 +563,42 @@ jq -e --arg id "$DS" 'any(.datasets[]; .id == $id)' >/dev/null <<<"$BODY" ||
 ok "GET /models lists every acknowledged model (not the deleted one); GET /datasets lists $DS"
 
 # 6 -------------------------------------------------------------------------
+ROUNDS=${CLUSTER_ROUNDS:-20}
+step "6. a store that comes back is back for both replicas, $ROUNDS rounds each way"
+# (a) Down until both replicas answered a fit 503, then back: once it answers (and the
+# replicas' one-second probe back-off has passed), a fit on replica 1 and then one on
+# replica 2 both answer 201 at the first try.
+for round in $(seq "$ROUNDS"); do
+  stop_proc s3s-fs KILL
+  for n in 1 2; do
+    post_json "$(replica_url "$n")/models" "$(fit_body "down-$round-$n")" --max-time 35
+    expect_code 503 "round $round: fit on replica $n with the store down"
+  done
+  start_store
+  sleep 1.1   # the documented probe back-off (PROBE_BACKOFF), not synchronisation
+  for n in 1 2; do
+    fit_on "$(replica_url "$n")" "back-$round-$n" "round $round: replica $n's first fit after the store came back"
+  done
+done
+ok "$ROUNDS rounds: both replicas answered 503 while the store was down and 201 at their first fit after"
+# (b) Killed -9 and restarted while the replicas are idle (their pools hold connections to
+# the old process): then a fit on each replica at once, both 201.
+for round in $(seq "$ROUNDS"); do
+  stop_proc s3s-fs KILL
+  start_store
+  # Replica 1's request by plain curl in the background (http() keeps one set of files).
+  curl -sS -o "$T/r1.body" -w '%{http_code}' --max-time 40 -H 'Content-Type: application/json' \
+    --data-binary "$(fit_body "restart-$round-1")" "$R1/models" >"$T/r1.code" 2>"$T/r1.err" &
+  r1=$!
+  post_json "$R2/models" "$(fit_body "restart-$round-2")"
+  wait "$r1" || true
+  [ "$CODE" = 201 ] || fail "round $round: replica 2's fit right after the store restarted answered $CODE: ${BODY:0:300}"
+  ACKED_MODELS+=("$(json_field "$BODY" .id)")
+  c1=$(cat "$T/r1.code" 2>/dev/null || true)
+  [ "$c1" = 201 ] || fail "round $round: replica 1's fit right after the store restarted answered '$c1': $(head -c 300 "$T/r1.body" 2>/dev/null) $(cat "$T/r1.err")"
+  ACKED_MODELS+=("$(jq -r .id "$T/r1.body")")
+done
+ok "$ROUNDS rounds: the store killed -9 and restarted, a fit on each replica at once"
+
 echo
 echo "cluster: all checks passed"

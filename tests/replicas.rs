@@ -345,3 +345,38 @@ async fn appends_on_two_replicas_are_serialised_and_both_serve_the_last_version(
         }
     }
 }
+
+/// A store that comes back is back for every replica on its next request, not at its next
+/// listing (the listing here is an hour away): in each of 20 rounds the store goes down
+/// until both replicas have answered a fit 503, comes back, and then a fit on A and the
+/// next fit on B are both 201. The wait before them is the documented probe back-off
+/// (one second after a replica last found the store down), not synchronisation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_comes_back_is_back_for_both_replicas_on_their_next_request() {
+    let store = shared_store();
+    let slow_refresh = || Config { store_refresh_secs: 3600, ..config() };
+    let a = replica(&store, slow_refresh()).await;
+    let b = replica(&store, slow_refresh()).await;
+    for round in 0..20 {
+        store.down.store(true, Ordering::SeqCst);
+        for (name, r) in [("A", &a), ("B", &b)] {
+            let got = r.post("/models", &gp_body(round as f64)).await;
+            assert_eq!(got.status(), 503, "round {round}: replica {name} with the store down");
+            assert!(got.headers().contains_key("retry-after"));
+        }
+        store.down.store(false, Ordering::SeqCst);
+        tokio::time::sleep(mercer::store::PROBE_BACKOFF).await;
+        for (name, r) in [("A", &a), ("B", &b)] {
+            let got = r.post("/models", &gp_body(round as f64 + 0.5)).await;
+            let status = got.status().as_u16();
+            assert_eq!(
+                status,
+                201,
+                "round {round}: replica {name}'s first fit after the store came back: {}",
+                got.text().await.unwrap()
+            );
+        }
+    }
+    let (_, listed) = json_of(b.get("/models").await).await;
+    assert_eq!(listed["models"].as_array().unwrap().len(), 40, "every acknowledged fit is stored");
+}

@@ -24,7 +24,7 @@ pub async fn create(
 ) -> Result<Response, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::BadQuery(format!("invalid query: {}", e.body_text())))?;
     // Shed before reading the body when the pool is full or the server is draining.
-    service.admission()?;
+    service.admission().await?;
     let JsonBody(body) = JsonBody::<TrainBody>::from_request(request, &service).await?;
     let input = TrainInput::try_from(body)?;
     let (status, entry) = match service.train(input, query.wait).await? {

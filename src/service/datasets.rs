@@ -39,7 +39,7 @@ impl Service {
         if self.is_draining() {
             return Err(ServiceError::Draining);
         }
-        self.store_admission()?;
+        self.store.block_on(self.store_admission())?;
         let scratch = self.store.dataset_scratch().map_err(IngestError::Io)?;
         let result = (|| {
             let file = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&scratch)?);

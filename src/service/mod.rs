@@ -278,23 +278,25 @@ impl Service {
     /// Whether a fit would be admitted now: refusing before the body is read keeps an
     /// overloaded server from spending its cores parsing training sets it will refuse.
     /// (Only a hint: `train` decides.)
-    pub fn admission(&self) -> Result<(), ServiceError> {
+    pub async fn admission(&self) -> Result<(), ServiceError> {
         if self.is_draining() {
             return Err(ServiceError::Draining);
         }
         if self.pool.is_full() {
             return Err(ServiceError::QueueFull { retry_after: self.pool.retry_after() });
         }
-        self.store_admission()
+        self.store_admission().await
     }
 
     /// Refuses work that must end in the store while the store is down: nothing is
     /// acknowledged that is not stored, and refusing now beats failing after the fit.
-    pub fn store_admission(&self) -> Result<(), ServiceError> {
-        let health = self.store.health();
-        if health.up {
+    /// Down is rechecked on a request a second after the last try
+    /// ([`crate::store::Store::accepts_writes`]).
+    pub async fn store_admission(&self) -> Result<(), ServiceError> {
+        if self.store.accepts_writes().await {
             return Ok(());
         }
+        let health = self.store.health();
         Err(ServiceError::StoreUnavailable {
             detail: format!(
                 "the store cannot be reached ({}); retry shortly",

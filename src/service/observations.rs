@@ -42,7 +42,7 @@ impl Service {
             return Err(ServiceError::NotReady { id, status: entry.status() });
         }
         if self.store.is_durable() {
-            self.store_admission()?;
+            self.store_admission().await?;
         }
         let lock = self.model_lock(id);
         let _turn = lock.lock().await;

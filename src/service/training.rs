@@ -183,7 +183,7 @@ impl Service {
         if self.is_draining() {
             return Err(ServiceError::Draining);
         }
-        self.store_admission()?;
+        self.store_admission().await?;
         let (valid, input) = if matches!(input.source, TrainSource::Dataset(_)) || input.precomputed_kernel() {
             // Reading a stored dataset is file I/O and decoding, checking a precomputed
             // kernel matrix n^2 work: not on the async threads.

@@ -100,6 +100,11 @@ pub trait Blobs: Send + Sync + 'static {
 
     /// For logs and /readyz: where the objects are.
     fn describe(&self) -> String;
+
+    /// Drops every pooled connection (called after a call found the store unreachable):
+    /// the next call connects afresh, so nothing opened before an outage is reused after
+    /// it. Backends without connections do nothing.
+    fn reset_connections(&self) {}
 }
 
 #[cfg(test)]

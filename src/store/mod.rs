@@ -152,7 +152,16 @@ pub struct Health {
     pub up: bool,
     /// Why it is down.
     pub error: Option<String>,
+    /// When a call last found it unreachable, or a request last probed it.
+    pub last_try: Instant,
 }
+
+/// While the store is down, a request may try it again this long after the last try: a
+/// store that came back is back on the next request, not at the next listing.
+pub const PROBE_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The key a probe asks for (a head: absent is an answer).
+const PROBE_KEY: &str = "mercer-probe";
 
 pub struct Store {
     blobs: Arc<dyn Blobs>,
@@ -178,7 +187,7 @@ impl Store {
         Store {
             blobs,
             observer: OnceLock::new(),
-            health: Mutex::new(Health { up: true, error: None }),
+            health: Mutex::new(Health { up: true, error: None, last_try: Instant::now() }),
             io: io_handle(),
         }
     }
@@ -233,15 +242,36 @@ impl Store {
                 if health.up {
                     tracing::warn!(store = %self.blobs.describe(), error = %e, "the store is unreachable");
                 }
-                *health = Health { up: false, error: Some(e.to_string()) };
+                *health = Health { up: false, error: Some(e.to_string()), last_try: Instant::now() };
+                // No connection opened before the failure is used after it: a store that
+                // restarts would leave them dead in the pool.
+                self.blobs.reset_connections();
             }
             Ok(_) | Err(BlobError::NotFound { .. }) if !health.up => {
                 tracing::info!(store = %self.blobs.describe(), "the store answers again");
-                *health = Health { up: true, error: None };
+                *health = Health { up: true, error: None, last_try: Instant::now() };
             }
             _ => {}
         }
         result
+    }
+
+    /// Whether work that must end in the store may start: yes while it answers; while it
+    /// is down, one request per [`PROBE_BACKOFF`] probes it (a head of an absent key,
+    /// within the small-call deadline) and goes ahead if it answers.
+    pub async fn accepts_writes(&self) -> bool {
+        {
+            let mut health = self.health.lock().unwrap_or_else(|p| p.into_inner());
+            if health.up {
+                return true;
+            }
+            if health.last_try.elapsed() < PROBE_BACKOFF {
+                return false;
+            }
+            health.last_try = Instant::now();
+        }
+        let _ = self.call("head", PROBE_KEY, SMALL_CALL, self.blobs.tag(PROBE_KEY)).await;
+        self.health().up
     }
 
     /// Writes a model; when this returns Ok, every replica can read it. Returns the

@@ -18,14 +18,20 @@ use object_store::{
 use std::io::Read;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 /// Uploads above this go in parts, a few at a time, read from the file as they go.
 const PART_BYTES: usize = 16 << 20;
 
+/// Builds the S3 client anew (with an empty connection pool).
+type Rebuild = Arc<dyn Fn() -> Result<Arc<dyn ObjectStore>, OpenError> + Send + Sync>;
+
 pub struct ObjectBlobs {
-    store: Arc<dyn ObjectStore>,
+    /// The client; replaced after a failure so that no connection from before it is used
+    /// again ([`Blobs::reset_connections`]).
+    store: RwLock<Arc<dyn ObjectStore>>,
+    rebuild: Option<Rebuild>,
     /// Key prefix inside the bucket ("" or ending in '/').
     prefix: String,
     url: String,
@@ -59,20 +65,29 @@ impl ObjectBlobs {
             max_retries: 2,
             retry_timeout: Duration::from_secs(8),
         };
-        let store = AmazonS3Builder::from_env()
-            .with_bucket_name(bucket)
-            .with_retry(retry)
-            .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout), "2s")
-            // Between two reads of a body: a stalled store is noticed in seconds while a
-            // large model still has minutes to stream.
-            .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::ReadTimeout), "10s")
-            .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::Timeout), "300s")
-            // If-Match on PUT: online updates replace a model only if no one else has.
-            .with_conditional_put(S3ConditionalPut::ETagMatch)
-            .build()
-            .map_err(|e| OpenError::Client(e.to_string()))?;
+        let bucket = bucket.to_string();
+        let build = move || -> Result<Arc<dyn ObjectStore>, OpenError> {
+            let store = AmazonS3Builder::from_env()
+                .with_bucket_name(&bucket)
+                .with_retry(retry.clone())
+                .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout), "2s")
+                // Between two reads of a body: a stalled store is noticed in seconds while a
+                // large model still has minutes to stream.
+                .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::ReadTimeout), "10s")
+                .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::Timeout), "300s")
+                // An idle connection is not kept long: a store restarted meanwhile would
+                // leave it dead in the pool.
+                .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::PoolIdleTimeout), "15s")
+                // If-Match on PUT: online updates replace a model only if no one else has.
+                .with_conditional_put(S3ConditionalPut::ETagMatch)
+                .build()
+                .map_err(|e| OpenError::Client(e.to_string()))?;
+            Ok(Arc::new(store))
+        };
+        let store = build()?;
         Ok(ObjectBlobs {
-            store: Arc::new(store),
+            store: RwLock::new(store),
+            rebuild: Some(Arc::new(build)),
             prefix: normalise_prefix(prefix),
             url: url.into(),
             durable: true,
@@ -87,7 +102,18 @@ impl ObjectBlobs {
 
     /// Over any object store (tests share one between two services as two replicas).
     pub fn shared(store: Arc<dyn ObjectStore>, prefix: &str, scratch: PathBuf) -> ObjectBlobs {
-        ObjectBlobs { url: format!("{store}"), store, prefix: normalise_prefix(prefix), durable: true, scratch }
+        ObjectBlobs {
+            url: format!("{store}"),
+            store: RwLock::new(store),
+            rebuild: None,
+            prefix: normalise_prefix(prefix),
+            durable: true,
+            scratch,
+        }
+    }
+
+    fn client(&self) -> Arc<dyn ObjectStore> {
+        self.store.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     fn path(&self, key: &str) -> ObjectPath {
@@ -113,9 +139,18 @@ fn classify(op: &'static str, key: &str, e: object_store::Error) -> BlobError {
 }
 
 impl Blobs for ObjectBlobs {
+    fn reset_connections(&self) {
+        if let Some(rebuild) = &self.rebuild {
+            match rebuild() {
+                Ok(fresh) => *self.store.write().unwrap_or_else(|p| p.into_inner()) = fresh,
+                Err(e) => tracing::warn!(error = %e, "cannot rebuild the store client"),
+            }
+        }
+    }
+
     fn put<'a>(&'a self, key: &'a str, bytes: Bytes) -> BlobFuture<'a, ()> {
         Box::pin(async move {
-            self.store.put(&self.path(key), bytes.into()).await.map_err(|e| classify("put", key, e))?;
+            self.client().put(&self.path(key), bytes.into()).await.map_err(|e| classify("put", key, e))?;
             Ok(())
         })
     }
@@ -128,7 +163,7 @@ impl Blobs for ObjectBlobs {
                 let bytes = std::fs::read(file).map_err(io)?;
                 self.put(key, Bytes::from(bytes)).await?;
             } else {
-                let upload = self.store.put_multipart(&self.path(key)).await.map_err(|e| classify("put", key, e))?;
+                let upload = self.client().put_multipart(&self.path(key)).await.map_err(|e| classify("put", key, e))?;
                 let mut writer = WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
                 let mut f = std::fs::File::open(file).map_err(io)?;
                 let mut buf = vec![0; PART_BYTES];
@@ -164,7 +199,7 @@ impl Blobs for ObjectBlobs {
         Box::pin(async move {
             let version = UpdateVersion { e_tag: Some(tag.to_string()), version: None };
             let opts = PutOptions { mode: PutMode::Update(version), ..Default::default() };
-            match self.store.put_opts(&self.path(key), bytes.into(), opts).await {
+            match self.client().put_opts(&self.path(key), bytes.into(), opts).await {
                 Ok(_) => Ok(()),
                 Err(object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. }) => {
                     Err(BlobError::Conflict { key: key.into() })
@@ -176,7 +211,7 @@ impl Blobs for ObjectBlobs {
 
     fn tag<'a>(&'a self, key: &'a str) -> BlobFuture<'a, Option<String>> {
         Box::pin(async move {
-            match self.store.head(&self.path(key)).await {
+            match self.client().head(&self.path(key)).await {
                 // A store without ETags cannot compare versions: every put_if conflicts.
                 Ok(meta) => Ok(Some(meta.e_tag.unwrap_or_default())),
                 Err(object_store::Error::NotFound { .. }) => Ok(None),
@@ -187,7 +222,7 @@ impl Blobs for ObjectBlobs {
 
     fn get<'a>(&'a self, key: &'a str) -> BlobFuture<'a, Bytes> {
         Box::pin(async move {
-            let got = self.store.get(&self.path(key)).await.map_err(|e| classify("get", key, e))?;
+            let got = self.client().get(&self.path(key)).await.map_err(|e| classify("get", key, e))?;
             got.bytes().await.map_err(|e| classify("get", key, e))
         })
     }
@@ -195,29 +230,31 @@ impl Blobs for ObjectBlobs {
     fn get_range<'a>(&'a self, key: &'a str, range: Range<u64>) -> BlobFuture<'a, Bytes> {
         Box::pin(async move {
             let path = self.path(key);
-            match self.store.get_range(&path, range.clone()).await {
+            match self.client().get_range(&path, range.clone()).await {
                 Ok(b) => Ok(b),
                 // A range past the end is an error for S3; clamp it as a file read does.
                 Err(object_store::Error::NotFound { .. }) => Err(BlobError::NotFound { key: key.into() }),
                 Err(_) => {
-                    let size = self.store.head(&path).await.map_err(|e| classify("head", key, e))?.size;
+                    let size = self.client().head(&path).await.map_err(|e| classify("head", key, e))?.size;
                     let (start, end) = (range.start.min(size), range.end.min(size));
                     if start == end {
                         return Ok(Bytes::new());
                     }
-                    self.store.get_range(&path, start..end).await.map_err(|e| classify("get", key, e))
+                    self.client().get_range(&path, start..end).await.map_err(|e| classify("get", key, e))
                 }
             }
         })
     }
 
     fn size<'a>(&'a self, key: &'a str) -> BlobFuture<'a, u64> {
-        Box::pin(async move { Ok(self.store.head(&self.path(key)).await.map_err(|e| classify("head", key, e))?.size) })
+        Box::pin(
+            async move { Ok(self.client().head(&self.path(key)).await.map_err(|e| classify("head", key, e))?.size) },
+        )
     }
 
     fn delete<'a>(&'a self, key: &'a str) -> BlobFuture<'a, ()> {
         Box::pin(async move {
-            match self.store.delete(&self.path(key)).await {
+            match self.client().delete(&self.path(key)).await {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
                 Err(e) => Err(classify("delete", key, e)),
             }
@@ -228,7 +265,8 @@ impl Blobs for ObjectBlobs {
         Box::pin(async move {
             let full = format!("{}{}", self.prefix, dir.trim_matches('/'));
             let under = (!full.trim_matches('/').is_empty()).then(|| ObjectPath::from(full.trim_matches('/')));
-            let listed = self.store.list_with_delimiter(under.as_ref()).await.map_err(|e| classify("list", dir, e))?;
+            let listed =
+                self.client().list_with_delimiter(under.as_ref()).await.map_err(|e| classify("list", dir, e))?;
             let mut out: Vec<ObjectInfo> = listed
                 .objects
                 .into_iter()
@@ -246,7 +284,7 @@ impl Blobs for ObjectBlobs {
         Box::pin(async move {
             let (dir, name) = key.rsplit_once('/').map_or(("", key), |(d, n)| (d, n));
             let target = if dir.is_empty() { format!("quarantine/{name}") } else { format!("{dir}/quarantine/{name}") };
-            self.store.rename(&self.path(key), &self.path(&target)).await.map_err(|e| classify("rename", key, e))
+            self.client().rename(&self.path(key), &self.path(&target)).await.map_err(|e| classify("rename", key, e))
         })
     }
 
