@@ -17,7 +17,12 @@
 # model and the dataset are found by both replicas and listed; (6) CLUSTER_ROUNDS (20) rounds
 # of the store down until both replicas answer a fit 503, then back: a fit on each at the
 # first try; and CLUSTER_ROUNDS rounds of the store killed -9 and restarted while the
-# replicas are idle, then a fit on each at once: both 201.
+# replicas are idle, then a fit on each at once: both 201; (7) the store hung (the replicas
+# reach it through scripts/stall_proxy.py, which can stall): a fit, an upload and an append
+# answer 503 with Retry-After within 30 s, 100 cached predictions have p99 under 20 ms,
+# /healthz answers within 2 s, and once it answers again every acknowledged model is found;
+# (8) the store slow (a second per call): fit, upload, append, a read by the other replica
+# and a delete all succeed.
 #
 # Needs s3s-fs, haproxy, wrk, curl and jq (scripts/install_cluster_tools.sh installs them).
 # CLUSTER_KEEP=1 keeps the temp dir (logs, store files) after the run.
@@ -30,6 +35,7 @@ if [ "${1:-}" = --up ]; then MODE=up; shift; fi
 BIN=$1
 [ -x "$BIN" ] && [ -f "$BIN" ] || { echo "cluster: FAIL: $BIN is not an executable file" >&2; exit 2; }
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+SCRIPT_DIR=$(cd "$(dirname "$0")" && pwd)
 
 missing=()
 for tool in s3s-fs haproxy wrk curl jq; do
@@ -172,7 +178,11 @@ alloc_port R1_PORT
 alloc_port R2_PORT
 alloc_port LB_PORT
 alloc_port STATS_PORT
+alloc_port PROXY_PORT
 S3_URL=http://127.0.0.1:$S3_PORT
+# The replicas reach the store through scripts/stall_proxy.py, which can play it hung or slow.
+PROXY_URL=http://127.0.0.1:$PROXY_PORT
+PROXY_MODE=$T/proxy.mode
 R1=http://127.0.0.1:$R1_PORT
 R2=http://127.0.0.1:$R2_PORT
 LB=http://127.0.0.1:$LB_PORT
@@ -219,7 +229,7 @@ start_replica() { # start_replica N
       AWS_ACCESS_KEY_ID="$ACCESS_KEY" \
       AWS_SECRET_ACCESS_KEY="$SECRET_KEY" \
       AWS_REGION=us-east-1 \
-      AWS_ENDPOINT_URL="$S3_URL" \
+      AWS_ENDPOINT_URL="$PROXY_URL" \
       AWS_ALLOW_HTTP=true \
       AWS_EC2_METADATA_DISABLED=true \
       "$BIN"
@@ -281,9 +291,20 @@ EOF
 }
 both_up() { haproxy_is r1 UP && haproxy_is r2 UP; }
 
+proxy_answers() { (exec 3<>"/dev/tcp/127.0.0.1/$PROXY_PORT") 2>/dev/null; }
+start_proxy() {
+  echo pass >"$PROXY_MODE"
+  python3 "$SCRIPT_DIR/stall_proxy.py" "$PROXY_PORT" "127.0.0.1:$S3_PORT" "$PROXY_MODE" >>"$T/proxy.log" 2>&1 &
+  PROCS[proxy]=$!
+  disown "$!"
+  wait_until 20 proxy_answers || fail "the stalling proxy did not listen on $PROXY_URL within 20 s"
+  log "stalling proxy on $PROXY_URL -> $S3_URL (mode file $PROXY_MODE)"
+}
+
 start_stack() {
   log "temp dir $T; binary $BIN"
   start_store
+  start_proxy
   start_replica 1
   start_replica 2
   start_haproxy
@@ -599,6 +620,76 @@ for round in $(seq "$ROUNDS"); do
   ACKED_MODELS+=("$(jq -r .id "$T/r1.body")")
 done
 ok "$ROUNDS rounds: the store killed -9 and restarted, a fit on each replica at once"
+
+# 7 -------------------------------------------------------------------------
+step "7. a hung store (the proxy accepts and never answers): 503 within 30 s, cached models at speed"
+post_json "$R1/models/$M4/predict" "$PREDICT_BODY"
+expect_code 200 "predict $M4 on replica 1 (warming)"
+P4=$BODY
+fit_on "$R1" cluster-7 "a fit before the hang"
+M7=$FIT_ID
+echo hang >"$PROXY_MODE"
+log "proxy: hang"
+# The three writes at once, in the background, each timed by curl.
+hung_write() { # hung_write NAME URL CONTENT_TYPE BODY
+  curl -sS -o "$T/$1.body" -D "$T/$1.hdr" -w '%{http_code} %{time_total}\n' --max-time 40 \
+    -H "Content-Type: $3" --data-binary "$4" "$2" >"$T/$1.out" 2>"$T/$1.err" || true
+}
+hung_write fit "$R1/models" application/json "$(fit_body cluster-hung)" &
+w1=$!
+hung_write upload "$R2/datasets" text/csv $'a,y\n1,2\n3,4\n' &
+w2=$!
+hung_write append "$R1/models/$M7/observations" application/json '{"x":[[0.5]],"y":[0.4]}' &
+w3=$!
+# Meanwhile: 100 predictions of the cached model on replica 1, each timed.
+: >"$T/hung-latency"
+for i in $(seq 100); do
+  curl -sS -o "$T/hung-predict.body" -w '%{http_code} %{time_total}\n' --max-time 5 \
+    -H 'Content-Type: application/json' --data-binary "$PREDICT_BODY" "$R1/models/$M4/predict" >>"$T/hung-latency"
+  cmp -s <(printf '%s' "$P4") "$T/hung-predict.body" || fail "replica 1 predicts $M4 differently with the store hung"
+done
+awk '$1 != 200 { bad++ } END { exit bad > 0 }' "$T/hung-latency" || fail "a cached predict did not answer 200 with the store hung"
+p99_ms=$(awk '{ print $2 * 1000 }' "$T/hung-latency" | sort -n | awk '{ v[NR] = $1 } END { print int(v[int(NR * 0.99)]) }')
+[ "$p99_ms" -lt 20 ] || fail "cached predictions' p99 is $p99_ms ms with the store hung (limit 20)"
+http GET "$R1/healthz" --max-time 2
+expect_code 200 "GET /healthz on replica 1 within 2 s with the store hung"
+wait "$w1" "$w2" "$w3" || true
+for w in fit upload append; do
+  read -r code secs <"$T/$w.out" || fail "$w with the store hung: no answer ($(cat "$T/$w.err"))"
+  [ "$code" = 503 ] || fail "$w with the store hung answered $code: $(head -c 300 "$T/$w.body")"
+  grep -qi '^retry-after:' "$T/$w.hdr" || fail "$w with the store hung: 503 without Retry-After"
+  awk -v s="$secs" 'BEGIN { exit !(s < 30) }' || fail "$w with the store hung answered only after $secs s (limit 30)"
+  ok "$w: 503 with Retry-After after $secs s"
+done
+ok "100 cached predictions with the store hung: all 200, p99 $p99_ms ms; /healthz in $ELAPSED_MS ms"
+echo pass >"$PROXY_MODE"
+log "proxy: pass"
+sleep 1.1   # the documented probe back-off, not synchronisation
+fit_on "$R1" cluster-7b "a fit after the hang"
+for id in "${ACKED_MODELS[@]}"; do
+  http GET "$(replica_url 2)/models/$id"
+  expect_code 200 "GET /models/$id on replica 2 after the hang"
+done
+http GET "$R1/models/$M7"
+[ "$(json_field "$BODY" .version)" = 1 ] || fail "the refused append changed $M7: ${BODY:0:300}"
+ok "the store answers again: every acknowledged model found, nothing refused stored"
+
+# 8 -------------------------------------------------------------------------
+step "8. a slow store (a second per call): everything succeeds"
+echo slow >"$PROXY_MODE"
+log "proxy: slow"
+fit_on "$R1" cluster-slow "a fit with the store slow"
+M8=$FIT_ID
+http POST "$R2/datasets" -H 'Content-Type: text/csv' --data-binary $'a,y\n1,2\n3,4\n5,7\n'
+expect_code 201 "a dataset upload with the store slow"
+post_json "$R1/models/$M8/observations" '{"x":[[0.5]],"y":[0.4]}'
+expect_code 200 "an append with the store slow"
+post_json "$R2/models/$M8/predict" "$PREDICT_BODY"
+expect_code 200 "replica 2 predicts $M8 (read from the slow store)"
+http DELETE "$R2/models/$FIT_ID"
+expect_code 204 "a delete with the store slow"
+echo pass >"$PROXY_MODE"
+ok "fit, upload, append, a read by the other replica and a delete all succeeded with the store slow"
 
 echo
 echo "cluster: all checks passed"

@@ -19,16 +19,26 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A shared store that can be taken down: every call fails as an unreachable store's.
+/// A shared store that can be taken down (every call fails as an unreachable store's),
+/// hung (every call waits forever: a store that accepts and never answers) or slow (every
+/// call waits a second first).
 struct Switchable {
     inner: ObjectBlobs,
     down: AtomicBool,
+    hung: AtomicBool,
+    slow: AtomicBool,
 }
 
 impl Switchable {
-    fn check(&self, op: &'static str, key: &str) -> Result<(), BlobError> {
+    async fn check(&self, op: &'static str, key: &str) -> Result<(), BlobError> {
         if self.down.load(Ordering::SeqCst) {
             return Err(BlobError::Unavailable { op, key: key.into(), message: "connection refused (test)".into() });
+        }
+        if self.hung.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        if self.slow.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_secs(1)).await;
         }
         Ok(())
     }
@@ -37,7 +47,7 @@ impl Switchable {
 macro_rules! guarded {
     ($self:ident, $op:literal, $key:expr, $call:expr) => {
         Box::pin(async move {
-            $self.check($op, $key)?;
+            $self.check($op, $key).await?;
             $call.await
         })
     };
@@ -90,6 +100,8 @@ fn shared_store() -> Arc<Switchable> {
     Arc::new(Switchable {
         inner: ObjectBlobs::shared(memory, "cluster/a", std::env::temp_dir()),
         down: AtomicBool::new(false),
+        hung: AtomicBool::new(false),
+        slow: AtomicBool::new(false),
     })
 }
 
@@ -379,4 +391,87 @@ async fn a_store_that_comes_back_is_back_for_both_replicas_on_their_next_request
     }
     let (_, listed) = json_of(b.get("/models").await).await;
     assert_eq!(listed["models"].as_array().unwrap().len(), 40, "every acknowledged fit is stored");
+}
+
+/// A store that accepts and never answers: fits, uploads and appends answer 503 with
+/// Retry-After within the contract's 30 s, a cached model's predictions keep their
+/// latency (p99 under 20 ms over 200), /healthz answers within 2 s; once the store answers
+/// again everything acknowledged is there and nothing refused is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_store_is_refused_in_time_while_cached_models_keep_answering() {
+    let store = shared_store();
+    let a = replica(&store, config()).await;
+    let id = a.train(&gp_body(0.0)).await["id"].as_str().unwrap().to_string();
+    let want = a.post(&format!("/models/{id}/predict"), &query()).await.text().await.unwrap();
+    store.hung.store(true, Ordering::SeqCst);
+    let started = Instant::now();
+    let timed = |r: reqwest::RequestBuilder| async move {
+        let t = Instant::now();
+        let r = r.send().await.expect("an answer");
+        (r.status().as_u16(), r.headers().contains_key("retry-after"), t.elapsed())
+    };
+    let fit = tokio::spawn(timed(a.http.post(a.url("/models")).body(gp_body(1.0).to_string())));
+    let upload =
+        tokio::spawn(timed(a.http.post(a.url("/datasets")).header("content-type", "text/csv").body("a,y\n1,2\n3,4\n")));
+    let append = tokio::spawn(timed(
+        a.http
+            .post(a.url(&format!("/models/{id}/observations")))
+            .body(json!({"x": [[1.0, 0.5]], "y": [0.2]}).to_string()),
+    ));
+    // Meanwhile the cached model answers as usual.
+    let mut latencies = Vec::new();
+    for _ in 0..200 {
+        let t = Instant::now();
+        let got = a.post(&format!("/models/{id}/predict"), &query()).await.text().await.unwrap();
+        latencies.push(t.elapsed());
+        assert_eq!(got, want);
+    }
+    latencies.sort();
+    assert!(latencies[197] < Duration::from_millis(20), "p99 {:?} with the store hung", latencies[197]);
+    let t = Instant::now();
+    assert_eq!(a.get("/healthz").await.status(), 200);
+    assert!(t.elapsed() < Duration::from_secs(2), "/healthz took {:?}", t.elapsed());
+    for (what, task) in [("fit", fit), ("upload", upload), ("append", append)] {
+        let (status, retry_after, took) = task.await.unwrap();
+        assert_eq!(status, 503, "{what} with the store hung");
+        assert!(retry_after, "{what}: 503 without Retry-After");
+        assert!(took < Duration::from_secs(30), "{what} answered after {took:?}");
+    }
+    assert!(started.elapsed() < Duration::from_secs(60));
+    store.hung.store(false, Ordering::SeqCst);
+    tokio::time::sleep(mercer::store::PROBE_BACKOFF).await; // the documented back-off
+    let (_, listed) = json_of(a.get("/models").await).await;
+    assert_eq!(listed["models"].as_array().unwrap().len(), 1, "the acknowledged model, nothing refused");
+    let (_, m) = json_of(a.get(&format!("/models/{id}")).await).await;
+    assert_eq!(m["version"].as_u64(), Some(1), "the refused append changed nothing");
+    assert_eq!(a.post("/models", &gp_body(2.0)).await.status(), 201, "fits work again");
+}
+
+/// A slow store (a second per call): everything still succeeds, on both replicas.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_store_slows_but_fails_nothing() {
+    let store = shared_store();
+    let a = replica(&store, config()).await;
+    let b = replica(&store, config()).await;
+    store.slow.store(true, Ordering::SeqCst);
+    let m = a.train(&gp_body(0.0)).await;
+    let id = m["id"].as_str().unwrap().to_string();
+    let upload = a.post_raw("/datasets", "a,y\n1,2\n3,4\n5,7\n", "text/csv").await;
+    assert_eq!(upload.status(), 201);
+    let r = a.post(&format!("/models/{id}/observations"), &json!({"x": [[1.0, 0.5]], "y": [0.2]})).await;
+    assert_eq!(r.status(), 200);
+    // B reads the model (a second version) from the slow store.
+    let found = eventually(Duration::from_secs(20), async || {
+        let (status, m) = json_of(b.get(&format!("/models/{id}")).await).await;
+        status == 200 && m["version"].as_u64() == Some(2)
+    })
+    .await;
+    assert!(found, "replica B sees version 2");
+    let (a_says, b_says) = (
+        a.post(&format!("/models/{id}/predict"), &query()).await.text().await.unwrap(),
+        b.post(&format!("/models/{id}/predict"), &query()).await.text().await.unwrap(),
+    );
+    assert_eq!(a_says, b_says);
+    assert_eq!(b.delete(&format!("/models/{id}")).await.status(), 204);
+    store.slow.store(false, Ordering::SeqCst);
 }
