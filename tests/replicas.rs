@@ -475,3 +475,96 @@ async fn a_slow_store_slows_but_fails_nothing() {
     assert_eq!(b.delete(&format!("/models/{id}")).await.status(), 204);
     store.slow.store(false, Ordering::SeqCst);
 }
+
+/// A DELETE on one replica racing appends on the other: every append answers 200 (it
+/// came first) or 404 (the model is gone), and nothing brings the model back: afterwards
+/// neither replica serves it, lists it, or finds it in the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_racing_appends_on_the_other_replica_resurrects_nothing() {
+    let store = shared_store();
+    let a = replica(&store, config()).await;
+    let b = replica(&store, config()).await;
+    for round in 0..5 {
+        let id = a.train(&gp_body(round as f64)).await["id"].as_str().unwrap().to_string();
+        // B knows the model before the race.
+        assert_eq!(b.get(&format!("/models/{id}")).await.status(), 200);
+        let appends = {
+            let (http, url) = (b.http.clone(), b.url(&format!("/models/{id}/observations")));
+            tokio::spawn(async move {
+                let mut codes = Vec::new();
+                for k in 0..6 {
+                    let body = json!({"x": [[5.0 + k as f64 * 0.1, 0.3]], "y": [0.1]});
+                    codes.push(http.post(&url).body(body.to_string()).send().await.unwrap().status().as_u16());
+                }
+                codes
+            })
+        };
+        let deleted = a.delete(&format!("/models/{id}")).await.status().as_u16();
+        assert_eq!(deleted, 204, "round {round}: the delete");
+        let codes = appends.await.unwrap();
+        assert!(codes.iter().all(|c| *c == 200 || *c == 404), "round {round}: appends answered {codes:?}");
+        // Once one append saw the model gone, none after it found it again.
+        if let Some(first_gone) = codes.iter().position(|c| *c == 404) {
+            assert!(codes[first_gone..].iter().all(|c| *c == 404), "round {round}: resurrected: {codes:?}");
+        }
+        for (name, r) in [("A", &a), ("B", &b)] {
+            let gone =
+                eventually(Duration::from_secs(5), async || r.get(&format!("/models/{id}")).await.status() == 404)
+                    .await;
+            assert!(gone, "round {round}: replica {name} still serves the deleted model");
+            let (_, listed) = json_of(r.get("/models").await).await;
+            assert!(
+                !listed["models"].as_array().unwrap().iter().any(|m| m["id"] == id.as_str()),
+                "round {round}: replica {name} lists the deleted model"
+            );
+        }
+        let key = format!("{id}.model");
+        assert!(
+            matches!(store.inner.tag(&key).await, Ok(None)),
+            "round {round}: the model's object is back in the store"
+        );
+    }
+}
+
+/// A fit from a dataset deleted on the other replica meanwhile: the fit is either ready
+/// (it read the rows first) or refused at /dataset, never a 500 or a hang; the dataset
+/// stays deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fit_from_a_dataset_deleted_on_the_other_replica_ends_cleanly() {
+    let store = shared_store();
+    let a = replica(&store, config()).await;
+    let b = replica(&store, config()).await;
+    let mut csv = String::from("u,v,y\n");
+    for i in 0..400 {
+        csv.push_str(&format!("{},{},{}\n", i as f64 / 40.0, (i % 9) as f64, (i as f64 / 40.0).sin()));
+    }
+    for round in 0..5 {
+        let (_, d) = json_of(a.post_raw("/datasets", csv.clone(), "text/csv").await).await;
+        let ds = d["id"].as_str().unwrap().to_string();
+        let fit = {
+            let (http, url) = (b.http.clone(), b.url("/models"));
+            let body = json!({"model": "gaussian_process", "params": {"noise": 0.1}, "dataset": ds});
+            tokio::spawn(async move {
+                let r = http.post(url).body(body.to_string()).send().await.unwrap();
+                let status = r.status().as_u16();
+                (status, r.json::<Value>().await.unwrap_or(Value::Null))
+            })
+        };
+        assert_eq!(a.delete(&format!("/datasets/{ds}")).await.status(), 204, "round {round}");
+        let (status, body) = fit.await.unwrap();
+        match status {
+            201 => assert_eq!(body["status"], "ready", "round {round}: {body}"),
+            404 | 422 => assert!(
+                body["errors"][0]["pointer"] == "/dataset" || body["type"] == "/problems/not-found",
+                "round {round}: {body}"
+            ),
+            other => panic!("round {round}: the fit answered {other}: {body}"),
+        }
+        for r in [&a, &b] {
+            let gone =
+                eventually(Duration::from_secs(5), async || r.get(&format!("/datasets/{ds}")).await.status() == 404)
+                    .await;
+            assert!(gone, "round {round}: the dataset is back");
+        }
+    }
+}
