@@ -28,9 +28,10 @@
 # CLUSTER_KEEP=1 keeps the temp dir (logs, store files) after the run.
 set -euo pipefail
 
-usage() { echo "usage: $0 [--up] PATH_TO_MERCER_BINARY" >&2; exit 2; }
+usage() { echo "usage: $0 [--up|--soak] PATH_TO_MERCER_BINARY" >&2; exit 2; }
 MODE=scenario
 if [ "${1:-}" = --up ]; then MODE=up; shift; fi
+if [ "${1:-}" = --soak ]; then MODE=soak; shift; fi   # scripts/soak.sh
 [ $# -eq 1 ] || usage
 BIN=$1
 [ -x "$BIN" ] && [ -f "$BIN" ] || { echo "cluster: FAIL: $BIN is not an executable file" >&2; exit 2; }
@@ -118,7 +119,9 @@ USED_PORTS=" "
 alloc_port() { # alloc_port VAR: a loopback port nothing listens on, distinct from the others
   local p _
   for _ in $(seq 500); do
-    p=$(( 20000 + RANDOM % 40000 ))
+    # Below the ephemeral range (32768 up on Linux): an outgoing connection cannot take a
+    # port between its allocation here and its bind.
+    p=$(( 20000 + RANDOM % 12000 ))
     [[ $USED_PORTS == *" $p "* ]] && continue
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
       USED_PORTS+="$p "
@@ -326,6 +329,80 @@ Try: curl -s -d '{"model":"gaussian_process","x":[[0],[1],[2]],"y":[0,1,0]}' $LB
 Ctrl-C stops everything.
 EOF
   while sleep 1; do :; done
+fi
+
+# ---------------------------------------------------------------- --soak
+# scripts/soak.sh: the stack under scripts/soak_load.py's mixed load for SOAK_SECONDS,
+# replica 2 killed -9 every 30 s and restarted, the store killed -9 and restarted once
+# (at two fifths of the run); replica 1 is never killed and its RSS and open descriptors
+# are sampled every 5 s from 15 s on. Fails on any failure the load counts (an answer that never came
+# from replica 1, a 5xx other than 503 with Retry-After), any acknowledged model, version,
+# prediction or dataset missing at the end, or growth of replica 1's RSS or descriptors of
+# 10% or more (between the fifth minute and the end, or for runs under ten minutes between
+# the means of the first and last thirds).
+if [ "$MODE" = soak ]; then
+  SOAK_SECONDS=${SOAK_SECONDS:-180}
+  start_stack
+  R1_PID=${PROCS[r1]}
+  python3 "$SCRIPT_DIR/soak_load.py" --stable "$R1" --other "$R2" --seconds "$SOAK_SECONDS" --mercer "$BIN" \
+    --out "$T/soak.json" >"$T/soak-load.log" 2>&1 &
+  LOAD=$!
+  t0=$(now_ms)
+  next_kill=30 next_sample=15 kills=0 store_restarted=0   # samples from 15 s on: past the warm-up
+  : >"$T/soak-samples"
+  log "soak: ${SOAK_SECONDS} s of mixed load; replica 2 killed every 30 s"
+  while kill -0 "$LOAD" 2>/dev/null; do
+    elapsed=$(( ($(now_ms) - t0) / 1000 ))
+    if [ "$elapsed" -ge "$next_sample" ]; then
+      rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$R1_PID/status")
+      fds=$(ls "/proc/$R1_PID/fd" | wc -l)
+      echo "$elapsed $rss $fds" >>"$T/soak-samples"
+      next_sample=$(( next_sample + 5 ))
+    fi
+    if [ "$elapsed" -ge "$next_kill" ] && [ "$elapsed" -lt "$SOAK_SECONDS" ]; then
+      stop_proc r2 KILL
+      start_replica 2
+      kills=$(( kills + 1 ))
+      next_kill=$(( next_kill + 30 ))
+    fi
+    if [ "$store_restarted" = 0 ] && [ "$elapsed" -ge $(( SOAK_SECONDS * 2 / 5 )) ]; then
+      stop_proc s3s-fs KILL
+      start_store
+      store_restarted=1
+      log "soak: store killed -9 and restarted at $elapsed s"
+    fi
+    sleep 0.5   # the supervisor's tick
+  done
+  load_rc=0
+  wait "$LOAD" || load_rc=$?
+  cat "$T/soak-load.log"
+  kill -0 "$R1_PID" 2>/dev/null || fail "replica 1 died during the soak"
+  [ "$load_rc" = 0 ] || fail "the soak load counted failures (above)"
+  sleep 1.1   # a replica's probe back-off after the store restart, then read everything back
+  python3 "$SCRIPT_DIR/soak_load.py" --verify "$T/soak.json" --stable "$R1" --other "$R2" ||
+    fail "acknowledged models or datasets missing or changed after the soak"
+  echo "soak: replica 1 over time (seconds, RSS kB, open descriptors), every 30 s:"
+  awk '$1 % 30 == 0 { printf "  %5d s  %8d kB  %4d fds\n", $1, $2, $3 }' "$T/soak-samples"
+  growth=$(awk -v long=$(( SOAK_SECONDS >= 600 )) '
+    { t[NR] = $1; r[NR] = $2; f[NR] = $3 }
+    END {
+      if (long) {
+        for (i = 1; i <= NR; i++) if (t[i] >= 300) { a = i; break }
+        rs = r[a]; fs = f[a]; re = r[NR]; fe = f[NR]
+      } else {
+        k = int(NR / 3); if (k < 1) k = 1
+        for (i = 1; i <= k; i++) { rs += r[i]; fs += f[i] }
+        for (i = NR - k + 1; i <= NR; i++) { re += r[i]; fe += f[i] }
+      }
+      printf "%.1f %.1f", 100 * (re - rs) / rs, 100 * (fe - fs) / fs
+    }' "$T/soak-samples")
+  read -r rss_growth fd_growth <<<"$growth"
+  log "soak: $kills kills of replica 2, store restarted once; replica 1 RSS growth ${rss_growth}%, descriptors ${fd_growth}%"
+  awk -v g="$rss_growth" 'BEGIN { exit !(g < 10) }' || fail "replica 1's RSS grew ${rss_growth}% (limit 10%)"
+  awk -v g="$fd_growth" 'BEGIN { exit !(g < 10) }' || fail "replica 1's open descriptors grew ${fd_growth}% (limit 10%)"
+  echo
+  echo "soak: all checks passed"
+  exit 0
 fi
 
 # ---------------------------------------------------------------- the scenario

@@ -1,0 +1,271 @@
+#!/usr/bin/env python3
+"""The mixed load of scripts/soak.sh: fits (waited for and not), predictions, appends,
+deletes, dataset uploads and CLI calls against two replicas, for a given time; then the
+check that everything acknowledged is there.
+
+    python3 scripts/soak_load.py --stable URL --other URL --seconds N --mercer BIN --out FILE
+    python3 scripts/soak_load.py --verify FILE --stable URL --other URL
+
+The stable replica is never killed: every request to it must be answered (a connection
+that ends without an answer is a failure), and its only 5xx may be 503 with Retry-After.
+Requests to the other replica, which soak.sh kills -9 every 30 s, may also fail to connect
+while it is down (counted apart). Every acknowledged model (with the version and the
+predictions its last acknowledged write answered) and dataset is recorded in FILE; --verify
+reads each back from both replicas. Standard library only.
+"""
+import argparse
+import http.client
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+X = [[i / 8.0] for i in range(24)]
+QUERY = {"x": [[0.3], [1.7], [2.9]], "variance": False}
+# Live models and datasets kept at most (older ones are deleted).
+LIVE = 30
+
+
+class Tally:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.counts = {}
+        self.failures = []
+
+    def add(self, kind, failure=None):
+        with self.lock:
+            self.counts[kind] = self.counts.get(kind, 0) + 1
+            if failure and len(self.failures) < 50:
+                self.failures.append(failure)
+
+
+def call(url, method, path, body=None, content_type="application/json", timeout=60):
+    """(status, headers, parsed body) or raises the connection error."""
+    u = urllib.parse.urlparse(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
+    try:
+        data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+        headers = {"Content-Type": content_type} if data is not None else {}
+        conn.request(method, path, body=data, headers=headers)
+        r = conn.getresponse()
+        raw = r.read()
+        try:
+            parsed = json.loads(raw) if raw else None
+        except ValueError:
+            parsed = raw.decode(errors="replace")
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, parsed
+    finally:
+        conn.close()
+
+
+class Load:
+    def __init__(self, a):
+        self.a, self.tally = a, Tally()
+        self.lock = threading.Lock()
+        self.models = {}     # id -> {"version": v, "predictions": [...]} (acknowledged)
+        self.datasets = {}   # insertion-ordered: id -> None
+        self.deleted = set()
+        self.deleted_datasets = set()
+        self.stop = time.monotonic() + a.seconds
+
+    def request(self, replica, method, path, body=None, content_type="application/json"):
+        """One request, classified; (status, body) or None when it got no answer."""
+        url = self.a.stable if replica == "stable" else self.a.other
+        try:
+            status, headers, parsed = call(url, method, path, body, content_type)
+        except (OSError, http.client.HTTPException) as e:
+            if replica == "stable":
+                self.tally.add("stable: no answer", f"{method} {path}: {e!r}")
+            else:
+                self.tally.add("other: no answer (down)")
+            return None
+        if status >= 500 and not (status == 503 and "retry-after" in headers):
+            self.tally.add(f"{replica}: {status} (failure)", f"{method} {path}: {status} {str(parsed)[:200]}")
+        else:
+            self.tally.add(f"{replica}: {status}")
+        return status, parsed
+
+    def fit(self, replica, wait):
+        y = [((i / 8.0) * random.uniform(0.5, 2.0)) % 3.0 for i in range(24)]
+        body = {"model": "gaussian_process", "kernel": {"type": "rbf", "length_scale": 1.0},
+                "params": {"noise": 0.01}, "x": X, "y": y, "name": "soak"}
+        got = self.request(replica, "POST", "/models" + ("" if wait else "?wait=false"), body)
+        if not got or got[0] not in (201, 202):
+            return
+        mid = got[1]["id"]
+        if got[0] == 202:
+            for _ in range(100):
+                st = self.request(replica, "GET", f"/models/{mid}")
+                if st and st[0] == 200 and st[1]["status"] in ("ready", "failed"):
+                    if st[1]["status"] == "failed":
+                        return
+                    break
+                time.sleep(0.1)  # polling interval of a 202's client
+            else:
+                return
+        self.remember(replica, mid)
+        self.trim(replica)
+
+    def trim(self, replica):
+        """Keeps the live models and datasets at most LIVE each (the oldest deleted), so
+        that a long run reaches a steady state whose memory can be judged flat."""
+        with self.lock:
+            while len(self.models) > LIVE:
+                mid = next(iter(self.models))
+                got = self.request(replica, "DELETE", f"/models/{mid}")
+                if not got or got[0] not in (204, 404):
+                    break
+                self.models.pop(mid)
+                self.deleted.add(mid)
+            while len(self.datasets) > LIVE:
+                ds = next(iter(self.datasets))
+                got = self.request(replica, "DELETE", f"/datasets/{ds}")
+                if not got or got[0] not in (204, 404):
+                    break
+                self.datasets.pop(ds)
+                self.deleted_datasets.add(ds)
+
+    def remember(self, replica, mid):
+        got = self.request(replica, "POST", f"/models/{mid}/predict", QUERY)
+        st = self.request(replica, "GET", f"/models/{mid}")
+        if got and got[0] == 200 and st and st[0] == 200:
+            with self.lock:
+                if mid not in self.deleted:
+                    self.models[mid] = {"version": st[1]["version"], "predictions": got[1]["predictions"]}
+
+    def pick(self):
+        with self.lock:
+            return random.choice(list(self.models)) if self.models else None
+
+    def append(self, replica):
+        mid = self.pick()
+        if mid is None:
+            return
+        # Appends of one model go through one lock here so that the acknowledged version
+        # and predictions are those of the last acknowledged append.
+        with self.lock:
+            if mid in self.deleted:
+                return
+            got = self.request(replica, "POST", f"/models/{mid}/observations",
+                               {"x": [[random.uniform(0, 3)]], "y": [random.uniform(-1, 1)]})
+            if got and got[0] == 200:
+                p = self.request(replica, "POST", f"/models/{mid}/predict", QUERY)
+                if p and p[0] == 200:
+                    self.models[mid] = {"version": got[1]["version"], "predictions": p[1]["predictions"]}
+                else:
+                    self.models.pop(mid, None)  # acknowledged but not read back: not checked
+
+    def delete(self, replica):
+        mid = self.pick()
+        if mid is None or random.random() < 0.5:
+            return
+        with self.lock:
+            got = self.request(replica, "DELETE", f"/models/{mid}")
+            if got and got[0] in (204, 404):
+                self.models.pop(mid, None)
+                self.deleted.add(mid)
+
+    def upload(self, replica):
+        rows = "\n".join(f"{i / 10},{(i * 7) % 5},{i % 3}" for i in range(random.randint(50, 400)))
+        got = self.request(replica, "POST", "/datasets", ("a,b,y\n" + rows + "\n").encode(), "text/csv")
+        if got and got[0] == 201:
+            with self.lock:
+                self.datasets[got[1]["id"]] = None
+            self.trim(replica)
+
+    def predict(self, replica):
+        mid = self.pick()
+        if mid is not None:
+            self.request(replica, "POST", f"/models/{mid}/predict", QUERY)
+
+    def cli(self, replica):
+        url = self.a.stable if replica == "stable" else self.a.other
+        r = subprocess.run([self.a.mercer, "models", "--json"], env=dict(os.environ, MERCER_URL=url),
+                           capture_output=True, text=True, timeout=60)
+        self.tally.add(f"{replica}: cli exit {r.returncode}",
+                       None if r.returncode == 0 or replica == "other" else f"cli: {r.stderr[:200]}")
+
+    def worker(self, seed):
+        rnd = random.Random(seed)
+        actions = [(self.predict, 50), (self.fit, 10), (self.append, 12), (self.upload, 10),
+                   (self.delete, 4), (self.cli, 2)]
+        while time.monotonic() < self.stop:
+            replica = "stable" if rnd.random() < 0.7 else "other"
+            action = rnd.choices([a for a, _ in actions], [w for _, w in actions])[0]
+            if action == self.fit:
+                self.fit(replica, wait=rnd.random() < 0.7)
+            else:
+                action(replica)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--stable", required=True)
+    p.add_argument("--other", required=True)
+    p.add_argument("--seconds", type=float, default=180)
+    p.add_argument("--mercer")
+    p.add_argument("--out")
+    p.add_argument("--verify")
+    p.add_argument("--workers", type=int, default=4)
+    a = p.parse_args()
+    if a.verify:
+        return verify(a)
+    load = Load(a)
+    threads = [threading.Thread(target=load.worker, args=(i,)) for i in range(a.workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    out = {"counts": load.tally.counts, "failures": load.tally.failures,
+           "models": load.models, "datasets": sorted(load.datasets), "deleted": sorted(load.deleted),
+           "deleted_datasets": sorted(load.deleted_datasets)}
+    with open(a.out, "w") as f:
+        json.dump(out, f, indent=1)
+    total = sum(load.tally.counts.values())
+    print(f"soak load: {total} requests, {len(load.models)} models and {len(load.datasets)} datasets acknowledged, "
+          f"{len(load.tally.failures)} failures")
+    for k in sorted(load.tally.counts):
+        print(f"  {k}: {load.tally.counts[k]}")
+    for f in load.tally.failures[:20]:
+        print(f"  FAILURE {f}")
+    return 1 if load.tally.failures else 0
+
+
+def verify(a):
+    with open(a.verify) as f:
+        rec = json.load(f)
+    bad = []
+    for url in (a.stable, a.other):
+        for mid, want in rec["models"].items():
+            status, _, m = call(url, "GET", f"/models/{mid}")
+            if status != 200 or m["version"] != want["version"]:
+                bad.append(f"{url} model {mid}: {status} version {m and m.get('version')} (acknowledged {want['version']})")
+                continue
+            status, _, got = call(url, "POST", f"/models/{mid}/predict", QUERY)
+            if status != 200 or got["predictions"] != want["predictions"]:
+                bad.append(f"{url} model {mid}: predictions differ from the acknowledged ones")
+        for ds in rec["datasets"]:
+            status, _, _ = call(url, "GET", f"/datasets/{ds}")
+            if status != 200:
+                bad.append(f"{url} dataset {ds}: {status}")
+        for mid in rec["deleted"]:
+            status, _, _ = call(url, "GET", f"/models/{mid}")
+            if status != 404:
+                bad.append(f"{url} deleted model {mid}: {status}")
+        for ds in rec.get("deleted_datasets", []):
+            status, _, _ = call(url, "GET", f"/datasets/{ds}")
+            if status != 404:
+                bad.append(f"{url} deleted dataset {ds}: {status}")
+    print(f"soak verify: {len(rec['models'])} models, {len(rec['datasets'])} datasets, {len(rec['deleted'])} deleted; "
+          f"{len(bad)} problems")
+    for b in bad[:30]:
+        print(f"  {b}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
