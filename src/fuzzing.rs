@@ -211,6 +211,11 @@ pub fn dataset_upload(data: &[u8]) {
     };
     let Ok((info, bytes)) = parsed else { return };
     let back = read_dataset(&bytes[..], bytes.len() as u64).expect("an accepted upload reads back");
+    // Streamed (a tail read first, then the stream), it decodes to the same dataset.
+    let tail = &bytes[bytes.len() - bytes.len().min(1 << 16)..];
+    let streamed = crate::dataset::format::read_dataset_streaming(&bytes[..], tail, bytes.len() as u64)
+        .expect("an accepted upload streams back");
+    assert_eq!((&streamed.info, &streamed.x, &streamed.y), (&back.info, &back.x, &back.y));
     assert_eq!(back.info, info);
     assert_eq!(back.x.n() as u64, info.n_rows);
     assert_eq!(back.y.len() as u64, info.n_rows);

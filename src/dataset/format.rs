@@ -244,19 +244,10 @@ impl<W: Write> DatasetWriter<W> {
 /// when `tail` is too short to hold it.
 pub fn read_info(tail: &[u8], size: u64) -> Result<Result<DatasetInfo, u64>, FormatError> {
     let t = tail.len();
-    if (t as u64) < TAIL || size < HEAD + TAIL {
-        return Err(FormatError::Corrupt("too short".into()));
-    }
-    if &tail[t - 4..] != END {
-        return Err(FormatError::Corrupt("no end marker (truncated?)".into()));
-    }
-    let len = u64::from_le_bytes(tail[t - 16..t - 8].try_into().expect("8 bytes"));
-    if len > size - HEAD - TAIL {
-        return Err(FormatError::Corrupt(format!("trailer length {len} exceeds the file")));
-    }
-    if (t as u64) < len + TAIL {
-        return Ok(Err(len + TAIL));
-    }
+    let len = match trailer_length(tail, size)? {
+        Ok(len) => len,
+        Err(need) => return Ok(Err(need)),
+    };
     let trailer = decode_trailer(&tail[t - 16 - len as usize..t - 16])?;
     check_sizes(&trailer, size, len)?;
     Ok(Ok(trailer.trailer.info))
@@ -406,6 +397,126 @@ pub fn read_dataset(mut r: impl Read, size: u64) -> Result<Decoded, FormatError>
     };
     drop(body);
     Ok(Decoded { info: trailer.info, x, y })
+}
+
+/// A reader that keeps the CRC-32 of what it has read.
+struct CrcReader<R> {
+    inner: R,
+    crc: crc32fast::Hasher,
+}
+
+impl<R: Read> CrcReader<R> {
+    fn exact(&mut self, buf: &mut [u8]) -> Result<(), FormatError> {
+        self.inner.read_exact(buf).map_err(|e| match e.kind() {
+            io::ErrorKind::UnexpectedEof => FormatError::Corrupt("truncated".into()),
+            _ => FormatError::Io(e),
+        })?;
+        self.crc.update(buf);
+        Ok(())
+    }
+
+    /// `len` bytes of little-endian f64s, decoded a block at a time.
+    fn f64s(&mut self, len: u64) -> Result<Vec<f64>, FormatError> {
+        let mut out = Vec::new();
+        out.try_reserve_exact((len / 8) as usize).map_err(|_| FormatError::Corrupt("too large to load".into()))?;
+        let mut block = vec![0u8; (1 << 20).min(len as usize)];
+        let mut left = len as usize;
+        while left > 0 {
+            let k = left.min(block.len());
+            self.exact(&mut block[..k])?;
+            out.extend(block[..k].chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes"))));
+            left -= k;
+        }
+        Ok(out)
+    }
+
+    fn bytes(&mut self, len: u64) -> Result<Vec<u8>, FormatError> {
+        let mut out = Vec::new();
+        out.try_reserve_exact(len as usize).map_err(|_| FormatError::Corrupt("too large to load".into()))?;
+        out.resize(len as usize, 0);
+        self.exact(&mut out)?;
+        Ok(out)
+    }
+}
+
+/// Reads a whole dataset as it streams from `r` (every byte of the file, in order),
+/// given `tail`, the file's last bytes holding at least its trailer (read first, by a
+/// ranged read): the arrays are decoded as they arrive, never held as raw bytes beside
+/// the decoded ones (string rows excepted), and the checksum is verified over the stream.
+/// A tail too short for the trailer is an error that names the length needed.
+pub fn read_dataset_streaming(r: impl Read, tail: &[u8], size: u64) -> Result<Decoded, FormatError> {
+    let len = match trailer_length(tail, size)? {
+        Ok(len) => len,
+        Err(need) => return Err(FormatError::Corrupt(format!("the tail read holds no trailer: {need} bytes needed"))),
+    };
+    let t = tail.len();
+    let decoded = decode_trailer(&tail[t - 16 - len as usize..t - 16])?;
+    let (xb, yb) = check_sizes(&decoded, size, len)?;
+    let mut r = CrcReader { inner: r, crc: crc32fast::Hasher::new() };
+    let mut head = [0u8; HEAD as usize];
+    r.exact(&mut head)?;
+    if &head[..8] != MAGIC {
+        return Err(FormatError::Corrupt("bad magic".into()));
+    }
+    let version = u32::from_le_bytes(head[8..12].try_into().expect("4 bytes"));
+    if version != VERSION && version != ROWS_VERSION {
+        return Err(FormatError::Corrupt(format!("unknown format version {version}")));
+    }
+    if decoded.rows.is_some() != (version == ROWS_VERSION) {
+        return Err(FormatError::Corrupt(format!("version {version} with a trailer of the other layout")));
+    }
+    let trailer = decoded.trailer;
+    let d = trailer.info.n_features.unwrap_or(0) as usize;
+    let n = trailer.info.n_rows as usize;
+    let x = match decoded.rows {
+        None => Points::from_columns(DMatrix::from_vec(d, n, r.f64s(xb)?)),
+        Some((kind, _)) => read_rows(&r.bytes(xb)?, kind, n)?,
+    };
+    let y = match (trailer.info.outputs, trailer.labels.is_empty()) {
+        (Some(t), _) => Targets::Multi { t: t as usize, values: r.f64s(yb)? },
+        (None, true) => Targets::Numeric(r.f64s(yb)?),
+        (None, false) => {
+            let codes: Vec<u32> =
+                r.bytes(yb)?.chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))).collect();
+            if codes.iter().any(|&c| c as usize >= trailer.labels.len()) {
+                return Err(FormatError::Corrupt("a label code is out of range".into()));
+            }
+            Targets::Labels { labels: trailer.labels, codes }
+        }
+    };
+    // The trailer and its length are checksummed too; the stream's end must be the tail's.
+    let mut rest = r.bytes(len + 8)?;
+    if rest[..] != tail[t - 16 - len as usize..t - 8] {
+        return Err(FormatError::Corrupt("the trailer read differs from the tail read".into()));
+    }
+    let crc = r.crc.clone().finalize();
+    rest.clear();
+    let mut end = [0u8; 8];
+    r.inner.read_exact(&mut end).map_err(FormatError::Io)?;
+    if end[..] != tail[t - 8..] || u32::from_le_bytes(end[..4].try_into().expect("4 bytes")) != crc {
+        return Err(FormatError::Corrupt("checksum mismatch".into()));
+    }
+    Ok(Decoded { info: trailer.info, x, y })
+}
+
+/// The trailer's length from a file's tail (its last 16 bytes at least), checked against
+/// the file's size; Err(bytes needed) when `tail` is too short to hold the trailer.
+fn trailer_length(tail: &[u8], size: u64) -> Result<Result<u64, u64>, FormatError> {
+    let t = tail.len();
+    if (t as u64) < TAIL || size < HEAD + TAIL {
+        return Err(FormatError::Corrupt("too short".into()));
+    }
+    if &tail[t - 4..] != END {
+        return Err(FormatError::Corrupt("no end marker (truncated?)".into()));
+    }
+    let len = u64::from_le_bytes(tail[t - 16..t - 8].try_into().expect("8 bytes"));
+    if len > size - HEAD - TAIL {
+        return Err(FormatError::Corrupt(format!("trailer length {len} exceeds the file")));
+    }
+    if (t as u64) < len + TAIL {
+        return Ok(Err(len + TAIL));
+    }
+    Ok(Ok(len))
 }
 
 /// The records of a version 2 x section.

@@ -79,28 +79,132 @@ impl Store {
     }
 
     /// Reads a dataset whole, verifying its checksum (None: no such dataset). Blocking:
-    /// call from a blocking thread.
+    /// call from a blocking thread. The object streams in blocks (a file in place, an S3
+    /// object by ranged reads of [`READ_BLOCK`]) and is decoded as it arrives: a fit holds
+    /// the decoded rows and one block, never the object's bytes whole besides.
     pub fn read_dataset_blocking(&self, id: Uuid) -> Result<Option<Decoded>, StoreError> {
+        self.read_dataset_in_blocks(id, READ_BLOCK)
+    }
+
+    /// As [`Store::read_dataset_blocking`], an object store's ranged reads `block` bytes each.
+    pub(crate) fn read_dataset_in_blocks(&self, id: Uuid, block: u64) -> Result<Option<Decoded>, StoreError> {
         let key = dataset_key(id);
         let corrupt = |e: format::FormatError| StoreError::Corrupt { key: key.clone(), reason: e.to_string() };
         if let Some(path) = self.blobs.local_path(&key) {
-            // Read in place, as it streams: no copy of the file in memory.
-            let file = match std::fs::File::open(&path) {
+            use std::io::{Read, Seek, SeekFrom};
+            let io = |e: std::io::Error| StoreError::from(BlobError::Io { key: key.clone(), message: e.to_string() });
+            let mut file = match std::fs::File::open(&path) {
                 Ok(f) => f,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-                Err(e) => return Err(BlobError::Io { key, message: e.to_string() }.into()),
+                Err(e) => return Err(io(e)),
             };
-            let size = file.metadata().map_err(|e| BlobError::Io { key: key.clone(), message: e.to_string() })?.len();
-            return format::read_dataset(std::io::BufReader::with_capacity(1 << 20, file), size)
-                .map(Some)
-                .map_err(corrupt);
+            let size = file.metadata().map_err(io)?.len();
+            let mut want = TAIL_READ.min(size);
+            let tail = loop {
+                file.seek(SeekFrom::Start(size - want)).map_err(io)?;
+                let mut tail = vec![0u8; want as usize];
+                file.read_exact(&mut tail).map_err(io)?;
+                match format::read_info(&tail, size).map_err(corrupt)? {
+                    Err(need) if need > want && need <= size => want = need,
+                    _ => break tail,
+                }
+            };
+            file.seek(SeekFrom::Start(0)).map_err(io)?;
+            let reader = std::io::BufReader::with_capacity(1 << 20, file);
+            return format::read_dataset_streaming(reader, &tail, size).map(Some).map_err(corrupt);
         }
-        let bytes = match self.block_on(self.call("get", &key, super::bulk(1 << 32), self.blobs.get(&key))) {
-            Ok(b) => b,
+        let size = match self.block_on(self.call("head", &key, SMALL_CALL, self.blobs.size(&key))) {
+            Ok(s) => s,
             Err(BlobError::NotFound { .. }) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
-        format::read_dataset(&bytes[..], bytes.len() as u64).map(Some).map_err(corrupt)
+        let mut want = TAIL_READ.min(size);
+        let tail = loop {
+            let tail = match self.block_on(self.call(
+                "get",
+                &key,
+                SMALL_CALL,
+                self.blobs.get_range(&key, size - want..size),
+            )) {
+                Ok(t) => t,
+                Err(BlobError::NotFound { .. }) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            };
+            match format::read_info(&tail, size).map_err(corrupt)? {
+                Err(need) if need > want && need <= size => want = need,
+                _ => break tail,
+            }
+        };
+        let mut reader = RangeReader {
+            store: self,
+            key: &key,
+            size,
+            at: 0,
+            step: block.max(1),
+            block: bytes::Bytes::new(),
+            failed: None,
+        };
+        let read = format::read_dataset_streaming(&mut reader, &tail, size);
+        if let Some(e) = reader.failed.take() {
+            return match e {
+                BlobError::NotFound { .. } => Ok(None), // deleted while being read
+                e => Err(e.into()),
+            };
+        }
+        read.map(Some).map_err(corrupt)
+    }
+}
+
+/// The first ranged read of a dataset's tail: enough for any trailer but the largest.
+const TAIL_READ: u64 = 64 << 10;
+
+/// Bytes per ranged read of a dataset being streamed.
+pub const READ_BLOCK: u64 = 8 << 20;
+
+/// An object read in order by ranged GETs (of [`READ_BLOCK`] in service), each under the store's
+/// deadlines; a failed read ends the stream (kept in `failed` for the caller).
+struct RangeReader<'a> {
+    store: &'a Store,
+    key: &'a str,
+    size: u64,
+    at: u64,
+    /// Bytes per ranged read.
+    step: u64,
+    block: bytes::Bytes,
+    failed: Option<BlobError>,
+}
+
+impl std::io::Read for RangeReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.block.is_empty() {
+            if self.at >= self.size {
+                return Ok(0);
+            }
+            let end = (self.at + self.step).min(self.size);
+            let range = self.at..end;
+            let got = self.store.block_on(self.store.call(
+                "get",
+                self.key,
+                super::bulk(end - range.start),
+                self.store.blobs.get_range(self.key, range),
+            ));
+            match got {
+                Ok(b) if b.len() as u64 == end - self.at => {
+                    self.at = end;
+                    self.block = b;
+                }
+                Ok(_) => return Err(std::io::Error::other("a ranged read returned another length")),
+                Err(e) => {
+                    let message = e.to_string();
+                    self.failed = Some(e);
+                    return Err(std::io::Error::other(message));
+                }
+            }
+        }
+        let k = buf.len().min(self.block.len());
+        buf[..k].copy_from_slice(&self.block[..k]);
+        self.block = self.block.slice(k..);
+        Ok(k)
     }
 }
 
@@ -140,5 +244,41 @@ mod tests {
         assert!(root.join("datasets/quarantine").join(path.file_name().unwrap()).exists());
         assert!(reopened.list_datasets().await.unwrap().is_empty());
         std::fs::remove_dir_all(root).unwrap();
+    }
+
+    /// An object-store dataset streams in ranged reads and decodes to what the bytes
+    /// whole decode to, whatever the block size; a damaged byte anywhere is caught.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn object_datasets_stream_in_blocks() {
+        use crate::store::blobs::Blobs;
+        use crate::store::object::ObjectBlobs;
+        let memory: Arc<dyn object_store::ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let blobs = Arc::new(ObjectBlobs::shared(memory.clone(), "p", std::env::temp_dir()));
+        let store = Arc::new(Store::new(blobs.clone()));
+        let mut csv = String::from("a,b,y\n");
+        for i in 0..3000 {
+            csv.push_str(&format!("{},{},{}\n", i as f64 * 0.5, (i % 7) as f64, (i % 3) as f64 - 1.0));
+        }
+        let scratch = store.dataset_scratch().unwrap();
+        let file = std::fs::File::create(&scratch).unwrap();
+        let (info, _) = ingest(csv.as_bytes(), file, CsvOptions::default()).unwrap();
+        let bytes = std::fs::read(&scratch).unwrap();
+        store.save_dataset(info.id, &scratch).await.unwrap();
+        let whole = format::read_dataset(&bytes[..], bytes.len() as u64).unwrap();
+        for block in [1u64, 977, 1 << 12, READ_BLOCK] {
+            let s = store.clone();
+            let got = tokio::task::spawn_blocking(move || s.read_dataset_in_blocks(info.id, block)).await.unwrap();
+            let got = got.unwrap().expect("the dataset");
+            assert_eq!(got.info, whole.info, "block {block}");
+            assert_eq!(got.x.as_matrix(), whole.x.as_matrix(), "block {block}");
+            assert_eq!(got.y, whole.y, "block {block}");
+        }
+        // One flipped byte in the x section: the checksum says so.
+        let mut damaged = bytes.clone();
+        damaged[100] ^= 1;
+        blobs.put(&dataset_key(info.id), bytes::Bytes::from(damaged)).await.unwrap();
+        let s = store.clone();
+        let got = tokio::task::spawn_blocking(move || s.read_dataset_in_blocks(info.id, 4096)).await.unwrap();
+        assert!(matches!(got, Err(StoreError::Corrupt { .. })), "{:?}", got.map(|d| d.map(|d| d.info)));
     }
 }
