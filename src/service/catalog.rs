@@ -332,6 +332,13 @@ impl Service {
     fn prune_tombstones(&self) {
         let keep = Duration::from_secs(self.config.store_refresh_secs.max(1) * 4 + 60);
         self.tombstones.lock().unwrap_or_else(|p| p.into_inner()).retain(|_, at| at.elapsed() < keep);
+        // The append lock of a model this replica no longer has (deleted through another
+        // replica) goes too, unless someone holds it: one per model ever appended to would
+        // otherwise stay for the process's life (the soak's slow memory growth).
+        self.model_locks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|id, lock| self.registry.contains(*id) || Arc::strong_count(lock) > 1);
     }
 
     /// Refreshes from the store every `store_refresh_secs` until the service is dropped.
