@@ -324,79 +324,20 @@ pub struct Decoded {
     pub y: Targets,
 }
 
-/// Reads a whole dataset of `size` bytes from `r`, checking its checksum and layout.
-pub fn read_dataset(mut r: impl Read, size: u64) -> Result<Decoded, FormatError> {
-    let mut crc = crc32fast::Hasher::new();
-    let mut head = [0u8; HEAD as usize];
-    r.read_exact(&mut head)?;
-    crc.update(&head);
-    if &head[..8] != MAGIC {
-        return Err(FormatError::Corrupt("bad magic".into()));
-    }
-    let version = u32::from_le_bytes(head[8..12].try_into().expect("4 bytes"));
-    if version != VERSION && version != ROWS_VERSION {
-        return Err(FormatError::Corrupt(format!("unknown format version {version}")));
-    }
+/// Reads a whole dataset of `size` bytes from `r`, checking its checksum and layout: the
+/// bytes are taken whole (the trailer that describes the arrays comes last), then decoded
+/// as [`read_dataset_streaming`] decodes a stream.
+pub fn read_dataset(r: impl Read, size: u64) -> Result<Decoded, FormatError> {
     if size < HEAD + TAIL {
         return Err(FormatError::Corrupt("too short".into()));
     }
-    // The arrays are read before the trailer that describes them: stream them into a
-    // buffer of the file's size less the tail, then split.
-    let body_len = size - HEAD - TAIL;
-    let mut body = Vec::new();
-    body.try_reserve_exact(body_len as usize).map_err(|_| FormatError::Corrupt("too large to load".into()))?;
-    (&mut r).take(body_len).read_to_end(&mut body)?;
-    if body.len() as u64 != body_len {
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(size as usize).map_err(|_| FormatError::Corrupt("too large to load".into()))?;
+    r.take(size).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 != size {
         return Err(FormatError::Corrupt("truncated".into()));
     }
-    crc.update(&body);
-    let mut tail = [0u8; TAIL as usize];
-    r.read_exact(&mut tail)?;
-    crc.update(&tail[..8]);
-    let stored_crc = u32::from_le_bytes(tail[8..12].try_into().expect("4 bytes"));
-    if &tail[12..] != END {
-        return Err(FormatError::Corrupt("no end marker".into()));
-    }
-    if crc.finalize() != stored_crc {
-        return Err(FormatError::Corrupt("checksum mismatch".into()));
-    }
-    let len = u64::from_le_bytes(tail[..8].try_into().expect("8 bytes"));
-    if len > body_len {
-        return Err(FormatError::Corrupt("trailer length exceeds the file".into()));
-    }
-    let decoded = decode_trailer(&body[(body_len - len) as usize..])?;
-    let (xb, yb) = check_sizes(&decoded, size, len)?;
-    if decoded.rows.is_some() != (version == ROWS_VERSION) {
-        return Err(FormatError::Corrupt(format!("version {version} with a trailer of the other layout")));
-    }
-    let trailer = decoded.trailer;
-    let d = trailer.info.n_features.unwrap_or(0) as usize;
-    let n = trailer.info.n_rows as usize;
-    let x = match decoded.rows {
-        None => {
-            let values: Vec<f64> = body[..xb as usize]
-                .chunks_exact(8)
-                .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
-                .collect();
-            Points::from_columns(DMatrix::from_vec(d, n, values))
-        }
-        Some((kind, _)) => read_rows(&body[..xb as usize], kind, n)?,
-    };
-    let ys = &body[xb as usize..(xb + yb) as usize];
-    let y = if let Some(t) = trailer.info.outputs {
-        let values = ys.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes"))).collect();
-        Targets::Multi { t: t as usize, values }
-    } else if trailer.labels.is_empty() {
-        Targets::Numeric(ys.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes"))).collect())
-    } else {
-        let codes: Vec<u32> = ys.chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))).collect();
-        if codes.iter().any(|&c| c as usize >= trailer.labels.len()) {
-            return Err(FormatError::Corrupt("a label code is out of range".into()));
-        }
-        Targets::Labels { labels: trailer.labels, codes }
-    };
-    drop(body);
-    Ok(Decoded { info: trailer.info, x, y })
+    read_dataset_streaming(&bytes[..], &bytes[..], size)
 }
 
 /// A reader that keeps the CRC-32 of what it has read.

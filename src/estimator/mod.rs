@@ -325,10 +325,8 @@ impl LeaveOneOut {
         par: Parallelism,
     ) -> LeaveOneOut {
         let inv_diag = chol.inverse_diagonal(par);
-        let press: f64 = b
-            .column_iter()
-            .flat_map(|c| c.iter().zip(&inv_diag).map(|(b, d)| (b / d) * (b / d)).collect::<Vec<_>>())
-            .sum();
+        let press: f64 =
+            b.column_iter().map(|c| c.iter().zip(&inv_diag).map(|(b, d)| (b / d) * (b / d)).sum::<f64>()).sum();
         let t = b.ncols().max(1) as f64;
         LeaveOneOut { rmse: (press / (t * total_weight)).sqrt(), mean_log_predictive_density: None }
     }
