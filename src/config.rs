@@ -33,6 +33,10 @@ pub struct Config {
     pub predict_inline_max_flops: f64,
     pub store_url: String,
     pub store_refresh_secs: u64,
+    /// Deltas (online updates stored apart) after which a full object is written again.
+    pub compact_deltas: u64,
+    /// ... or bytes of deltas.
+    pub compact_bytes: u64,
     pub cache_bytes: u64,
     pub ui_dir: String,
 }

@@ -40,6 +40,11 @@ pub struct StatusLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StoreLabels {
     pub op: String,
     /// "ok" (including a missing object), or "unavailable".
@@ -81,6 +86,10 @@ pub struct Metrics {
     pub store_duration: HistogramFamily<StoreLabels>,
     /// Request handlers that panicked (each answered 500).
     pub handler_panics: Counter,
+    /// Compactions of online updates' deltas into a full model object, by outcome.
+    pub compactions: Family<OutcomeLabels, Counter>,
+    /// Deltas applied to bring a model read from the store up to its newest version.
+    pub deltas_replayed: Counter,
 }
 
 impl Default for Metrics {
@@ -113,6 +122,19 @@ impl Metrics {
         store_up.set(1);
         let store_duration: HistogramFamily<StoreLabels> = Family::new_with_constructor(latency_histogram);
         let handler_panics = Counter::default();
+        let compactions = Family::<OutcomeLabels, Counter>::default();
+        let deltas_replayed = Counter::default();
+        registry.register(
+            "mercer_store_compactions",
+            "Compactions of online updates' deltas into a full model object, by outcome \
+             (compacted, raced: another replica or a delete got there first, failed)",
+            compactions.clone(),
+        );
+        registry.register(
+            "mercer_deltas_replayed",
+            "Online updates replayed from their stored deltas to bring a model up to date",
+            deltas_replayed.clone(),
+        );
         // Counter names get their `_total` suffix from the encoder.
         registry.register("mercer_http_requests", "HTTP requests by method, route and status", http_requests.clone());
         registry.register("mercer_http_request_duration_seconds", "HTTP request latency", http_duration.clone());
@@ -174,6 +196,8 @@ impl Metrics {
             predict_duration,
             predict_batch_rows,
             appended_rows,
+            compactions,
+            deltas_replayed,
             append_duration,
             searches,
             search_fits,

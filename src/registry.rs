@@ -286,10 +286,17 @@ pub struct ModelCache {
     inner: Mutex<CacheInner>,
 }
 
+struct Cached {
+    model: Arc<FittedModel>,
+    /// The model version it is.
+    version: u64,
+    bytes: usize,
+    last_use: u64,
+}
+
 #[derive(Default)]
 struct CacheInner {
-    /// Model, its bytes, its last use.
-    models: HashMap<Uuid, (Arc<FittedModel>, usize, u64)>,
+    models: HashMap<Uuid, Cached>,
     by_use: BTreeMap<u64, Uuid>,
     clock: u64,
     bytes: usize,
@@ -304,50 +311,57 @@ impl ModelCache {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn get(&self, id: Uuid) -> Option<Arc<FittedModel>> {
+    /// Model `id` at the version kept, whichever (an older one is brought up to date by
+    /// replaying the deltas after it).
+    pub fn newest(&self, id: Uuid) -> Option<(u64, Arc<FittedModel>)> {
         let mut c = self.lock();
         c.clock += 1;
         let now = c.clock;
-        let (model, last) = {
-            let (model, _, last) = c.models.get_mut(&id)?;
-            (model.clone(), std::mem::replace(last, now))
+        let (model, version, last) = {
+            let slot = c.models.get_mut(&id)?;
+            (slot.model.clone(), slot.version, std::mem::replace(&mut slot.last_use, now))
         };
         c.by_use.remove(&last);
         c.by_use.insert(now, id);
-        Some(model)
+        Some((version, model))
     }
 
-    /// Keeps `model`, evicting the least recently used to make room. A model larger than
-    /// the whole cache is not kept (false).
-    pub fn insert(&self, id: Uuid, model: Arc<FittedModel>) -> bool {
+    /// Keeps `model` as version `version`, evicting the least recently used to make room.
+    /// A model larger than the whole cache, or older than the version kept, is not kept
+    /// (false).
+    pub fn insert(&self, id: Uuid, version: u64, model: Arc<FittedModel>) -> bool {
         let size = model.predictor().memory_bytes();
         if self.limit.is_some_and(|l| size > l) {
             return false;
         }
         let mut c = self.lock();
-        if let Some((_, old, last)) = c.models.remove(&id) {
-            c.bytes -= old;
-            c.by_use.remove(&last);
+        if c.models.get(&id).is_some_and(|old| old.version > version) {
+            // A newer version is kept already (a slow reader finishing after an append).
+            return false;
+        }
+        if let Some(old) = c.models.remove(&id) {
+            c.bytes -= old.bytes;
+            c.by_use.remove(&old.last_use);
         }
         while self.limit.is_some_and(|l| c.bytes + size > l) {
             let Some((_, victim)) = c.by_use.pop_first() else { break };
-            if let Some((_, b, _)) = c.models.remove(&victim) {
-                c.bytes -= b;
+            if let Some(v) = c.models.remove(&victim) {
+                c.bytes -= v.bytes;
             }
         }
         c.clock += 1;
         let now = c.clock;
         c.by_use.insert(now, id);
-        c.models.insert(id, (model, size, now));
+        c.models.insert(id, Cached { model, version, bytes: size, last_use: now });
         c.bytes += size;
         true
     }
 
     pub fn remove(&self, id: Uuid) {
         let mut c = self.lock();
-        if let Some((_, b, last)) = c.models.remove(&id) {
-            c.bytes -= b;
-            c.by_use.remove(&last);
+        if let Some(old) = c.models.remove(&id) {
+            c.bytes -= old.bytes;
+            c.by_use.remove(&old.last_use);
         }
     }
 

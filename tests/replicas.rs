@@ -5,116 +5,15 @@
 
 mod common;
 
-use bytes::Bytes;
-use common::TestServer;
+use common::switchable::{replica, shared_store};
 use mercer::config::Config;
-use mercer::server;
-use mercer::store::blobs::{BlobError, BlobFuture, Blobs, ObjectInfo};
-use mercer::store::object::ObjectBlobs;
-use mercer::store::Store;
+use mercer::store::blobs::Blobs;
 use serde_json::{json, Value};
-use std::ops::Range;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-
-/// A shared store that can be taken down (every call fails as an unreachable store's),
-/// hung (every call waits forever: a store that accepts and never answers) or slow (every
-/// call waits a second first).
-struct Switchable {
-    inner: ObjectBlobs,
-    down: AtomicBool,
-    hung: AtomicBool,
-    slow: AtomicBool,
-}
-
-impl Switchable {
-    async fn check(&self, op: &'static str, key: &str) -> Result<(), BlobError> {
-        if self.down.load(Ordering::SeqCst) {
-            return Err(BlobError::Unavailable { op, key: key.into(), message: "connection refused (test)".into() });
-        }
-        if self.hung.load(Ordering::SeqCst) {
-            std::future::pending::<()>().await;
-        }
-        if self.slow.load(Ordering::SeqCst) {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-        Ok(())
-    }
-}
-
-macro_rules! guarded {
-    ($self:ident, $op:literal, $key:expr, $call:expr) => {
-        Box::pin(async move {
-            $self.check($op, $key).await?;
-            $call.await
-        })
-    };
-}
-
-impl Blobs for Switchable {
-    fn put<'a>(&'a self, key: &'a str, bytes: Bytes) -> BlobFuture<'a, ()> {
-        guarded!(self, "put", key, self.inner.put(key, bytes))
-    }
-    fn put_file<'a>(&'a self, key: &'a str, file: &'a Path) -> BlobFuture<'a, ()> {
-        guarded!(self, "put", key, self.inner.put_file(key, file))
-    }
-    fn put_if<'a>(&'a self, key: &'a str, bytes: Bytes, tag: &'a str) -> BlobFuture<'a, ()> {
-        guarded!(self, "put", key, self.inner.put_if(key, bytes, tag))
-    }
-    fn tag<'a>(&'a self, key: &'a str) -> BlobFuture<'a, Option<String>> {
-        guarded!(self, "head", key, self.inner.tag(key))
-    }
-    fn get<'a>(&'a self, key: &'a str) -> BlobFuture<'a, Bytes> {
-        guarded!(self, "get", key, self.inner.get(key))
-    }
-    fn get_range<'a>(&'a self, key: &'a str, range: Range<u64>) -> BlobFuture<'a, Bytes> {
-        guarded!(self, "get", key, self.inner.get_range(key, range))
-    }
-    fn size<'a>(&'a self, key: &'a str) -> BlobFuture<'a, u64> {
-        guarded!(self, "head", key, self.inner.size(key))
-    }
-    fn delete<'a>(&'a self, key: &'a str) -> BlobFuture<'a, ()> {
-        guarded!(self, "delete", key, self.inner.delete(key))
-    }
-    fn list<'a>(&'a self, dir: &'a str) -> BlobFuture<'a, Vec<ObjectInfo>> {
-        guarded!(self, "list", dir, self.inner.list(dir))
-    }
-    fn quarantine<'a>(&'a self, key: &'a str) -> BlobFuture<'a, ()> {
-        guarded!(self, "rename", key, self.inner.quarantine(key))
-    }
-    fn scratch_dir(&self) -> PathBuf {
-        self.inner.scratch_dir()
-    }
-    fn is_durable(&self) -> bool {
-        true
-    }
-    fn describe(&self) -> String {
-        "switchable test store".into()
-    }
-}
-
-fn shared_store() -> Arc<Switchable> {
-    let memory: Arc<dyn object_store::ObjectStore> = Arc::new(object_store::memory::InMemory::new());
-    Arc::new(Switchable {
-        inner: ObjectBlobs::shared(memory, "cluster/a", std::env::temp_dir()),
-        down: AtomicBool::new(false),
-        hung: AtomicBool::new(false),
-        slow: AtomicBool::new(false),
-    })
-}
 
 fn config() -> Config {
     Config { store_refresh_secs: 1, fit_workers: 1, ..Config::for_tests() }
-}
-
-async fn replica(store: &Arc<Switchable>, config: Config) -> TestServer {
-    let blobs: Arc<dyn Blobs> = store.clone();
-    let server = server::start_with_store(config, Store::new(blobs)).await.expect("replica starts");
-    let s = TestServer { url: format!("http://{}", server.addr), http: reqwest::Client::new(), server: Some(server) };
-    s.service().wait_ready().await;
-    s
 }
 
 fn gp_body(shift: f64) -> Value {
@@ -523,6 +422,8 @@ async fn a_delete_racing_appends_on_the_other_replica_resurrects_nothing() {
             matches!(store.inner.tag(&key).await, Ok(None)),
             "round {round}: the model's object is back in the store"
         );
+        let deltas = store.inner.list("deltas").await.unwrap();
+        assert!(!deltas.iter().any(|o| o.key.contains(&id)), "round {round}: an update's delta is left: {deltas:?}");
     }
 }
 

@@ -4,12 +4,10 @@
 
 mod common;
 
-use common::{problem, sine, TestServer};
+use common::{problem, sine, spawn_binary, TestServer};
 use mercer::config::Config;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 
 fn temp_dir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("mercer-{tag}-{}", uuid::Uuid::new_v4()));
@@ -168,48 +166,10 @@ async fn delete_removes_the_file() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-/// Runs the mercer binary on an ephemeral port and returns it once it logs `until`,
-/// with the address it listens on (read from its JSON log, not guessed) and a channel of
-/// its later log lines.
-fn spawn_binary(dir: &Path, until: &str) -> (Child, String, std::sync::mpsc::Receiver<Value>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mercer"))
-        .env("MERCER_BIND", "127.0.0.1:0")
-        .env("MERCER_DATA_DIR", dir)
-        .env("MERCER_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the mercer binary starts");
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    // The two lines come in either order: loading runs beside the listener.
-    let (mut addr, mut reached) = (None, false);
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-        if v["message"] == "mercer listening" {
-            addr = v["addr"].as_str().map(String::from);
-        }
-        reached |= v["message"] == until;
-        if reached && addr.is_some() {
-            break;
-        }
-    }
-    // Keep draining stderr so the child never blocks on a full pipe.
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in lines.map_while(Result::ok) {
-            if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                let _ = tx.send(v);
-            }
-        }
-    });
-    (child, format!("http://{}", addr.expect("the binary logs its address")), rx)
-}
-
 #[tokio::test]
 async fn a_model_acknowledged_with_201_survives_kill_9() {
     let dir = temp_dir("kill9");
-    let (mut child, url, _) = spawn_binary(&dir, "stored models loaded");
+    let (mut child, url, _) = spawn_binary(&dir, &[], "stored models loaded");
     let http = reqwest::Client::new();
     let r = http.post(format!("{url}/models")).body(bodies()[2].to_string()).send().await.unwrap();
     assert_eq!(r.status(), 201);
@@ -217,7 +177,7 @@ async fn a_model_acknowledged_with_201_survives_kill_9() {
     child.kill().unwrap(); // SIGKILL, right after the 201
     child.wait().unwrap();
 
-    let (mut child, url, _) = spawn_binary(&dir, "stored models loaded");
+    let (mut child, url, _) = spawn_binary(&dir, &[], "stored models loaded");
     let m: Value = http.get(format!("{url}/models/{id}")).send().await.unwrap().json().await.unwrap();
     assert_eq!(m["status"], "ready", "{m}");
     let r =
@@ -233,7 +193,7 @@ async fn a_model_acknowledged_with_201_survives_kill_9() {
 #[tokio::test]
 async fn requests_and_fits_log_one_json_line_each() {
     let dir = temp_dir("logs");
-    let (mut child, url, logs) = spawn_binary(&dir, "stored models loaded");
+    let (mut child, url, logs) = spawn_binary(&dir, &[], "stored models loaded");
     let http = reqwest::Client::new();
     let r = http
         .post(format!("{url}/models"))

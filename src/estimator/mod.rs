@@ -50,7 +50,7 @@ pub use rbf_network::{RbfNetwork, RbfNetworkModel};
 pub(crate) use search::HyperSearch;
 pub use sparse_gp::SparseGpModel;
 pub(crate) use stored::StoredArrays;
-pub use stored::{FittedModel, RestoreError, StoredFit, StoredRows};
+pub use stored::{AppendRows, FittedModel, RestoreError, StoredAppend, StoredFit, StoredRows};
 pub use svm::{OneClassModel, OneClassSvm, Svm, SvmModel, Svr, SvrModel};
 pub use transform::{KernelPca, KernelPcaModel};
 

@@ -58,6 +58,64 @@ pub enum StoredRows {
     },
 }
 
+/// Rows an online update appended, in plain data (an append's stored delta): replayed
+/// through [`FittedModel::append_with`] they give the appended model again, bit for bit.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct StoredAppend {
+    /// The new points as [`StoredFit`] keeps points: `x` (d x k) or `rows`.
+    pub d: u64,
+    pub x: Vec<f64>,
+    pub rows: StoredRows,
+    /// Targets, k x t column-major.
+    pub y: Vec<f64>,
+    /// 0 for a 1-D y, else t.
+    pub outputs: u64,
+    pub noise: Option<Vec<f64>>,
+    pub sample_weight: Option<Vec<f64>>,
+}
+
+/// An append's rows, targets, noise variances and sample weights.
+pub type AppendRows = (TrainingSet, Option<Vec<f64>>, Option<Vec<f64>>);
+
+impl StoredAppend {
+    pub fn of(new: &TrainingSet, noise: Option<&[f64]>, sample_weight: Option<&[f64]>) -> StoredAppend {
+        let mut points = StoredFit::default();
+        points.put_points(&new.x);
+        StoredAppend {
+            d: points.d,
+            x: points.x,
+            rows: points.rows,
+            y: new.y.clone(),
+            outputs: match new.outputs {
+                super::Outputs::Single => 0,
+                super::Outputs::Multi(t) => t as u64,
+            },
+            noise: noise.map(<[f64]>::to_vec),
+            sample_weight: sample_weight.map(<[f64]>::to_vec),
+        }
+    }
+
+    /// The rows back, checked for consistent lengths.
+    pub fn restore(self) -> Result<AppendRows, RestoreError> {
+        let mut points = StoredFit { d: self.d, x: self.x, rows: self.rows, ..StoredFit::default() };
+        let x = points.take_points(false)?;
+        let (outputs, t) = match self.outputs {
+            0 => (super::Outputs::Single, 1),
+            t => (super::Outputs::Multi(t as usize), t as usize),
+        };
+        let k = x.n();
+        if self.y.len() != k * t {
+            return Err(RestoreError(format!("{} targets for {k} rows of {t} outputs", self.y.len())));
+        }
+        for (name, v) in [("noise", &self.noise), ("sample_weight", &self.sample_weight)] {
+            if v.as_ref().is_some_and(|v| v.len() != k) {
+                return Err(RestoreError(format!("{name} does not have one entry per row")));
+            }
+        }
+        Ok((TrainingSet { x, y: self.y, outputs }, self.noise, self.sample_weight))
+    }
+}
+
 /// A stored fit's named arrays, taken out one by one on restore.
 pub(crate) struct StoredArrays(Vec<(String, Vec<f64>)>);
 

@@ -10,6 +10,7 @@
 use super::{Service, ServiceError};
 use crate::estimator::FittedModel;
 use crate::registry::{Failure, FailureKind, ModelEntry, Status};
+use crate::store::delta::ListedDelta;
 use crate::store::StoreError;
 use futures_util::stream::{self, StreamExt};
 use std::collections::{HashMap, HashSet};
@@ -73,8 +74,18 @@ impl Service {
         let started = Instant::now();
         *self.last_sync.lock().unwrap_or_else(|p| p.into_inner()) = Some(started);
         self.prune_tombstones();
+        // Deltas before full objects: a delta listed whose model is then not listed
+        // belongs to a deleted model (a full object is written before any delta of it).
+        let deltas = self.store.list_deltas().await;
         match self.store.list_models().await {
-            Ok(ids) => self.sync_models(ids, started).await,
+            Ok(ids) => {
+                let listed: HashSet<Uuid> = ids.iter().map(|(id, _)| *id).collect();
+                self.sync_models(ids, started).await;
+                match deltas {
+                    Ok(deltas) => self.sync_deltas(deltas, &listed).await,
+                    Err(e) => tracing::debug!(error = %e, "cannot list the stored deltas"),
+                }
+            }
             Err(e) => tracing::debug!(error = %e, "cannot list the stored models"),
         }
         match self.store.list_datasets().await {
@@ -134,9 +145,9 @@ impl Service {
         }
     }
 
-    /// Ready models whose stored object changed size since this replica read it were
-    /// updated by another replica (online updates grow the object): their newer version
-    /// replaces the one here, and the decoded copy is dropped (read again on next use).
+    /// Ready models whose full object changed size since this replica read it were
+    /// compacted (or, by an older build, rewritten whole) by another replica: a newer
+    /// version replaces the one here, and the decoded copy is brought up on next use.
     async fn refresh_versions(&self, sizes: &HashMap<Uuid, u64>) {
         let changed: Vec<Arc<ModelEntry>> = self
             .registry
@@ -167,10 +178,55 @@ impl Service {
                 Ok(newer) => {
                     newer.set_stored_bytes(size);
                     tracing::info!(model_id = %entry.id, version = stored_version, "model updated by another replica");
-                    self.registry.cache.remove(entry.id);
                     self.registry.insert(Arc::new(newer));
                 }
                 Err(reason) => tracing::warn!(model_id = %entry.id, reason, "cannot read a newer stored version"),
+            }
+        }
+    }
+
+    /// Ready models with deltas newer than the version here were appended to by another
+    /// replica: the newest delta's head says what the newest version is, and it replaces
+    /// the one here (its decoded model is brought up by replaying on next use). Deltas of
+    /// models that are gone are deleted.
+    async fn sync_deltas(&self, deltas: Vec<ListedDelta>, listed: &HashSet<Uuid>) {
+        let mut newest: HashMap<Uuid, u64> = HashMap::new();
+        for d in &deltas {
+            let v = newest.entry(d.id).or_default();
+            *v = (*v).max(d.version);
+        }
+        for d in deltas.iter().filter(|d| !listed.contains(&d.id)) {
+            match self.store.delete_delta(d.id, d.version).await {
+                Ok(()) => tracing::info!(model_id = %d.id, version = d.version, "deleted a delta of a deleted model"),
+                Err(e) => tracing::debug!(model_id = %d.id, error = %e, "cannot delete a delta of a deleted model"),
+            }
+        }
+        let stale: Vec<(Arc<ModelEntry>, u64)> = newest
+            .into_iter()
+            .filter(|(id, _)| listed.contains(id))
+            .filter_map(|(id, v)| {
+                self.registry.get(id).filter(|e| e.status() == Status::Ready && e.version() < v).map(|e| (e, v))
+            })
+            .collect();
+        let read: Vec<_> = stream::iter(stale)
+            .map(|(entry, v)| async move { (self.store.load_delta(entry.id, v).await, entry) })
+            .buffer_unordered(CONCURRENT_READS)
+            .collect()
+            .await;
+        for (delta, entry) in read {
+            let Ok(Some(delta)) = delta else { continue };
+            // An append here holds the model's lock and registers its own version.
+            let lock = self.model_lock(entry.id);
+            let Ok(_turn) = lock.try_lock() else { continue };
+            if self.registry.get(entry.id).is_none_or(|now| now.version() >= delta.head.version) {
+                continue;
+            }
+            match self.entry_of_delta(&entry, &delta) {
+                Ok(newer) => {
+                    tracing::info!(model_id = %entry.id, version = delta.head.version, "model updated by another replica");
+                    self.registry.insert(Arc::new(newer));
+                }
+                Err(e) => tracing::warn!(model_id = %entry.id, error = %e, "cannot read a newer version's delta"),
             }
         }
     }
@@ -220,60 +276,77 @@ impl Service {
         if !self.store.is_durable() || self.is_tombstoned(id) {
             return Err(ServiceError::NotFound(id));
         }
-        match self.store.model_head(id).await {
-            Ok(Some(head)) => self.adopt(&head).ok_or(ServiceError::NotFound(id)),
-            Ok(None) => Err(ServiceError::NotFound(id)),
-            Err(StoreError::Corrupt { reason, .. }) => {
-                self.store.quarantine_model(id, &reason).await;
-                Err(ServiceError::NotFound(id))
-            }
-            Err(e) => Err(self.store_error(e)),
+        match self.newest_entry(id, None).await {
+            // A damaged head was moved to quarantine: there is no such model any more.
+            Err(ServiceError::FitFailed(_)) => Err(ServiceError::NotFound(id)),
+            other => other,
         }
     }
 
-    /// A ready model's decoded state: from the cache, or read from the store (one read
-    /// per model however many requests wait for it).
+    /// A ready model's decoded state: from the cache, or brought up from the store (its
+    /// full object and the deltas after it; one read per model however many requests
+    /// wait for it).
     pub async fn fitted(&self, entry: &ModelEntry) -> Result<Arc<FittedModel>, ServiceError> {
-        let id = entry.id;
+        Ok(self.fitted_version(entry).await?.1)
+    }
+
+    /// As [`Service::fitted`], with the version the model is: `entry`'s, or a newer one
+    /// when the store's full object is already newer.
+    pub(super) async fn fitted_version(&self, entry: &ModelEntry) -> Result<(u64, Arc<FittedModel>), ServiceError> {
+        let (id, want) = (entry.id, entry.version());
         if entry.summary().is_none() {
             return Err(ServiceError::NotReady { id, status: entry.status() });
         }
-        if let Some(m) = self.registry.cache.get(id) {
-            return Ok(m);
+        // A newer version than asked for serves too: the request began just before an append.
+        if let Some((v, m)) = self.registry.cache.newest(id).filter(|(v, _)| *v >= want) {
+            return Ok((v, m));
+        }
+        if !self.store.is_durable() {
+            // The cache is the only copy (it never evicts then): an append has replaced
+            // this version meanwhile.
+            return self.registry.cache.newest(id).ok_or(ServiceError::NotFound(id));
         }
         let gate = self.loading.lock().unwrap_or_else(|p| p.into_inner()).entry(id).or_default().clone();
         let _only_reader = gate.lock().await;
-        if let Some(m) = self.registry.cache.get(id) {
-            return Ok(m);
+        if let Some((v, m)) = self.registry.cache.newest(id).filter(|(v, _)| *v >= want) {
+            return Ok((v, m));
         }
         let started = Instant::now();
-        let loaded = self.store.load_model(id).await;
+        let brought = self.bring_up(entry).await;
         self.loading.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
-        match loaded {
-            Ok(Some(l)) => {
-                if !l.sample.is_empty() {
-                    entry.set_sample(l.sample.into());
-                }
-                let model = Arc::new(l.fitted);
-                // A model deleted meanwhile is served to this request but not kept.
-                let kept = self.registry.contains(id) && self.registry.cache.insert(id, model.clone());
-                tracing::debug!(model_id = %id, kept, duration_ms = started.elapsed().as_secs_f64() * 1e3, "model read from the store");
-                Ok(model)
+        match brought {
+            Ok(v) => {
+                self.keep_version(entry, &v);
+                tracing::debug!(model_id = %id, version = v.version, duration_ms = started.elapsed().as_secs_f64() * 1e3, "model read from the store");
+                Ok((v.version, v.fitted))
             }
-            Ok(None) => {
+            Err(ServiceError::NotFound(_)) => {
                 self.registry.remove(id);
                 Err(ServiceError::NotFound(id))
             }
-            Err(StoreError::Corrupt { reason, .. }) => {
+            Err(e) => Err(e),
+        }
+    }
+
+    /// What a request gets when reading model `id` from the store failed: a damaged full
+    /// object is moved to quarantine and the model forgotten (500); a damaged delta is
+    /// reported and left for a human (500); anything else is the store's usual answer.
+    pub(super) async fn read_failure(&self, id: Uuid, e: StoreError) -> ServiceError {
+        match e {
+            StoreError::Corrupt { key, reason } if key == crate::store::model_key(id) => {
                 tracing::error!(model_id = %id, reason, "a stored model is damaged");
                 self.store.quarantine_model(id, &reason).await;
                 self.registry.remove(id);
-                Err(ServiceError::FitFailed(Failure {
+                ServiceError::FitFailed(Failure {
                     kind: FailureKind::Internal,
                     detail: format!("the stored model {id} is damaged and was moved to quarantine: {reason}"),
-                }))
+                })
             }
-            Err(e) => Err(self.store_error(e)),
+            StoreError::Corrupt { key, reason } => {
+                tracing::error!(model_id = %id, key, reason, "a stored delta is damaged");
+                ServiceError::Storage(format!("model {id}: the stored update {key} is damaged: {reason}"))
+            }
+            e => self.store_error(e),
         }
     }
 

@@ -8,6 +8,8 @@
 mod batch;
 mod catalog;
 pub mod datasets;
+mod deltas;
+pub use deltas::Compaction;
 mod observations;
 mod posterior;
 mod search;
@@ -158,6 +160,8 @@ pub struct Service {
     tombstones: Mutex<HashMap<Uuid, Instant>>,
     /// Serialises appends to and deletes of one model.
     model_locks: Mutex<HashMap<Uuid, Arc<tokio::sync::Mutex<()>>>>,
+    /// Models being compacted here (one compaction per model at a time).
+    compacting: Mutex<std::collections::HashSet<Uuid>>,
     /// One store read per model at a time.
     loading: Mutex<HashMap<Uuid, Arc<tokio::sync::Mutex<()>>>>,
     sync_lock: tokio::sync::Mutex<()>,
@@ -219,6 +223,7 @@ impl Service {
             dataset_catalog: Default::default(),
             tombstones: Mutex::default(),
             loading: Mutex::default(),
+            compacting: Mutex::default(),
             model_locks: Mutex::default(),
             sync_lock: tokio::sync::Mutex::new(()),
             last_sync: Mutex::new(None),

@@ -2,20 +2,23 @@
 //! Gaussian process or kernel ridge model, stored, then swapped in whole.
 //!
 //! Appends to one model are serialised: here by a per-model lock (which DELETE takes
-//! too), across replicas by a conditional write: a new version replaces the stored
-//! object only if that is still the version the update started from; if another replica
-//! got there first, the update is redone on its version. Nothing is acknowledged before
-//! it is stored, and a prediction holds one version for its whole run.
+//! too), across replicas by the store: each version's delta is written create-only, so
+//! of two replicas appending the same version one lands and the other redoes its append
+//! on top of it. Nothing is acknowledged before its delta is stored (a small object: the
+//! full model is rewritten only by compaction, see `deltas`), and a prediction holds one
+//! version for its whole run.
 
-use super::training::{failure_of, stored_model};
+use super::training::failure_of;
 use super::{Service, ServiceError};
 use crate::dataset::rows::{to_points, Row, RowShape};
 use crate::estimator::online::AppendError;
+use crate::estimator::StoredAppend;
 use crate::estimator::{FittedModel, ModelKind, Outputs, Target, TrainingSet};
 use crate::linalg::Parallelism;
 use crate::optimize::SplitMix64;
 use crate::registry::{Failure, FailureKind, ModelEntry};
 use crate::spec::FieldError;
+use crate::store::delta::{Delta, DeltaHead};
 use crate::store::ModelSummary;
 use serde_json::{json, Value};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -46,24 +49,34 @@ impl Service {
         }
         let lock = self.model_lock(id);
         let _turn = lock.lock().await;
+        // The newest version known here (an append may have finished while this waited).
+        let mut entry = self.registry.get(id).ok_or(ServiceError::NotFound(id))?;
         for attempt in 1..=MAX_ATTEMPTS {
-            let (entry, tag) = self.current_version(id).await?;
-            let fitted = self.fitted(&entry).await?;
+            let (version, fitted) = self.fitted_version(&entry).await?;
+            if version != entry.version() {
+                // A newer version than this replica's entry said (the store's full object).
+                entry = self.registry.get(id).ok_or(ServiceError::NotFound(id))?;
+                continue;
+            }
             let new = self.check_observations(&fitted, &x, &y)?;
             let (noise, weights) = row_extras(&fitted, &extras, new.x.n())?;
             self.check_grown_size(&entry, new.x.n())?;
-            let _slot = self.heavy_predict_slots.acquire().await.map_err(|_| ServiceError::Draining)?;
-            let service = self.clone();
+            let slot = self.heavy_predict_slots.acquire().await.map_err(|_| ServiceError::Draining)?;
+            let (service, from) = (self.clone(), entry.clone());
             let task = tokio::task::spawn_blocking(move || {
-                service.append_now(&entry, &fitted, &new, (noise.as_deref(), weights.as_deref()), tag.as_deref())
+                service.grow(&from, &fitted, &new, (noise.as_deref(), weights.as_deref()))
             });
-            match task.await {
-                Ok(Ok(Appended::Stored(next))) => return Ok(next),
-                Ok(Ok(Appended::LostRace)) => {
-                    tracing::info!(model_id = %id, attempt, "another replica updated the model first: redoing the append");
-                }
-                Ok(Err(e)) => return Err(e),
+            let grown = match task.await {
+                Ok(g) => g?,
                 Err(_) => return Err(internal_append_failure(id)),
+            };
+            drop(slot);
+            match self.commit(&entry, grown).await? {
+                Committed::Stored(next) => return Ok(next),
+                Committed::Taken => {
+                    tracing::info!(model_id = %id, attempt, "another replica appended first: redoing the append on its version");
+                    entry = self.newest_entry(id, Some(entry)).await?;
+                }
             }
         }
         Err(ServiceError::Contended {
@@ -76,36 +89,6 @@ impl Service {
     /// The lock that serialises appends to (and deletes of) one model here.
     pub(super) fn model_lock(&self, id: Uuid) -> Arc<tokio::sync::Mutex<()>> {
         self.model_locks.lock().unwrap_or_else(|p| p.into_inner()).entry(id).or_default().clone()
-    }
-
-    /// The newest version of a model and the tag of its stored object (None without a
-    /// durable store): the registry's entry when it is that version, else the stored head.
-    async fn current_version(&self, id: Uuid) -> Result<(Arc<ModelEntry>, Option<String>), ServiceError> {
-        if !self.store.is_durable() {
-            return Ok((self.lookup(id).await?, None));
-        }
-        let tag = self.store.model_tag(id).await.map_err(|e| self.store_error(e))?;
-        let Some(tag) = tag else {
-            // Deleted by another replica.
-            self.registry.remove(id);
-            return Err(ServiceError::NotFound(id));
-        };
-        let head = self.store.model_head(id).await.map_err(|e| self.store_error(e))?;
-        let Some(head) = head else {
-            self.registry.remove(id);
-            return Err(ServiceError::NotFound(id));
-        };
-        let stored_version = head.summary().map_or(1, |s| s.version);
-        match self.registry.get(id) {
-            Some(entry) if entry.summary().is_some() && entry.version() == stored_version => Ok((entry, Some(tag))),
-            _ => {
-                // Another replica appended: this one's copy is stale.
-                let entry = Arc::new(ModelEntry::restored(&head).map_err(ServiceError::Storage)?);
-                self.registry.cache.remove(id);
-                self.registry.insert(entry.clone());
-                Ok((entry, Some(tag)))
-            }
-        }
     }
 
     /// The grown model's row count and working memory against the limits of a fit.
@@ -133,15 +116,14 @@ impl Service {
         Ok(())
     }
 
-    /// On a blocking thread: the grown model, stored over version `tag`, then swapped in.
-    fn append_now(
+    /// On a blocking thread: the grown model, its entry, and the delta that stores it.
+    fn grow(
         &self,
         entry: &ModelEntry,
         fitted: &FittedModel,
         new: &TrainingSet,
         (noise, weights): (Option<&[f64]>, Option<&[f64]>),
-        tag: Option<&str>,
-    ) -> Result<Appended, ServiceError> {
+    ) -> Result<Grown, ServiceError> {
         let started = Instant::now();
         let busy = self.pool.running() + self.heavy_predicts.fetch_add(1, Ordering::AcqRel);
         let par = Parallelism::for_problem(entry.n_train + new.x.n(), busy);
@@ -153,49 +135,120 @@ impl Service {
             Ok(Err(AppendError::Fit(e))) => return Err(ServiceError::FitFailed(failure_of(e))),
             Err(_) => return Err(internal_append_failure(entry.id)),
         };
-        let computed_ms = started.elapsed().as_secs_f64() * 1e3;
-        let summary = Arc::new(ModelSummary { version: entry.version() + 1, ..ModelSummary::of(&grown) });
-        let next = Arc::new(entry.next_version(entry.n_train + new.x.n(), summary.clone()));
+        let rows = StoredAppend::of(new, noise, weights);
+        let before = entry.summary().map_or(0, |s| s.delta_bytes);
+        let summary = Arc::new(ModelSummary {
+            version: entry.version() + 1,
+            delta_bytes: before + crate::store::delta::rows_bytes(&rows),
+            ..ModelSummary::of(&grown)
+        });
+        let next = entry.next_version(entry.n_train + new.x.n(), summary.clone());
+        next.set_stored_bytes(entry.stored_bytes());
         if let Some(sample) = entry.sample().and_then(|s| grown_sample(&s, entry.n_train, new, summary.version)) {
             next.set_sample(sample.into());
         }
-        if let Some(tag) = tag {
-            let (model, head) = stored_model(&next, &grown, &summary);
-            match self.store.block_on(self.store.replace_model(&model, &head, tag)) {
-                Ok(size) => next.set_stored_bytes(size),
-                Err(e) if e.is_conflict() => return Ok(Appended::LostRace),
-                Err(e) => return Err(self.store_failure("cannot store the updated model", e)),
+        let delta = Delta {
+            head: DeltaHead {
+                id: entry.id,
+                version: summary.version,
+                write_id: rand_u64(),
+                n_train: next.n_train as u64,
+                summary: serde_json::to_string(summary.as_ref()).expect("a summary serialises"),
+            },
+            rows,
+        };
+        Ok(Grown { next, fitted: Arc::new(grown), delta, rows: new.x.n(), started })
+    }
+
+    /// Stores an append as its delta and makes it the version here. `Taken`: another
+    /// writer stored this version first (nothing of this one stands).
+    async fn commit(self: &Arc<Self>, entry: &ModelEntry, grown: Grown) -> Result<Committed, ServiceError> {
+        let (id, version) = (entry.id, grown.delta.head.version);
+        let computed_ms = grown.started.elapsed().as_secs_f64() * 1e3;
+        let mut base = version;
+        if self.store.is_durable() {
+            match self.store.create_delta(&grown.delta).await {
+                Ok(_) => {}
+                Err(e) if e.is_conflict() => return Ok(Committed::Taken),
+                Err(e) => return Err(self.store_failure("cannot store the update", e)),
+            }
+            // The full object says whether the delta counts: it must still be there (a
+            // delete takes it first) and older than the delta, unless a compaction has
+            // already folded this very delta in (see `store::delta`).
+            let head = match self.store.model_head(id).await {
+                Ok(Some(h)) => h,
+                Ok(None) => {
+                    let _ = self.store.delete_delta(id, version).await;
+                    self.registry.remove(id);
+                    return Err(ServiceError::NotFound(id));
+                }
+                Err(e) => return Err(self.store_failure("cannot confirm the stored update", e)),
+            };
+            let stored = head.summary().map_err(ServiceError::Storage)?;
+            base = stored.version;
+            if base >= version && !stored.folded.contains(&(version, grown.delta.head.write_id)) {
+                if stored.folded.first().is_none_or(|(oldest, _)| *oldest > version) {
+                    return Err(ServiceError::Contended {
+                        detail: format!(
+                            "model {id} was compacted past version {version} while this update was stored, \
+                             and whether it is in cannot be told; read the model before retrying"
+                        ),
+                    });
+                }
+                // Written after a compaction had covered this version and freed its key.
+                let _ = self.store.delete_delta(id, version).await;
+                return Ok(Committed::Taken);
             }
         }
+        let next = Arc::new(grown.next);
         // The cache first: a request that finds the new entry must find its model.
-        self.registry.cache.insert(entry.id, Arc::new(grown));
+        self.registry.cache.insert(id, version, grown.fitted.clone());
         self.registry.insert(next.clone());
-        self.metrics.record_append(entry.kind.name(), new.x.n(), started.elapsed().as_secs_f64());
+        let seconds = grown.started.elapsed().as_secs_f64();
+        self.metrics.record_append(entry.kind.name(), grown.rows, seconds);
         tracing::info!(
-            model_id = %entry.id,
-            rows = new.x.n(),
+            model_id = %id,
+            rows = grown.rows,
             n_train = next.n_train,
-            version = summary.version,
+            version,
             computed_ms,
-            duration_ms = started.elapsed().as_secs_f64() * 1e3,
+            duration_ms = seconds * 1e3,
             "observations appended"
         );
-        Ok(Appended::Stored(next))
+        if self.store.is_durable() {
+            self.maybe_compact(next.clone(), grown.fitted, base);
+        }
+        Ok(Committed::Stored(next))
     }
 }
 
-enum Appended {
+/// An append computed, not yet stored.
+struct Grown {
+    next: ModelEntry,
+    fitted: Arc<FittedModel>,
+    delta: Delta,
+    rows: usize,
+    started: Instant,
+}
+
+enum Committed {
     /// The next version, stored and in the registry.
     Stored(Arc<ModelEntry>),
-    /// Another writer changed the stored model first: nothing was written.
-    LostRace,
+    /// Another writer stored this version first.
+    Taken,
+}
+
+/// A random 64-bit number (a delta's write id).
+fn rand_u64() -> u64 {
+    let bytes = Uuid::new_v4().into_bytes();
+    u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"))
 }
 
 /// The plot sample (`{"n_train", "x", "y"}`, see `training::SAMPLE_ROWS`) with the new
 /// rows: added while there is room, then each new row i (counting all rows) replaces a
 /// kept one with probability SAMPLE_ROWS / (i + 1), reservoir sampling, so the sample
 /// stays uniform over all the rows. Seeded by the version. None if it cannot be read.
-fn grown_sample(sample: &str, n_before: usize, new: &TrainingSet, version: u64) -> Option<String> {
+pub(super) fn grown_sample(sample: &str, n_before: usize, new: &TrainingSet, version: u64) -> Option<String> {
     let mut v: Value = serde_json::from_str(sample).ok()?;
     let mut xs = v.get_mut("x")?.as_array_mut().map(std::mem::take)?;
     let mut ys = v.get_mut("y")?.as_array_mut().map(std::mem::take)?;

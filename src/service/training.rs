@@ -283,7 +283,7 @@ impl Service {
                 entry.set_sample(sample_json(data, labels).into());
                 match self.persist(entry, &fitted, &summary) {
                     Ok(()) => {
-                        self.registry.cache.insert(entry.id, Arc::new(fitted));
+                        self.registry.cache.insert(entry.id, 1, Arc::new(fitted));
                         entry.set_state(ModelState::Ready(summary));
                         if entry.cancel.is_cancelled() {
                             // Deleted while being written: the file must not outlive it.

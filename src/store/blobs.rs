@@ -63,6 +63,11 @@ pub trait Blobs: Send + Sync + 'static {
     /// names (compare-and-swap); `Conflict` if it changed or went away meanwhile.
     fn put_if<'a>(&'a self, key: &'a str, bytes: Bytes, tag: &'a str) -> BlobFuture<'a, ()>;
 
+    /// Stores `bytes` under `key` only if no object is there (create-only); `Conflict` if
+    /// one is. Same guarantee as [`Blobs::put`]: the online updates' deltas, one key per
+    /// version, so that of two writers of one version exactly one lands.
+    fn put_new<'a>(&'a self, key: &'a str, bytes: Bytes) -> BlobFuture<'a, ()>;
+
     /// A tag naming the version of the object now under `key` (None: no object), for
     /// [`Blobs::put_if`]: its ETag, or for a file its identity.
     fn tag<'a>(&'a self, key: &'a str) -> BlobFuture<'a, Option<String>>;
@@ -136,6 +141,19 @@ mod tests {
             let gone = blobs.put_if("m.model", Bytes::from_static(b"four"), &second).await.unwrap_err();
             assert!(matches!(gone, BlobError::Conflict { .. }), "{what}: {gone}");
             assert!(matches!(blobs.get("m.model").await, Err(BlobError::NotFound { .. })), "{what}");
+
+            blobs.put_new("deltas/m.1", Bytes::from_static(b"first")).await.unwrap();
+            let taken = blobs.put_new("deltas/m.1", Bytes::from_static(b"second")).await.unwrap_err();
+            assert!(matches!(taken, BlobError::Conflict { .. }), "{what}: {taken}");
+            assert_eq!(&blobs.get("deltas/m.1").await.unwrap()[..], b"first", "{what}: the first writer's bytes stay");
+            let listed = blobs.list("deltas").await.unwrap();
+            assert_eq!(
+                listed,
+                vec![ObjectInfo { key: "deltas/m.1".into(), size: 5 }],
+                "{what}: no temporary file is left"
+            );
+            blobs.delete("deltas/m.1").await.unwrap();
+            blobs.put_new("deltas/m.1", Bytes::from_static(b"again")).await.unwrap();
         }
         let _ = std::fs::remove_dir_all(dir);
     }

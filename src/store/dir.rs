@@ -22,7 +22,7 @@ impl DirBlobs {
             tracing::error!(dir = %root.display(), error = %e, "cannot create the data directory; writes will fail");
         }
         // Writes that never reached their rename were never acknowledged.
-        for dir in [root.clone(), root.join("datasets")] {
+        for dir in [root.clone(), root.join("datasets"), root.join("deltas")] {
             for entry in fs::read_dir(&dir).into_iter().flatten().filter_map(Result::ok) {
                 let name = entry.file_name().to_string_lossy().into_owned();
                 if name.starts_with('.') && name.ends_with(".tmp") {
@@ -176,6 +176,25 @@ impl Blobs for DirBlobs {
         })
     }
 
+    fn put_new<'a>(&'a self, key: &'a str, bytes: Bytes) -> BlobFuture<'a, ()> {
+        let (path, k) = (self.path(key), key.to_string());
+        blocking(key, move || {
+            let dir = path.parent().expect("object paths have a parent").to_path_buf();
+            fs::create_dir_all(&dir).map_err(|e| classify(&k, e))?;
+            let io = |e: io::Error| classify(&k, e);
+            replace_with(&path, &bytes, io, |tmp| {
+                // A hard link fails if the name is taken: the create-only rename.
+                let linked = fs::hard_link(tmp, &path);
+                let _ = fs::remove_file(tmp);
+                match linked {
+                    Ok(()) => sync_dir(&dir).map_err(io),
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(BlobError::Conflict { key: k.clone() }),
+                    Err(e) => Err(io(e)),
+                }
+            })
+        })
+    }
+
     fn tag<'a>(&'a self, key: &'a str) -> BlobFuture<'a, Option<String>> {
         let (path, k) = (self.path(key), key.to_string());
         blocking(key, move || match fs::metadata(&path) {
@@ -213,10 +232,22 @@ impl Blobs for DirBlobs {
 
     fn delete<'a>(&'a self, key: &'a str) -> BlobFuture<'a, ()> {
         let (path, k) = (self.path(key), key.to_string());
-        blocking(key, move || match fs::remove_file(&path) {
-            Ok(()) => sync_dir(path.parent().expect("object paths have a parent")).map_err(|e| classify(&k, e)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(classify(&k, e)),
+        blocking(key, move || {
+            let dir = path.parent().expect("object paths have a parent");
+            // Under the directory's lock, as a conditional write compares and renames: a
+            // compaction's write over a model cannot land after this delete and bring it back.
+            let lock = match DirLock::exclusive(dir) {
+                Ok(l) => l,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(classify(&k, e)),
+            };
+            let removed = fs::remove_file(&path);
+            drop(lock);
+            match removed {
+                Ok(()) => sync_dir(dir).map_err(|e| classify(&k, e)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(classify(&k, e)),
+            }
         })
     }
 

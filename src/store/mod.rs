@@ -10,6 +10,7 @@
 
 pub mod blobs;
 pub mod datasets;
+pub mod delta;
 pub mod dir;
 pub mod format;
 pub mod object;
@@ -26,7 +27,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use uuid::Uuid;
 
 /// Deadline of a call that moves little data (a head, a listing, a delete).
-const SMALL_CALL: Duration = Duration::from_secs(5);
+pub(crate) const SMALL_CALL: Duration = Duration::from_secs(5);
 /// Deadline of a call that moves an object whole: this plus its size at 20 MB/s.
 const BULK_CALL: Duration = Duration::from_secs(15);
 /// A head is read from this many first bytes, or from as many as it says it needs.
@@ -72,6 +73,19 @@ pub struct ModelSummary {
     /// updates have none: 1).
     #[serde(default = "first_version")]
     pub version: u64,
+    /// In a full object's head: the write ids of the newest deltas compactions folded in,
+    /// (version, write id), for an appender to learn whether its rows are in (see
+    /// [`delta`]). Never shown to clients.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub folded: Vec<(u64, u64)>,
+    /// Bytes of deltas written since the full object this version was built on (it may
+    /// count deltas a compaction has folded in meanwhile): what starts a compaction.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub delta_bytes: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 fn first_version() -> u64 {
@@ -89,6 +103,8 @@ impl ModelSummary {
             training: serde_json::to_value(p.report()).expect("a report serialises"),
             memory_bytes: p.memory_bytes(),
             version: 1,
+            folded: Vec::new(),
+            delta_bytes: 0,
         }
     }
 }
@@ -299,9 +315,13 @@ impl Store {
         Ok(size)
     }
 
+    /// Deletes a model: its full object first (a model without one is gone for every
+    /// replica, and a compaction's conditional write can no longer land), then its deltas.
     pub async fn delete_model(&self, id: Uuid) -> Result<(), StoreError> {
         let key = model_key(id);
-        Ok(self.call("delete", &key, SMALL_CALL, self.blobs.delete(&key)).await?)
+        self.call("delete", &key, SMALL_CALL, self.blobs.delete(&key)).await?;
+        self.delete_deltas_of(id, None).await?;
+        Ok(())
     }
 
     /// Moves a damaged model aside (logged; a failure to move it is logged too).
@@ -387,7 +407,7 @@ pub fn decode_model(bytes: &[u8], id: Uuid) -> Result<LoadedModel, String> {
     Ok(LoadedModel { head, fitted, sample: std::mem::take(&mut model.sample) })
 }
 
-fn bulk(bytes: u64) -> Duration {
+pub(crate) fn bulk(bytes: u64) -> Duration {
     BULK_CALL + Duration::from_secs_f64(bytes as f64 / 20e6)
 }
 

@@ -209,6 +209,20 @@ impl Blobs for ObjectBlobs {
         })
     }
 
+    fn put_new<'a>(&'a self, key: &'a str, bytes: Bytes) -> BlobFuture<'a, ()> {
+        Box::pin(async move {
+            // If-None-Match: * on S3.
+            let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
+            match self.client().put_opts(&self.path(key), bytes.into(), opts).await {
+                Ok(_) => Ok(()),
+                Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
+                    Err(BlobError::Conflict { key: key.into() })
+                }
+                Err(e) => Err(classify("put", key, e)),
+            }
+        })
+    }
+
     fn tag<'a>(&'a self, key: &'a str) -> BlobFuture<'a, Option<String>> {
         Box::pin(async move {
             match self.client().head(&self.path(key)).await {

@@ -1,10 +1,15 @@
 //! Starts mercer in-process on an ephemeral port and talks to it with reqwest.
 #![allow(dead_code)]
 
+pub mod switchable;
+
 use mercer::config::Config;
 use mercer::pool::Job;
 use mercer::server::{self, RunningServer};
 use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::Arc;
 
@@ -120,4 +125,48 @@ pub async fn problem(r: reqwest::Response) -> (u16, Value) {
 /// The pointers of a problem's `errors`.
 pub fn pointers(p: &Value) -> Vec<String> {
     p["errors"].as_array().map_or(vec![], |a| a.iter().map(|e| e["pointer"].as_str().unwrap().to_string()).collect())
+}
+
+/// Runs the mercer binary (data directory `dir`, more settings in `envs`) on an ephemeral
+/// port and returns it once it logs `until`,
+/// with the address it listens on (read from its JSON log, not guessed) and a channel of
+/// its later log lines.
+pub fn spawn_binary(
+    dir: &Path,
+    envs: &[(&str, &str)],
+    until: &str,
+) -> (Child, String, std::sync::mpsc::Receiver<Value>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mercer"))
+        .env("MERCER_BIND", "127.0.0.1:0")
+        .env("MERCER_DATA_DIR", dir)
+        .env("MERCER_LOG", "info")
+        .envs(envs.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the mercer binary starts");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    // The two lines come in either order: loading runs beside the listener.
+    let (mut addr, mut reached) = (None, false);
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        if v["message"] == "mercer listening" {
+            addr = v["addr"].as_str().map(String::from);
+        }
+        reached |= v["message"] == until;
+        if reached && addr.is_some() {
+            break;
+        }
+    }
+    // Keep draining stderr so the child never blocks on a full pipe.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                let _ = tx.send(v);
+            }
+        }
+    });
+    (child, format!("http://{}", addr.expect("the binary logs its address")), rx)
 }

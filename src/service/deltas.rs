@@ -1,0 +1,329 @@
+//! A model in the store is its last full object and the deltas of the online updates
+//! since (see [`crate::store::delta`]). This module brings a model up to its newest
+//! version (replaying deltas onto a full object, or onto an older version still in the
+//! cache), learns of versions other replicas appended, and compacts: it writes a full
+//! object of a newer version and deletes the deltas it covers.
+//!
+//! Replaying a delta is the append that made it: the same rows through
+//! [`FittedModel::append_with`], whose result does not depend on the thread count, so a
+//! replayed model is the appended one bit for bit.
+
+use super::observations::grown_sample;
+use super::training::stored_model;
+use super::{Service, ServiceError};
+use crate::estimator::FittedModel;
+use crate::linalg::Parallelism;
+use crate::registry::ModelEntry;
+use crate::store::delta::Delta;
+use crate::store::ModelSummary;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+use uuid::Uuid;
+
+/// Write ids of folded deltas a full object keeps (see [`ModelSummary::folded`]): an
+/// appender needs its own only for the moments between its write and its check.
+const FOLDED_KEPT: usize = 64;
+
+/// A decoded version of a model and what describes it.
+pub(super) struct Version {
+    pub version: u64,
+    pub fitted: Arc<FittedModel>,
+    pub n_train: usize,
+    pub summary: Arc<ModelSummary>,
+    /// The plot sample at this version (None: not known).
+    pub sample: Option<String>,
+}
+
+/// Why deltas could not be replayed.
+pub(super) enum Replay {
+    /// The delta of this version is gone: a compaction folded it into a newer full
+    /// object meanwhile (read that instead).
+    Gap(u64),
+    Failed(ServiceError),
+}
+
+impl From<ServiceError> for Replay {
+    fn from(e: ServiceError) -> Replay {
+        Replay::Failed(e)
+    }
+}
+
+/// How a compaction ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compaction {
+    /// A full object of this version was written and the deltas it covers deleted.
+    Compacted { version: u64, deltas: usize },
+    /// Nothing to do, or another replica (or a delete) got there first.
+    Raced,
+}
+
+impl Service {
+    /// Applies the deltas after `from` up to version `to` (as far as they go for None).
+    pub(super) async fn replay(&self, id: Uuid, mut from: Version, to: Option<u64>) -> Result<Version, Replay> {
+        while to.is_none_or(|to| from.version < to) {
+            let next = from.version + 1;
+            let delta = match self.store.load_delta(id, next).await {
+                Ok(Some(d)) => d,
+                Ok(None) if to.is_none() => break,
+                Ok(None) => return Err(Replay::Gap(next)),
+                Err(e) => return Err(Replay::Failed(self.read_failure(id, e).await)),
+            };
+            let service_par = self.pool.running() + self.heavy_predicts.load(Ordering::Acquire);
+            let task = tokio::task::spawn_blocking(move || apply(from, delta, service_par));
+            from = match task.await {
+                Ok(Ok(v)) => v,
+                Ok(Err(detail)) => return Err(Replay::Failed(ServiceError::Storage(format!("model {id}: {detail}")))),
+                Err(_) => return Err(Replay::Failed(ServiceError::Storage(format!("model {id}: a replay panicked")))),
+            };
+            self.metrics.deltas_replayed.inc();
+        }
+        Ok(from)
+    }
+
+    /// Model `entry` at its version, or newer when the store holds a newer full object:
+    /// from an older version in the cache plus deltas, else from the full object plus
+    /// deltas. The version reached is cached and, when newer than `entry`, registered.
+    pub(super) async fn bring_up(&self, entry: &ModelEntry) -> Result<Version, ServiceError> {
+        let (id, want) = (entry.id, entry.version());
+        let summary = entry.summary().ok_or(ServiceError::NotReady { id, status: entry.status() })?;
+        if let Some((cached, fitted)) = self.registry.cache.newest(id).filter(|(v, _)| *v < want) {
+            let from = Version {
+                version: cached,
+                fitted,
+                // Not known for an older version; every replayed delta says its own.
+                n_train: 0,
+                summary: summary.clone(),
+                sample: entry.sample().map(|s| s.to_string()),
+            };
+            match self.replay(id, from, Some(want)).await {
+                Ok(v) => return Ok(v),
+                Err(Replay::Gap(_)) => {}
+                Err(Replay::Failed(e)) => return Err(e),
+            }
+        }
+        // A compaction may fold and delete the deltas between this read of the full
+        // object and the replay: then the newer full object is read.
+        let mut missing = 0;
+        for _ in 0..3 {
+            let loaded = match self.store.load_model(id).await {
+                Ok(Some(l)) => l,
+                Ok(None) => return Err(ServiceError::NotFound(id)),
+                Err(e) => return Err(self.read_failure(id, e).await),
+            };
+            let summary = Arc::new(loaded.head.summary().map_err(ServiceError::Storage)?);
+            let from = Version {
+                version: summary.version,
+                fitted: Arc::new(loaded.fitted),
+                n_train: loaded.head.n_train as usize,
+                summary,
+                sample: (!loaded.sample.is_empty()).then_some(loaded.sample),
+            };
+            if from.version >= want {
+                return Ok(from);
+            }
+            match self.replay(id, from, Some(want)).await {
+                Ok(v) => return Ok(v),
+                Err(Replay::Gap(v)) => missing = v,
+                Err(Replay::Failed(e)) => return Err(e),
+            }
+        }
+        Err(ServiceError::Storage(format!(
+            "model {id}: the update to version {missing} is missing from the store (compacted away while it was read, \
+             three times, or lost); retry"
+        )))
+    }
+
+    /// Registers `v` (reached from `entry`) and caches its model: the registry's entry is
+    /// replaced only by a newer version. Returns the entry of `v`.
+    pub(super) fn keep_version(&self, entry: &ModelEntry, v: &Version) -> Arc<ModelEntry> {
+        let id = entry.id;
+        let current = self.registry.get(id);
+        let registered = match &current {
+            Some(c) if c.version() == v.version => c.clone(),
+            _ => {
+                let next = Arc::new(entry.next_version(v.n_train, v.summary.clone()));
+                next.set_stored_bytes(entry.stored_bytes());
+                if current.as_ref().is_some_and(|c| c.version() < v.version) {
+                    self.registry.insert(next.clone());
+                }
+                next
+            }
+        };
+        if let Some(sample) = &v.sample {
+            registered.set_sample(sample.as_str().into());
+        }
+        // A model deleted meanwhile is served to this request but not kept.
+        if current.is_some() {
+            self.registry.cache.insert(id, v.version, v.fitted.clone());
+        }
+        registered
+    }
+
+    /// The newest version of model `id` the store holds, from its full object's head and
+    /// the deltas after `known` (the entry known here, if any): registered here, and
+    /// returned. Its decoded model is brought up on use ([`Service::fitted`]).
+    pub(super) async fn newest_entry(
+        &self,
+        id: Uuid,
+        known: Option<Arc<ModelEntry>>,
+    ) -> Result<Arc<ModelEntry>, ServiceError> {
+        let head = match self.store.model_head(id).await {
+            Ok(Some(h)) => h,
+            Ok(None) => {
+                self.registry.remove(id);
+                return Err(ServiceError::NotFound(id));
+            }
+            Err(e) => return Err(self.read_failure(id, e).await),
+        };
+        let base = head.summary().map_or(1, |s| s.version);
+        let mut entry = match known {
+            Some(k) if k.version() >= base => k,
+            _ => Arc::new(ModelEntry::restored(&head).map_err(ServiceError::Storage)?),
+        };
+        let mut last: Option<Delta> = None;
+        let mut version = entry.version();
+        loop {
+            match self.store.load_delta(id, version + 1).await {
+                Ok(Some(d)) => {
+                    version += 1;
+                    last = Some(d);
+                }
+                Ok(None) => break,
+                Err(e) => return Err(self.read_failure(id, e).await),
+            }
+        }
+        if let Some(d) = last {
+            entry = Arc::new(self.entry_of_delta(&entry, &d)?);
+        }
+        if self.registry.get(id).is_none_or(|c| c.version() < entry.version()) {
+            if self.is_tombstoned(id) {
+                return Err(ServiceError::NotFound(id));
+            }
+            self.registry.insert(entry.clone());
+        }
+        Ok(self.registry.get(id).unwrap_or(entry))
+    }
+
+    /// The entry of the version a delta makes, from an entry of an older version.
+    pub(super) fn entry_of_delta(&self, older: &ModelEntry, d: &Delta) -> Result<ModelEntry, ServiceError> {
+        let summary: ModelSummary = serde_json::from_str(&d.head.summary)
+            .map_err(|e| ServiceError::Storage(format!("model {}: a delta's summary: {e}", older.id)))?;
+        let next = older.next_version(d.head.n_train as usize, Arc::new(summary));
+        next.set_stored_bytes(older.stored_bytes());
+        Ok(next)
+    }
+
+    /// Compacts model `entry` in the background when its deltas since the full object
+    /// (`base`, the full object's version as last read) reach the configured count or
+    /// bytes. One compaction per model at a time here; appends and predictions go on.
+    pub(super) fn maybe_compact(self: &Arc<Self>, entry: Arc<ModelEntry>, fitted: Arc<FittedModel>, base: u64) {
+        let Some(summary) = entry.summary() else { return };
+        let due = summary.version.saturating_sub(base) >= self.config.compact_deltas.max(1)
+            || summary.delta_bytes >= self.config.compact_bytes;
+        if !due || !self.compacting.lock().unwrap_or_else(|p| p.into_inner()).insert(entry.id) {
+            return;
+        }
+        let service = self.clone();
+        tokio::spawn(async move {
+            let id = entry.id;
+            let started = Instant::now();
+            let outcome = service.compact(&entry, fitted).await;
+            service.compacting.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+            let (label, ms) = (outcome_label(&outcome), started.elapsed().as_secs_f64() * 1e3);
+            service.metrics.compactions.get_or_create(&crate::metrics::OutcomeLabels { outcome: label.into() }).inc();
+            match outcome {
+                Ok(c) => tracing::info!(model_id = %id, outcome = ?c, duration_ms = ms, "deltas compacted"),
+                Err(e) => tracing::warn!(model_id = %id, error = %e, duration_ms = ms, "compaction failed"),
+            }
+        });
+    }
+
+    /// Writes a full object of `entry`'s version over the stored one, if that is still
+    /// older (a conditional write: a concurrent delete or compaction wins), then deletes
+    /// the deltas it covers.
+    pub async fn compact(
+        self: &Arc<Self>,
+        entry: &ModelEntry,
+        fitted: Arc<FittedModel>,
+    ) -> Result<Compaction, ServiceError> {
+        let id = entry.id;
+        let summary = entry.summary().ok_or(ServiceError::NotReady { id, status: entry.status() })?;
+        let version = summary.version;
+        // The tag first, then the head: the head is then of that version or a newer one,
+        // so a full object found older than `version` is replaced only if still the one
+        // the tag names.
+        let Some(tag) = self.store.model_tag(id).await.map_err(|e| self.store_error(e))? else {
+            return Ok(Compaction::Raced);
+        };
+        let Some(head) = self.store.model_head(id).await.map_err(|e| self.store_error(e))? else {
+            return Ok(Compaction::Raced);
+        };
+        let stored = head.summary().map_err(ServiceError::Storage)?;
+        if stored.version >= version {
+            return Ok(Compaction::Raced);
+        }
+        let mut folded = stored.folded.clone();
+        for v in stored.version + 1..=version {
+            match self.store.load_delta(id, v).await.map_err(|e| self.store_error(e))? {
+                Some(d) => folded.push((v, d.head.write_id)),
+                // Deleted: another compaction covered it and replaced the full object.
+                None => return Ok(Compaction::Raced),
+            }
+        }
+        let keep_from = folded.len().saturating_sub(FOLDED_KEPT);
+        let summary = ModelSummary { folded: folded.split_off(keep_from), delta_bytes: 0, ..summary.as_ref().clone() };
+        let (model, head) = stored_model(entry, &fitted, &summary);
+        let store_task = {
+            let service = self.clone();
+            tokio::task::spawn_blocking(move || {
+                service.store.block_on(service.store.replace_model(&model, &head, &tag))
+            })
+        };
+        match store_task.await {
+            Ok(Ok(size)) => {
+                if let Some(now) = self.registry.get(id).filter(|e| e.version() >= version) {
+                    now.set_stored_bytes(size);
+                }
+            }
+            Ok(Err(e)) if e.is_conflict() => return Ok(Compaction::Raced),
+            Ok(Err(e)) => return Err(self.store_error(e)),
+            Err(_) => return Err(ServiceError::Storage(format!("model {id}: the compaction's write panicked"))),
+        }
+        // Also any left by an earlier compaction that stopped before this step.
+        let deltas = self.store.delete_deltas_of(id, Some(version)).await.map_err(|e| self.store_error(e))?;
+        Ok(Compaction::Compacted { version, deltas })
+    }
+}
+
+fn outcome_label(outcome: &Result<Compaction, ServiceError>) -> &'static str {
+    match outcome {
+        Ok(Compaction::Compacted { .. }) => "compacted",
+        Ok(Compaction::Raced) => "raced",
+        Err(_) => "failed",
+    }
+}
+
+/// One delta applied to `from` (on a blocking thread).
+fn apply(from: Version, delta: Delta, busy: usize) -> Result<Version, String> {
+    let (new, noise, weights) = delta.rows.restore().map_err(|e| format!("delta {}: {e}", delta.head.version))?;
+    let n_before = (delta.head.n_train as usize).checked_sub(new.x.n()).ok_or_else(|| {
+        format!("delta {} says {} rows in all but brings {}", delta.head.version, delta.head.n_train, new.x.n())
+    })?;
+    let par = Parallelism::for_problem(n_before + new.x.n(), busy);
+    let fitted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        from.fitted.append_with(&new, noise.as_deref(), weights.as_deref(), par)
+    }))
+    .map_err(|_| format!("replaying delta {} panicked", delta.head.version))?
+    .map_err(|e| format!("replaying delta {}: {e}", delta.head.version))?;
+    let summary: ModelSummary =
+        serde_json::from_str(&delta.head.summary).map_err(|e| format!("delta {}: summary: {e}", delta.head.version))?;
+    let sample = from.sample.as_deref().and_then(|s| grown_sample(s, n_before, &new, delta.head.version));
+    Ok(Version {
+        version: delta.head.version,
+        fitted: Arc::new(fitted),
+        n_train: delta.head.n_train as usize,
+        summary: Arc::new(summary),
+        sample,
+    })
+}
