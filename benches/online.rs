@@ -4,9 +4,11 @@
 //! - the numbers alone (`FittedModel::append` against `ModelSpec::fit`), with the
 //!   append's parts: the block of the factor (B = L^-1 C, then M), the copy into the
 //!   grown factor, the solve for alpha;
-//! - through the service with a durable directory store, where the append also encodes
-//!   and writes the grown model (its factor is (n + k)^2 values, 128 MB here) before it
-//!   answers, as the refit does.
+//! - through the service, with a durable directory store and with an S3 server (s3s-fs,
+//!   when on PATH): a stored fit of the 4010 rows against an append, which stores its rows
+//!   as a small delta before it answers (issue 29); a new replica's first use of a model
+//!   with 50 deltas (full object plus 50 replays) and of the same model compacted; and
+//!   the compaction itself (the full object, (n + k)^2 factor values, written again).
 //!
 //! - scikit-learn's refits on the same 4010 rows (`benches/sklearn_online.py`): it has no
 //!   online update, so adding rows means refitting.
@@ -92,6 +94,11 @@ fn main() {
     println!();
     println!("| operation | ms (median) | refit / append |");
     println!("|---|---|---|");
+    // MERCER_BENCH_SERVICE_ONLY=1: only the rows through the service.
+    if std::env::var("MERCER_BENCH_SERVICE_ONLY").is_ok() {
+        service_rows(&all, &head);
+        return;
+    }
 
     // The numbers alone.
     let gp = fit(ModelKind::GaussianProcess, &head);
@@ -194,11 +201,69 @@ fn main() {
         }
     }
 
-    // Through the service, stored durably before the answer.
+    service_rows(&all, &head);
+}
+
+fn service_rows(all: &TrainingSet, head: &TrainingSet) {
+    // Through the service, stored durably before the answer: a data directory, and an
+    // S3 server (s3s-fs) when one is on PATH.
+    let rt = tokio::runtime::Runtime::new().unwrap();
     let dir = std::env::temp_dir().join(format!("mercer-online-bench-{}", std::process::id()));
     let config = Config { data_dir: dir.display().to_string(), ..Config::for_tests() };
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let service = Arc::new(Service::new(config));
+    let mut stores = vec![("durable directory", config, None)];
+    match S3Server::start(&dir.join("s3")) {
+        Ok(s3) => {
+            let config = Config {
+                store_url: format!("s3://{}/bench", S3Server::BUCKET),
+                data_dir: dir.join("scratch").display().to_string(),
+                ..Config::for_tests()
+            };
+            stores.push(("S3 (s3s-fs on loopback)", config, Some(s3)));
+        }
+        Err(e) => eprintln!("note: no S3 row: {e}"),
+    }
+    for (label, config, _s3) in &stores {
+        let r = through_service(&rt, config, all, head);
+        println!("| service, {label}: fit of {} rows, stored | {:.1} | |", N + K, r.refit_ms);
+        println!(
+            "| service, {label}: append of {K} rows, stored as a delta (n = {N} on) | {:.1} | {:.1}x |",
+            r.append_ms,
+            r.refit_ms / r.append_ms
+        );
+        println!(
+            "| service, {label}: a new replica's first prediction, model with {DELTAS} deltas (n = {}) | {:.1} | |",
+            N + DELTAS * K,
+            r.first_use_ms
+        );
+        println!("| service, {label}: the same, once compacted (no delta) | {:.1} | |", r.first_use_compacted_ms);
+        println!(
+            "| service, {label}: compaction ({DELTAS} deltas into a full object of {} MB) | {:.1} | |",
+            r.full_bytes >> 20,
+            r.compact_ms
+        );
+    }
+    drop(stores);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Deltas a model has when a new replica first reads it.
+const DELTAS: usize = 50;
+
+struct Served {
+    refit_ms: f64,
+    append_ms: f64,
+    first_use_ms: f64,
+    first_use_compacted_ms: f64,
+    compact_ms: f64,
+    full_bytes: u64,
+}
+
+/// The service over the store `config` names: a stored fit of all the rows against an
+/// append of K (median of 9, below the compaction threshold); then the model grown to
+/// DELTAS deltas, read by a new replica; compacted; read again.
+fn through_service(rt: &tokio::runtime::Runtime, config: &Config, all: &TrainingSet, head: &TrainingSet) -> Served {
+    let config = Config { compact_deltas: 1000, ..config.clone() };
+    let service = rt.block_on(async { Arc::new(Service::new(config.clone())) });
     service.load_store();
     let rows = |p: &Points| (0..p.n()).map(|i| Row::Numbers(p.point(i).to_vec())).collect::<Vec<Row>>();
     let targets = |y: &[f64]| y.iter().map(|v| Target::Number(*v)).collect::<Vec<Target>>();
@@ -218,25 +283,101 @@ fn main() {
         }
     };
     let mut refits = Vec::new();
-    let served_refit_ms = median_ms(3, || refits.push(train(&all)));
-    let id = train(&head);
-    let mut times: Vec<f64> = (0..5)
-        .map(|r| {
-            let batch = dataset(K, 100 + r);
-            let started = Instant::now();
-            rt.block_on(service.append_observations(id, rows(&batch.x), targets(&batch.y), Default::default()))
-                .unwrap();
-            started.elapsed().as_secs_f64() * 1e3
-        })
-        .collect();
+    let refit_ms = median_ms(3, || refits.push(train(all)));
+    for id in refits {
+        rt.block_on(service.delete(id)).unwrap();
+    }
+    let id = train(head);
+    let append = |r: u64| {
+        let batch = dataset(K, 100 + r);
+        let started = Instant::now();
+        rt.block_on(service.append_observations(id, rows(&batch.x), targets(&batch.y), Default::default())).unwrap();
+        started.elapsed().as_secs_f64() * 1e3
+    };
+    let mut times: Vec<f64> = (0..9).map(append).collect();
     times.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let served_append_ms = times[2];
-    println!("| service: fit of {} rows, stored | {served_refit_ms:.1} | |", N + K);
-    println!(
-        "| service: append of {K} rows, stored (n = {N} to {}) | {served_append_ms:.1} | {:.1}x |",
-        N + 5 * K,
-        served_refit_ms / served_append_ms
-    );
-    drop(service);
-    let _ = std::fs::remove_dir_all(&dir);
+    for r in 9..DELTAS as u64 {
+        append(r);
+    }
+    // A new replica that keeps nothing decoded (its cache is too small): every use reads.
+    let first_use = || {
+        let fresh = rt.block_on(async { Arc::new(Service::new(Config { cache_bytes: 1, ..config.clone() })) });
+        fresh.load_store();
+        median_ms(3, || {
+            rt.block_on(async {
+                let entry = fresh.lookup(id).await.unwrap();
+                assert_eq!(entry.version() as usize, 1 + DELTAS);
+                std::hint::black_box(fresh.fitted(&entry).await.unwrap());
+            })
+        })
+    };
+    let first_use_ms = first_use();
+    let (compact_ms, full_bytes) = rt.block_on(async {
+        let entry = service.lookup(id).await.unwrap();
+        let fitted = service.fitted(&entry).await.unwrap();
+        let started = Instant::now();
+        let done = service.compact(&entry, fitted).await.unwrap();
+        assert!(matches!(done, mercer::service::Compaction::Compacted { deltas: DELTAS, .. }), "{done:?}");
+        let ms = started.elapsed().as_secs_f64() * 1e3;
+        (ms, service.lookup(id).await.unwrap().stored_bytes())
+    });
+    let first_use_compacted_ms = first_use();
+    rt.block_on(service.delete(id)).unwrap();
+    Served { refit_ms, append_ms: times[4], first_use_ms, first_use_compacted_ms, compact_ms, full_bytes }
+}
+
+/// s3s-fs (an S3 server over a directory) on a free loopback port, killed when dropped;
+/// the AWS_* variables that point the S3 client at it are set for this process.
+struct S3Server(std::process::Child);
+
+impl S3Server {
+    const BUCKET: &'static str = "mercer-bench";
+
+    fn start(root: &std::path::Path) -> Result<S3Server, String> {
+        std::fs::create_dir_all(root.join(Self::BUCKET)).map_err(|e| e.to_string())?;
+        let port =
+            std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(|e| e.to_string())?.port();
+        let child = Command::new("s3s-fs")
+            .args([
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+                "--access-key",
+                "bench",
+                "--secret-key",
+                "benchsecret",
+            ])
+            .arg(root)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot run s3s-fs: {e}"))?;
+        let server = S3Server(child);
+        let deadline = Instant::now() + std::time::Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if Instant::now() > deadline {
+                return Err("s3s-fs did not listen within 20 s".into());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        for (k, v) in [
+            ("AWS_ACCESS_KEY_ID", "bench"),
+            ("AWS_SECRET_ACCESS_KEY", "benchsecret"),
+            ("AWS_REGION", "us-east-1"),
+            ("AWS_ALLOW_HTTP", "true"),
+            ("AWS_EC2_METADATA_DISABLED", "true"),
+        ] {
+            std::env::set_var(k, v);
+        }
+        std::env::set_var("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}"));
+        Ok(server)
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

@@ -10,7 +10,10 @@
 # Scenario: (1) a fit through the balancer, 1000 predictions through it (all 200, identical,
 # both replicas answered) and directly on each replica; (2) a DELETE seen by both replicas
 # within MERCER_STORE_REFRESH_SECS + 2 s; (3) a CSV dataset uploaded to replica 1, fitted on by
-# replica 2, predicted by replica 1; (4) wrk POSTing predictions while replica 2 is killed -9:
+# replica 2, predicted by replica 1; (3b) four appends alternating replicas, both then
+# predicting alike; (3c) the appends' deltas compacted (MERCER_COMPACT_DELTAS=3), replica 1
+# killed -9 and restarted: the same predictions, and an append on it replayed by replica 2
+# alike; (4) wrk POSTing predictions while replica 2 is killed -9:
 # at most the in-flight requests fail, haproxy marks it down, then it comes back; (5) the store
 # stopped: fits 503 with Retry-After within 30 s, cached models still predict, /healthz within
 # 2 s, /readyz 200 naming the store; the store restarted: fits 201 again and every acknowledged
@@ -229,6 +232,7 @@ start_replica() { # start_replica N
       MERCER_STORE_REFRESH_SECS="$REFRESH_SECS" \
       MERCER_DATA_DIR="$T/r$n-data" \
       MERCER_FIT_WORKERS=1 \
+      MERCER_COMPACT_DELTAS=3 \
       AWS_ACCESS_KEY_ID="$ACCESS_KEY" \
       AWS_SECRET_ACCESS_KEY="$SECRET_KEY" \
       AWS_REGION=us-east-1 \
@@ -539,6 +543,32 @@ expect_code 200 "predict $M3 on replica 2 after the appends"
 [ "$BODY" = "$P3B_R1" ] || fail "replicas predict $M3 differently after the appends: $P3B_R1 vs $BODY"
 [ "$P3B_R1" != "$P3_R1" ] || fail "the appends did not change $M3's predictions"
 ok "versions 2 to 5 from alternating replicas; both at version 5 (n_train 34) after $WAITED_MS ms, predicting alike"
+
+# 3c ------------------------------------------------------------------------
+# Appends are stored as deltas beside the model's object; past MERCER_COMPACT_DELTAS (3
+# here) a compaction writes the object again and deletes the deltas it covers.
+step "3c. deltas on S3: compacted after 3, replica 1 killed -9 between appends, replayed alike"
+m3_deltas() { find "$T/s3/$BUCKET/$PREFIX/deltas" -maxdepth 1 -type f -name "$M3.*" 2>/dev/null | wc -l; }
+compacted() { [ "$(m3_deltas)" -le 1 ]; }
+wait_until 20 compacted || fail "$(m3_deltas) deltas of $M3 are left after four appends with MERCER_COMPACT_DELTAS=3"
+ok "$(m3_deltas) delta(s) of $M3 left in the bucket: the others were folded into its object"
+stop_proc r1 KILL
+start_replica 1
+wait_until 30 replica_ready 1 || fail "replica 1 did not come back within 30 s"
+post_json "$R1/models/$M3/predict" "$DS_PREDICT"
+expect_code 200 "predict $M3 on the restarted replica 1"
+[ "$BODY" = "$P3B_R1" ] || fail "after kill -9 replica 1 predicts $M3 differently: $BODY vs $P3B_R1"
+post_json "$R1/models/$M3/observations" '{"x":[[5.1,0.5]],"y":[0.5]}'
+expect_code 200 "append 5 on the restarted replica 1"
+[ "$(json_field "$BODY" .version)" = 6 ] || fail "append 5: expected version 6: ${BODY:0:400}"
+at_version_6() { http GET "$R2/models/$M3" --max-time 2; [ "$(json_field "$BODY" .version)" = 6 ]; }
+wait_until $((REFRESH_SECS + 2)) at_version_6 || fail "replica 2 does not show version 6 of $M3"
+post_json "$R1/models/$M3/predict" "$DS_PREDICT"
+P3C_R1=$BODY
+post_json "$R2/models/$M3/predict" "$DS_PREDICT"
+[ "$BODY" = "$P3C_R1" ] || fail "replicas predict $M3 differently after the append on the restarted one: $P3C_R1 vs $BODY"
+ok "after kill -9: the same predictions; version 6 appended by the restarted replica, replayed by the other alike"
+wait_until 15 haproxy_is r1 UP || fail "haproxy shows r1 as '$(haproxy_status r1)' 15 s after its restart"
 
 # 4 -------------------------------------------------------------------------
 step "4. wrk through the balancer for 6 s, replica 2 killed -9 at 2 s"

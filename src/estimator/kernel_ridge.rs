@@ -231,38 +231,54 @@ impl KernelRidgeModel {
         weights: Option<&[f64]>,
         par: Parallelism,
     ) -> Result<KernelRidgeModel, AppendError> {
+        self.append_all(&[(new, weights)], par)
+    }
+
+    /// As [`KernelRidgeModel::append`] once per batch, in order, bit for bit, with the
+    /// coefficients solved once at the end (see the GP's `append_all`).
+    pub fn append_all(
+        &self,
+        batches: &[(&TrainingSet, Option<&[f64]>)],
+        par: Parallelism,
+    ) -> Result<KernelRidgeModel, AppendError> {
         if self.report.approximation.as_deref() == Some("nystrom") {
             return Err(AppendError::Unsupported(
                 "online updates need an exact model; this kernel_ridge was fitted with approximation nystrom".into(),
             ));
         }
         let y = self.y.as_deref().ok_or_else(AppendError::without_targets)?;
-        online::check_outputs(self.outputs, new)?;
         let mut spec = self.spec.clone();
-        match (&self.spec.sample_weight, weights) {
-            (Some(old), Some(more)) if more.len() == new.x.n() => {
-                spec.sample_weight = Some(SampleWeight(old.0.iter().chain(more).copied().collect()))
+        let mut data = TrainingSet { x: self.x.clone(), y: y.to_vec(), outputs: self.outputs };
+        let mut chol: Option<Cholesky> = None;
+        for (new, weights) in batches {
+            online::check_outputs(self.outputs, new)?;
+            match (&spec.sample_weight, weights) {
+                (Some(old), Some(more)) if more.len() == new.x.n() => {
+                    spec.sample_weight = Some(SampleWeight(old.0.iter().chain(more.iter()).copied().collect()))
+                }
+                (None, None) => {}
+                _ => {
+                    return Err(AppendError::Unsupported(
+                        "the new rows' sample weights must be given exactly when the model was fitted with them".into(),
+                    ))
+                }
             }
-            (None, None) => {}
-            _ => {
-                return Err(AppendError::Unsupported(
-                    "the new rows' sample weights must be given exactly when the model was fitted with them".into(),
-                ))
-            }
+            let grown = online::grown_set(&data.x, &data.y, new);
+            let lambda = spec.lambda;
+            let scale = spec.scale();
+            let factor = online::grown_factor(
+                &spec.kernel,
+                &|_| lambda,
+                scale.as_deref(),
+                chol.as_ref().or(self.chol.as_ref()),
+                &data.x,
+                &new.x,
+                &grown.x,
+                par,
+            )?;
+            (chol, data) = (Some(factor), grown);
         }
-        let data = online::grown_set(&self.x, y, new);
-        let lambda = spec.lambda;
-        let scale = spec.scale();
-        let chol = online::grown_factor(
-            &spec.kernel,
-            &|_| lambda,
-            scale.as_deref(),
-            self.chol.as_ref(),
-            &self.x,
-            &new.x,
-            &data.x,
-            par,
-        )?;
+        let Some(chol) = chol else { return Ok(self.clone()) };
         Ok(spec.with_factor(chol, data, self.report.clone(), true, par))
     }
 

@@ -201,6 +201,56 @@ mod tests {
     /// A GP without noise, fitted without jitter; a new row repeating a training row makes
     /// the grown matrix singular, so the append needs jitter, which a refit chooses afresh;
     /// later appends then grow the jittered factor, still equal to refits.
+    /// Batches appended at once (the replay of stored updates) give the model that
+    /// appending them one by one gives, bit for bit: per-row noise with normalize_y and
+    /// leave-one-out, sample weights on a kernel ridge without a kept factor, and a
+    /// batch that needs jitter (a repeated row without noise) in the middle.
+    #[test]
+    fn batches_appended_at_once_equal_one_by_one_bit_for_bit() {
+        let all = rows(52, 0.0);
+        let head = TrainingSet::new(all.x.slice(0, 40), all.y[..40].to_vec());
+        let batch = |from: usize, k: usize| TrainingSet::new(all.x.slice(from, k), all.y[from..from + k].to_vec());
+        let repeated = TrainingSet::new(all.x.slice(0, 1), vec![all.y[0] + 0.1]);
+        let batches = [batch(40, 3), batch(43, 1), repeated, batch(44, 8)];
+        let noise: Vec<f64> = (0..40).map(|i| 0.01 + 0.001 * i as f64).collect();
+        let weights: Vec<f64> = (0..40).map(|i| 0.5 + (i % 3) as f64).collect();
+        let kernel = json!({"type": "rbf", "length_scale": 1.3});
+        let cases = [
+            (ModelKind::GaussianProcess, json!({"noise": noise, "normalize_y": true, "loo": true}), true),
+            (ModelKind::GaussianProcess, json!({"noise": 0.0}), false),
+            (ModelKind::KernelRidge, json!({"lambda": 0.1, "sample_weight": weights}), false),
+        ];
+        for (kind, params, per_row_noise) in cases {
+            let model = fit(kind, kernel.clone(), params.clone(), &head);
+            let weighted = params.get("sample_weight").is_some();
+            let extras = |b: &TrainingSet, i: usize| {
+                let per_row: Vec<f64> = (0..b.x.n()).map(|j| 0.02 + 0.01 * (i + j) as f64).collect();
+                (per_row_noise.then(|| per_row.clone()), weighted.then_some(per_row))
+            };
+            let mut one_by_one = model.clone();
+            let mut all_rows = Vec::new();
+            for (i, b) in batches.iter().enumerate() {
+                let (n, w) = extras(b, i);
+                one_by_one = one_by_one.append_with(b, n.as_deref(), w.as_deref(), Parallelism::Sequential).unwrap();
+                all_rows.push((b.clone(), n, w));
+            }
+            let at_once = model.append_all(&all_rows, Parallelism::Parallel).unwrap();
+            let bits = |m: &FittedModel| {
+                let s = m.to_stored();
+                let mut v: Vec<u64> =
+                    [&s.x, &s.alpha, &s.factor].iter().flat_map(|a| a.iter().map(|x| x.to_bits())).collect();
+                v.extend(s.arrays.iter().flat_map(|(_, a)| a.iter().map(|x| x.to_bits())));
+                v.extend([s.jitter.to_bits()]);
+                (v, s.report)
+            };
+            assert_eq!(bits(&at_once), bits(&one_by_one), "{params}");
+            if params["noise"] == json!(0.0) {
+                let (before, after) = (model.predictor().report().jitter, at_once.predictor().report().jitter);
+                assert!(after > before, "the repeated row needs more jitter: {before:?} -> {after:?}");
+            }
+        }
+    }
+
     #[test]
     fn an_append_that_needs_jitter_equals_the_refit() {
         let all = rows(30, 1.0);

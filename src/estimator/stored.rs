@@ -413,6 +413,27 @@ impl FittedModel {
         self.append_with(new, None, None, par)
     }
 
+    /// As [`FittedModel::append_with`] for each batch (rows, noise, weights) in turn, bit for
+    /// bit, the coefficients solved once at the end: replaying stored updates.
+    pub fn append_all(&self, batches: &[AppendRows], par: Parallelism) -> Result<FittedModel, AppendError> {
+        let any = |pick: fn(&AppendRows) -> bool| batches.iter().any(pick);
+        match self {
+            FittedModel::GaussianProcess(m) if !any(|b| b.2.is_some()) => {
+                let b: Vec<_> = batches.iter().map(|(x, noise, _)| (x, noise.as_deref())).collect();
+                Ok(FittedModel::GaussianProcess(m.append_all(&b, par)?))
+            }
+            FittedModel::KernelRidge(m) if !any(|b| b.1.is_some()) => {
+                let b: Vec<_> = batches.iter().map(|(x, _, weights)| (x, weights.as_deref())).collect();
+                Ok(FittedModel::KernelRidge(m.append_all(&b, par)?))
+            }
+            // Refused as one append would be.
+            _ => match batches.first() {
+                Some((x, noise, weights)) => self.append_with(x, noise.as_deref(), weights.as_deref(), par),
+                None => Ok(self.clone()),
+            },
+        }
+    }
+
     /// As [`FittedModel::append`], with the new rows' noise variances (a Gaussian process
     /// that has a noise per row) or sample weights (a kernel ridge fitted with them).
     pub fn append_with(

@@ -412,6 +412,7 @@ impl Service {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .retain(|id, lock| self.registry.contains(*id) || Arc::strong_count(lock) > 1);
+        self.full_objects.lock().unwrap_or_else(|p| p.into_inner()).retain(|id, _| self.registry.contains(*id));
     }
 
     /// Refreshes from the store every `store_refresh_secs` until the service is dropped.

@@ -4,9 +4,11 @@
 //! cache), learns of versions other replicas appended, and compacts: it writes a full
 //! object of a newer version and deletes the deltas it covers.
 //!
-//! Replaying a delta is the append that made it: the same rows through
-//! [`FittedModel::append_with`], whose result does not depend on the thread count, so a
-//! replayed model is the appended one bit for bit.
+//! Replaying deltas is the appends that made them: the same rows through
+//! [`FittedModel::append_all`], which grows the factor batch by batch as each append did
+//! and solves for the coefficients once (they depend only on the last factor and all the
+//! targets), and whose result does not depend on the thread count: a replayed model is
+//! the appended one bit for bit.
 
 use super::observations::grown_sample;
 use super::training::stored_model;
@@ -16,10 +18,14 @@ use crate::linalg::Parallelism;
 use crate::registry::ModelEntry;
 use crate::store::delta::Delta;
 use crate::store::ModelSummary;
+use futures_util::stream::{self, StreamExt};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 use uuid::Uuid;
+
+/// Deltas read ahead of the one being replayed.
+const READ_AHEAD: usize = 8;
 
 /// Write ids of folded deltas a full object keeps (see [`ModelSummary::folded`]): an
 /// appender needs its own only for the moments between its write and its check.
@@ -59,26 +65,33 @@ pub enum Compaction {
 }
 
 impl Service {
-    /// Applies the deltas after `from` up to version `to` (as far as they go for None).
-    pub(super) async fn replay(&self, id: Uuid, mut from: Version, to: Option<u64>) -> Result<Version, Replay> {
-        while to.is_none_or(|to| from.version < to) {
-            let next = from.version + 1;
-            let delta = match self.store.load_delta(id, next).await {
-                Ok(Some(d)) => d,
-                Ok(None) if to.is_none() => break,
-                Ok(None) => return Err(Replay::Gap(next)),
+    /// Applies the deltas after `from` up to version `to`, in order: read a few at a
+    /// time (each read is a round trip to the store), then replayed at once.
+    pub(super) async fn replay(&self, id: Uuid, from: Version, to: u64) -> Result<Version, Replay> {
+        let mut reads = stream::iter(from.version + 1..=to)
+            .map(|v| async move { (v, self.store.load_delta(id, v).await) })
+            .buffered(READ_AHEAD);
+        let mut deltas = Vec::new();
+        while let Some((v, read)) = reads.next().await {
+            match read {
+                Ok(Some(d)) => deltas.push(d),
+                Ok(None) => return Err(Replay::Gap(v)),
                 Err(e) => return Err(Replay::Failed(self.read_failure(id, e).await)),
-            };
-            let service_par = self.pool.running() + self.heavy_predicts.load(Ordering::Acquire);
-            let task = tokio::task::spawn_blocking(move || apply(from, delta, service_par));
-            from = match task.await {
-                Ok(Ok(v)) => v,
-                Ok(Err(detail)) => return Err(Replay::Failed(ServiceError::Storage(format!("model {id}: {detail}")))),
-                Err(_) => return Err(Replay::Failed(ServiceError::Storage(format!("model {id}: a replay panicked")))),
-            };
-            self.metrics.deltas_replayed.inc();
+            }
         }
-        Ok(from)
+        if deltas.is_empty() {
+            return Ok(from);
+        }
+        let count = deltas.len() as u64;
+        let busy = self.pool.running() + self.heavy_predicts.load(Ordering::Acquire);
+        let task = tokio::task::spawn_blocking(move || apply(from, deltas, busy));
+        let version = match task.await {
+            Ok(Ok(v)) => v,
+            Ok(Err(detail)) => return Err(Replay::Failed(ServiceError::Storage(format!("model {id}: {detail}")))),
+            Err(_) => return Err(Replay::Failed(ServiceError::Storage(format!("model {id}: a replay panicked")))),
+        };
+        self.metrics.deltas_replayed.inc_by(count);
+        Ok(version)
     }
 
     /// Model `entry` at its version, or newer when the store holds a newer full object:
@@ -96,7 +109,7 @@ impl Service {
                 summary: summary.clone(),
                 sample: entry.sample().map(|s| s.to_string()),
             };
-            match self.replay(id, from, Some(want)).await {
+            match self.replay(id, from, want).await {
                 Ok(v) => return Ok(v),
                 Err(Replay::Gap(_)) => {}
                 Err(Replay::Failed(e)) => return Err(e),
@@ -122,7 +135,7 @@ impl Service {
             if from.version >= want {
                 return Ok(from);
             }
-            match self.replay(id, from, Some(want)).await {
+            match self.replay(id, from, want).await {
                 Ok(v) => return Ok(v),
                 Err(Replay::Gap(v)) => missing = v,
                 Err(Replay::Failed(e)) => return Err(e),
@@ -181,18 +194,22 @@ impl Service {
             Some(k) if k.version() >= base => k,
             _ => Arc::new(ModelEntry::restored(&head).map_err(ServiceError::Storage)?),
         };
-        let mut last: Option<Delta> = None;
-        let mut version = entry.version();
-        loop {
-            match self.store.load_delta(id, version + 1).await {
-                Ok(Some(d)) => {
-                    version += 1;
-                    last = Some(d);
-                }
-                Ok(None) => break,
-                Err(e) => return Err(self.read_failure(id, e).await),
+        // The deltas after it, as a listing shows them: one round trip, then one read.
+        let mut listed: Vec<u64> = match self.store.list_deltas().await {
+            Ok(all) => {
+                all.into_iter().filter(|d| d.id == id && d.version > entry.version()).map(|d| d.version).collect()
             }
-        }
+            Err(e) => return Err(self.store_error(e)),
+        };
+        listed.sort_unstable();
+        let newest = listed.iter().zip(entry.version() + 1..).take_while(|(v, want)| **v == *want).last();
+        let last = match newest {
+            Some((v, _)) => match self.store.load_delta(id, *v).await {
+                Ok(d) => d,
+                Err(e) => return Err(self.read_failure(id, e).await),
+            },
+            None => None,
+        };
         if let Some(d) = last {
             entry = Arc::new(self.entry_of_delta(&entry, &d)?);
         }
@@ -264,8 +281,11 @@ impl Service {
             return Ok(Compaction::Raced);
         }
         let mut folded = stored.folded.clone();
-        for v in stored.version + 1..=version {
-            match self.store.load_delta(id, v).await.map_err(|e| self.store_error(e))? {
+        let mut reads = stream::iter(stored.version + 1..=version)
+            .map(|v| async move { (v, self.store.load_delta(id, v).await) })
+            .buffered(READ_AHEAD);
+        while let Some((v, read)) = reads.next().await {
+            match read.map_err(|e| self.store_error(e))? {
                 Some(d) => folded.push((v, d.head.write_id)),
                 // Deleted: another compaction covered it and replaced the full object.
                 None => return Ok(Compaction::Raced),
@@ -304,25 +324,30 @@ fn outcome_label(outcome: &Result<Compaction, ServiceError>) -> &'static str {
     }
 }
 
-/// One delta applied to `from` (on a blocking thread).
-fn apply(from: Version, delta: Delta, busy: usize) -> Result<Version, String> {
-    let (new, noise, weights) = delta.rows.restore().map_err(|e| format!("delta {}: {e}", delta.head.version))?;
-    let n_before = (delta.head.n_train as usize).checked_sub(new.x.n()).ok_or_else(|| {
-        format!("delta {} says {} rows in all but brings {}", delta.head.version, delta.head.n_train, new.x.n())
-    })?;
-    let par = Parallelism::for_problem(n_before + new.x.n(), busy);
-    let fitted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        from.fitted.append_with(&new, noise.as_deref(), weights.as_deref(), par)
-    }))
-    .map_err(|_| format!("replaying delta {} panicked", delta.head.version))?
-    .map_err(|e| format!("replaying delta {}: {e}", delta.head.version))?;
+/// Deltas applied to `from`, in order (on a blocking thread).
+fn apply(from: Version, deltas: Vec<Delta>, busy: usize) -> Result<Version, String> {
+    let last = deltas.last().expect("deltas to apply").head.clone();
+    let mut sample = from.sample;
+    let mut batches = Vec::with_capacity(deltas.len());
+    for delta in deltas {
+        let v = delta.head.version;
+        let (new, noise, weights) = delta.rows.restore().map_err(|e| format!("delta {v}: {e}"))?;
+        let n_before = (delta.head.n_train as usize)
+            .checked_sub(new.x.n())
+            .ok_or_else(|| format!("delta {v} says {} rows in all but brings {}", delta.head.n_train, new.x.n()))?;
+        sample = sample.as_deref().and_then(|s| grown_sample(s, n_before, &new, v));
+        batches.push((new, noise, weights));
+    }
+    let par = Parallelism::for_problem(last.n_train as usize, busy);
+    let fitted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| from.fitted.append_all(&batches, par)))
+        .map_err(|_| format!("replaying up to version {} panicked", last.version))?
+        .map_err(|e| format!("replaying up to version {}: {e}", last.version))?;
     let summary: ModelSummary =
-        serde_json::from_str(&delta.head.summary).map_err(|e| format!("delta {}: summary: {e}", delta.head.version))?;
-    let sample = from.sample.as_deref().and_then(|s| grown_sample(s, n_before, &new, delta.head.version));
+        serde_json::from_str(&last.summary).map_err(|e| format!("delta {}: summary: {e}", last.version))?;
     Ok(Version {
-        version: delta.head.version,
+        version: last.version,
         fitted: Arc::new(fitted),
-        n_train: delta.head.n_train as usize,
+        n_train: last.n_train as usize,
         summary: Arc::new(summary),
         sample,
     })

@@ -160,6 +160,9 @@ pub struct Service {
     tombstones: Mutex<HashMap<Uuid, Instant>>,
     /// Serialises appends to and deletes of one model.
     model_locks: Mutex<HashMap<Uuid, Arc<tokio::sync::Mutex<()>>>>,
+    /// Per model, the tag of its full object as last read here and an upper bound on
+    /// that object's version: an append whose HEAD finds the same tag needs no GET.
+    full_objects: Mutex<HashMap<Uuid, (String, u64)>>,
     /// Models being compacted here (one compaction per model at a time).
     compacting: Mutex<std::collections::HashSet<Uuid>>,
     /// One store read per model at a time.
@@ -224,6 +227,7 @@ impl Service {
             tombstones: Mutex::default(),
             loading: Mutex::default(),
             compacting: Mutex::default(),
+            full_objects: Mutex::default(),
             model_locks: Mutex::default(),
             sync_lock: tokio::sync::Mutex::new(()),
             last_sync: Mutex::new(None),

@@ -174,30 +174,46 @@ impl Service {
             }
             // The full object says whether the delta counts: it must still be there (a
             // delete takes it first) and older than the delta, unless a compaction has
-            // already folded this very delta in (see `store::delta`).
-            let head = match self.store.model_head(id).await {
-                Ok(Some(h)) => h,
-                Ok(None) => {
-                    let _ = self.store.delete_delta(id, version).await;
-                    self.registry.remove(id);
-                    return Err(ServiceError::NotFound(id));
-                }
+            // already folded this very delta in (see `store::delta`). Its tag is enough
+            // while it is the object last read here; a HEAD, where a GET costs more.
+            let deleted = || async {
+                let _ = self.store.delete_delta(id, version).await;
+                self.registry.remove(id);
+                ServiceError::NotFound(id)
+            };
+            let tag = match self.store.model_tag(id).await {
+                Ok(Some(t)) => t,
+                Ok(None) => return Err(deleted().await),
                 Err(e) => return Err(self.store_failure("cannot confirm the stored update", e)),
             };
-            let stored = head.summary().map_err(ServiceError::Storage)?;
-            base = stored.version;
-            if base >= version && !stored.folded.contains(&(version, grown.delta.head.write_id)) {
-                if stored.folded.first().is_none_or(|(oldest, _)| *oldest > version) {
-                    return Err(ServiceError::Contended {
-                        detail: format!(
-                            "model {id} was compacted past version {version} while this update was stored, \
-                             and whether it is in cannot be told; read the model before retrying"
-                        ),
-                    });
+            let known = self.full_objects.lock().unwrap_or_else(|p| p.into_inner()).get(&id).cloned();
+            match known {
+                Some((t, v)) if t == tag && v < version => base = v,
+                _ => {
+                    let head = match self.store.model_head(id).await {
+                        Ok(Some(h)) => h,
+                        Ok(None) => return Err(deleted().await),
+                        Err(e) => return Err(self.store_failure("cannot confirm the stored update", e)),
+                    };
+                    let stored = head.summary().map_err(ServiceError::Storage)?;
+                    base = stored.version;
+                    // Read after the tag, the head is of that object or a newer one: its
+                    // version bounds the tagged object's.
+                    self.full_objects.lock().unwrap_or_else(|p| p.into_inner()).insert(id, (tag, base));
+                    if base >= version && !stored.folded.contains(&(version, grown.delta.head.write_id)) {
+                        if stored.folded.first().is_none_or(|(oldest, _)| *oldest > version) {
+                            return Err(ServiceError::Contended {
+                                detail: format!(
+                                    "model {id} was compacted past version {version} while this update was stored, \
+                                     and whether it is in cannot be told; read the model before retrying"
+                                ),
+                            });
+                        }
+                        // Written after a compaction had covered this version and freed its key.
+                        let _ = self.store.delete_delta(id, version).await;
+                        return Ok(Committed::Taken);
+                    }
                 }
-                // Written after a compaction had covered this version and freed its key.
-                let _ = self.store.delete_delta(id, version).await;
-                return Ok(Committed::Taken);
             }
         }
         let next = Arc::new(grown.next);

@@ -61,29 +61,46 @@ impl GaussianProcessModel {
         noise: Option<&[f64]>,
         par: Parallelism,
     ) -> Result<GaussianProcessModel, AppendError> {
+        self.append_all(&[(new, noise)], par)
+    }
+
+    /// As [`GaussianProcessModel::append`] once per batch, in order, bit for bit, with the
+    /// coefficients solved once at the end: they depend only on the last factor and all
+    /// the targets, while each factor grows from the one before.
+    pub fn append_all(
+        &self,
+        batches: &[(&TrainingSet, Option<&[f64]>)],
+        par: Parallelism,
+    ) -> Result<GaussianProcessModel, AppendError> {
         let y = self.y.as_deref().ok_or_else(AppendError::without_targets)?;
-        online::check_outputs(self.outputs, new)?;
         let mut spec = self.spec.clone();
-        match (&self.spec.noise_rows, noise) {
-            (Some(old), Some(more)) if more.len() == new.x.n() => spec.noise_rows = Some([&old[..], more].concat()),
-            (None, None) => {}
-            _ => {
-                return Err(AppendError::Unsupported(
-                    "the new rows' noise must be given exactly when the model has a noise per row".into(),
-                ))
+        let mut data = TrainingSet { x: self.x.clone(), y: y.to_vec(), outputs: self.outputs };
+        let mut chol: Option<Cholesky> = None;
+        for (new, noise) in batches {
+            online::check_outputs(self.outputs, new)?;
+            match (&spec.noise_rows, noise) {
+                (Some(old), Some(more)) if more.len() == new.x.n() => spec.noise_rows = Some([&old[..], more].concat()),
+                (None, None) => {}
+                _ => {
+                    return Err(AppendError::Unsupported(
+                        "the new rows' noise must be given exactly when the model has a noise per row".into(),
+                    ))
+                }
             }
+            let grown = online::grown_set(&data.x, &data.y, new);
+            let factor = online::grown_factor(
+                &spec.kernel,
+                &|i| spec.noise_at(i),
+                None,
+                Some(chol.as_ref().unwrap_or(&self.chol)),
+                &data.x,
+                &new.x,
+                &grown.x,
+                par,
+            )?;
+            (chol, data) = (Some(factor), grown);
         }
-        let data = online::grown_set(&self.x, y, new);
-        let chol = online::grown_factor(
-            &spec.kernel,
-            &|i| spec.noise_at(i),
-            None,
-            Some(&self.chol),
-            &self.x,
-            &new.x,
-            &data.x,
-            par,
-        )?;
+        let Some(chol) = chol else { return Ok(self.clone()) };
         Ok(spec.with_factor(chol, data, self.report.clone(), par)?)
     }
 
