@@ -12,7 +12,7 @@
 mod common;
 
 use common::switchable::{replica, shared_store, Switchable};
-use common::{spawn_binary, TestServer};
+use common::{eventually, spawn_binary, TestServer};
 use mercer::config::Config;
 use mercer::estimator::StoredFit;
 use mercer::service::Compaction;
@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use uuid::Uuid;
 
 /// Where the replicas of a test keep their models.
@@ -189,20 +189,6 @@ async fn compact(s: &TestServer, id: &str) -> Compaction {
     let entry = service.lookup(Uuid::parse_str(id).unwrap()).await.unwrap();
     let fitted = service.fitted(&entry).await.unwrap();
     service.compact(&entry, fitted).await.unwrap()
-}
-
-/// Polls `probe` until it returns true or `within` passes.
-async fn eventually(within: Duration, mut probe: impl AsyncFnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        if probe().await {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// Each append writes one small delta and leaves the full object as it was; a restart

@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::eventually;
 use common::switchable::{replica, shared_store};
 use mercer::config::Config;
 use mercer::store::blobs::Blobs;
@@ -30,20 +31,6 @@ fn query() -> Value {
 async fn json_of(r: reqwest::Response) -> (u16, Value) {
     let status = r.status().as_u16();
     (status, r.json().await.unwrap_or(Value::Null))
-}
-
-/// Polls `probe` until it returns true or `within` passes.
-async fn eventually(within: Duration, mut probe: impl AsyncFnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        if probe().await {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test]

@@ -248,37 +248,27 @@ impl KernelRidgeModel {
         }
         let y = self.y.as_deref().ok_or_else(AppendError::without_targets)?;
         let mut spec = self.spec.clone();
-        let mut data = TrainingSet { x: self.x.clone(), y: y.to_vec(), outputs: self.outputs };
-        let mut chol: Option<Cholesky> = None;
-        for (new, weights) in batches {
-            online::check_outputs(self.outputs, new)?;
-            match (&spec.sample_weight, weights) {
-                (Some(old), Some(more)) if more.len() == new.x.n() => {
-                    spec.sample_weight = Some(SampleWeight(old.0.iter().chain(more.iter()).copied().collect()))
-                }
-                (None, None) => {}
-                _ => {
-                    return Err(AppendError::Unsupported(
-                        "the new rows' sample weights must be given exactly when the model was fitted with them".into(),
-                    ))
-                }
-            }
-            let grown = online::grown_set(&data.x, &data.y, new);
-            let lambda = spec.lambda;
-            let scale = spec.scale();
-            let factor = online::grown_factor(
-                &spec.kernel,
-                &|_| lambda,
-                scale.as_deref(),
-                chol.as_ref().or(self.chol.as_ref()),
-                &data.x,
-                &new.x,
-                &grown.x,
-                par,
+        let grown =
+            online::grow_all(
+                (&self.x, y, self.outputs),
+                self.chol.as_ref(),
+                batches,
+                |new, weights, old, all, chol| {
+                    match (&spec.sample_weight, weights) {
+                        (Some(w), Some(more)) if more.len() == new.x.n() => {
+                            spec.sample_weight = Some(SampleWeight(w.0.iter().chain(more.iter()).copied().collect()))
+                        }
+                        (None, None) => {}
+                        _ => return Err(AppendError::Unsupported(
+                            "the new rows' sample weights must be given exactly when the model was fitted with them"
+                                .into(),
+                        )),
+                    }
+                    let (lambda, scale) = (spec.lambda, spec.scale());
+                    Ok(online::grown_factor(&spec.kernel, &|_| lambda, scale.as_deref(), chol, old, &new.x, all, par)?)
+                },
             )?;
-            (chol, data) = (Some(factor), grown);
-        }
-        let Some(chol) = chol else { return Ok(self.clone()) };
+        let Some((chol, data)) = grown else { return Ok(self.clone()) };
         Ok(spec.with_factor(chol, data, self.report.clone(), true, par))
     }
 

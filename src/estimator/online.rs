@@ -107,6 +107,27 @@ pub(super) fn grown_factor(
     Ok(Cholesky::factor_with_jitter(full, par)?)
 }
 
+/// The training set and factor after appending `batches` in turn to (`x`, `y`, factor
+/// `chol`): `grow(new, extra, old, all, factor)` checks a batch's extra (its noise or
+/// weights) and returns the factor over `all` grown from `factor` over `old`. None for
+/// no batch. The models' `append_all` share this loop; each step is one append.
+pub(super) fn grow_all<E: Copy>(
+    (x, y, outputs): (&Points, &[f64], super::Outputs),
+    chol: Option<&Cholesky>,
+    batches: &[(&TrainingSet, E)],
+    mut grow: impl FnMut(&TrainingSet, E, &Points, &Points, Option<&Cholesky>) -> Result<Cholesky, AppendError>,
+) -> Result<Option<(Cholesky, TrainingSet)>, AppendError> {
+    let mut data = TrainingSet { x: x.clone(), y: y.to_vec(), outputs };
+    let mut grown: Option<Cholesky> = None;
+    for (new, extra) in batches {
+        check_outputs(outputs, new)?;
+        let next = grown_set(&data.x, &data.y, new);
+        let factor = grow(new, *extra, &data.x, &next.x, grown.as_ref().or(chol))?;
+        (grown, data) = (Some(factor), next);
+    }
+    Ok(grown.map(|g| (g, data)))
+}
+
 /// The training set with `new` appended to `x`, `y` (n x t column-major, t being
 /// `new`'s outputs).
 pub(super) fn grown_set(x: &Points, y: &[f64], new: &TrainingSet) -> TrainingSet {

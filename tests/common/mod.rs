@@ -170,3 +170,17 @@ pub fn spawn_binary(
     });
     (child, format!("http://{}", addr.expect("the binary logs its address")), rx)
 }
+
+/// Polls `probe` until it returns true or `within` passes.
+pub async fn eventually(within: std::time::Duration, mut probe: impl AsyncFnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if probe().await {
+            return true;
+        }
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

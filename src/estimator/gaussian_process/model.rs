@@ -74,33 +74,22 @@ impl GaussianProcessModel {
     ) -> Result<GaussianProcessModel, AppendError> {
         let y = self.y.as_deref().ok_or_else(AppendError::without_targets)?;
         let mut spec = self.spec.clone();
-        let mut data = TrainingSet { x: self.x.clone(), y: y.to_vec(), outputs: self.outputs };
-        let mut chol: Option<Cholesky> = None;
-        for (new, noise) in batches {
-            online::check_outputs(self.outputs, new)?;
-            match (&spec.noise_rows, noise) {
-                (Some(old), Some(more)) if more.len() == new.x.n() => spec.noise_rows = Some([&old[..], more].concat()),
-                (None, None) => {}
-                _ => {
-                    return Err(AppendError::Unsupported(
-                        "the new rows' noise must be given exactly when the model has a noise per row".into(),
-                    ))
+        let grown =
+            online::grow_all((&self.x, y, self.outputs), Some(&self.chol), batches, |new, noise, old, all, chol| {
+                match (&spec.noise_rows, noise) {
+                    (Some(rows), Some(more)) if more.len() == new.x.n() => {
+                        spec.noise_rows = Some([&rows[..], more].concat())
+                    }
+                    (None, None) => {}
+                    _ => {
+                        return Err(AppendError::Unsupported(
+                            "the new rows' noise must be given exactly when the model has a noise per row".into(),
+                        ))
+                    }
                 }
-            }
-            let grown = online::grown_set(&data.x, &data.y, new);
-            let factor = online::grown_factor(
-                &spec.kernel,
-                &|i| spec.noise_at(i),
-                None,
-                Some(chol.as_ref().unwrap_or(&self.chol)),
-                &data.x,
-                &new.x,
-                &grown.x,
-                par,
-            )?;
-            (chol, data) = (Some(factor), grown);
-        }
-        let Some(chol) = chol else { return Ok(self.clone()) };
+                Ok(online::grown_factor(&spec.kernel, &|i| spec.noise_at(i), None, chol, old, &new.x, all, par)?)
+            })?;
+        let Some((chol, data)) = grown else { return Ok(self.clone()) };
         Ok(spec.with_factor(chol, data, self.report.clone(), par)?)
     }
 
