@@ -61,8 +61,9 @@ async fn train_get_list_predict_delete() {
     assert!(m["training"]["log_marginal_likelihood"].as_f64().unwrap().is_finite());
     assert_eq!(m["training"]["jitter"], 0.0);
     assert!(m["training"]["duration_ms"].as_f64().unwrap() >= 0.0);
-    // x (12 x 1), alpha (12), y (12, for online updates) and the 12 x 12 factor, as f64.
-    assert_eq!(m["memory_bytes"].as_u64(), Some((12 + 12 + 12 + 144) * 8));
+    // x (12 x 1), alpha (12), y and z = L^-1 y (12 each, for online updates) and the
+    // 12 x 12 factor, as f64.
+    assert_eq!(m["memory_bytes"].as_u64(), Some((12 + 12 + 12 + 12 + 144) * 8));
     assert_eq!(m["version"].as_u64(), Some(1));
     assert!(humantime::parse_rfc3339(m["created_at"].as_str().unwrap()).is_ok());
 

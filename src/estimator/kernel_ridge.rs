@@ -19,6 +19,7 @@ use super::{
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{Cholesky, Parallelism};
 use crate::spec::{FieldError, ObjectReader};
+use nalgebra::DMatrix;
 use serde_json::{json, Value};
 
 /// Checked parameters.
@@ -96,54 +97,60 @@ impl KernelRidge {
 
     /// The exact model given the factor of K + lambda I over `data.x`: alpha, and the
     /// leave-one-out figures when asked, over `base`'s other facts. The factor is kept only
-    /// when `keep_factor` (after an append, for the next one).
+    /// when `keep_factor` (after an append, for the next one), with z = L^-1 b for the
+    /// right-hand side b = S y (y without sample weights): `z` when an append grew it.
     fn with_factor(
         &self,
         chol: Cholesky,
         data: TrainingSet,
         base: TrainingReport,
         keep_factor: bool,
+        z: Option<DMatrix<f64>>,
         par: Parallelism,
     ) -> KernelRidgeModel {
+        let t = data.outputs.t();
+        let scale = self.scale();
         // One factor, one right-hand side per output (each solved sequentially, so that
-        // its rounding does not depend on the thread count).
-        let mut y = data.y_matrix();
-        let t = y.ncols();
-        let (alpha, loo) = match self.scale() {
-            None => {
-                chol.solve_columns_in_place(&mut y, par);
-                let loo =
-                    self.approx.loo.then(|| super::LeaveOneOut::from_factor(&chol, &y, &vec![1.0; t], false, par));
-                (y, loo)
-            }
-            Some(s) => {
-                // b solves the scaled problem; its leave-one-out residuals are s_i e_i, so
-                // their squares sum to the weighted PRESS, sum_i w_i e_i^2.
-                let scale_rows = |m: &mut nalgebra::DMatrix<f64>| {
-                    for mut col in m.column_iter_mut() {
-                        col.iter_mut().zip(&s).for_each(|(v, si)| *v *= si);
-                    }
-                };
-                scale_rows(&mut y);
-                chol.solve_columns_in_place(&mut y, par);
-                let loo = self.approx.loo.then(|| {
-                    let total: f64 = s.iter().map(|si| si * si).sum();
-                    super::LeaveOneOut::weighted_from_factor(&chol, &y, total, par)
-                });
-                scale_rows(&mut y);
-                (y, loo)
-            }
+        // its rounding does not depend on the thread count): z = L^-1 b, then L^-T z.
+        let mut b = z.unwrap_or_else(|| {
+            let mut b = self.right_hand_side(&data, scale.as_deref());
+            chol.forward_columns_in_place(&mut b, par);
+            b
+        });
+        let kept_z = keep_factor.then(|| b.as_slice().to_vec());
+        chol.backward_columns_in_place(&mut b, par);
+        let loo = match &scale {
+            None => self.approx.loo.then(|| super::LeaveOneOut::from_factor(&chol, &b, &vec![1.0; t], false, par)),
+            // b solves the scaled problem; its leave-one-out residuals are s_i e_i, so
+            // their squares sum to the weighted PRESS, sum_i w_i e_i^2.
+            Some(s) => self.approx.loo.then(|| {
+                let total: f64 = s.iter().map(|si| si * si).sum();
+                super::LeaveOneOut::weighted_from_factor(&chol, &b, total, par)
+            }),
         };
+        if let Some(s) = &scale {
+            scale_rows(&mut b, s);
+        }
         let report = TrainingReport { jitter: Some(chol.jitter()), loo, ..base };
         KernelRidgeModel {
             spec: self.clone(),
             x: data.x,
-            alpha: alpha.as_slice().to_vec(),
+            alpha: b.as_slice().to_vec(),
             y: Some(data.y),
             outputs: data.outputs,
             chol: keep_factor.then_some(chol),
+            z: kept_z,
             report,
         }
+    }
+
+    /// The exact problem's right-hand side, S y (y when there are no sample weights).
+    fn right_hand_side(&self, data: &TrainingSet, scale: Option<&[f64]>) -> DMatrix<f64> {
+        let mut b = data.y_matrix();
+        if let Some(s) = scale {
+            scale_rows(&mut b, s);
+        }
+        b
     }
 
     /// The Nystrom fit with the given inducing points (they are chosen by `fit`).
@@ -171,6 +178,7 @@ impl KernelRidge {
             y: None,
             outputs: data.outputs,
             chol: None,
+            z: None,
             report,
         })
     }
@@ -190,6 +198,8 @@ pub struct KernelRidgeModel {
     /// does not keep it (n^2 values that prediction never reads), so the first append
     /// factorises anew and later ones grow the factor.
     chol: Option<Cholesky>,
+    /// With the factor: z = L^-1 S y, grown with it by appends (alpha = S L^-T z).
+    z: Option<Vec<f64>>,
     report: TrainingReport,
 }
 
@@ -209,8 +219,14 @@ impl KernelRidgeModel {
             s.factor = crate::linalg::copy_of(chol.l().as_slice());
             s.jitter = chol.jitter();
         }
+        if let Some(z) = &self.z {
+            s.arrays.push(("z".into(), z.clone()));
+        }
     }
 
+    /// A stored model; with a kept factor, `z` when the file has it, else solved from
+    /// the targets (files written before it was kept).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn restore(
         spec: KernelRidge,
         x: Points,
@@ -218,9 +234,20 @@ impl KernelRidgeModel {
         y: Option<Vec<f64>>,
         outputs: super::Outputs,
         chol: Option<Cholesky>,
+        z: Option<Vec<f64>>,
         report: TrainingReport,
     ) -> KernelRidgeModel {
-        KernelRidgeModel { spec, x, alpha, y, outputs, chol, report }
+        let z = match (&chol, &y) {
+            (Some(_), _) if z.is_some() => z,
+            (Some(chol), Some(y)) => {
+                let data = TrainingSet { x: x.clone(), y: y.clone(), outputs };
+                let mut b = spec.right_hand_side(&data, spec.scale().as_deref());
+                chol.forward_columns_in_place(&mut b, Parallelism::Sequential);
+                Some(b.as_slice().to_vec())
+            }
+            _ => None,
+        };
+        KernelRidgeModel { spec, x, alpha, y, outputs, chol, z, report }
     }
 
     /// This model with `new` rows appended (see [`super::online`]); `weights`, the new
@@ -248,28 +275,35 @@ impl KernelRidgeModel {
         }
         let y = self.y.as_deref().ok_or_else(AppendError::without_targets)?;
         let mut spec = self.spec.clone();
-        let grown =
-            online::grow_all(
-                (&self.x, y, self.outputs),
-                self.chol.as_ref(),
-                batches,
-                |new, weights, old, all, chol| {
-                    match (&spec.sample_weight, weights) {
-                        (Some(w), Some(more)) if more.len() == new.x.n() => {
-                            spec.sample_weight = Some(SampleWeight(w.0.iter().chain(more.iter()).copied().collect()))
-                        }
-                        (None, None) => {}
-                        _ => return Err(AppendError::Unsupported(
+        let kept = self.z.as_ref().map(|z| DMatrix::from_column_slice(self.x.n(), self.outputs.t(), z));
+        let state = (&self.x, y, self.outputs);
+        let grown = online::grow_all(
+            state,
+            (self.chol.as_ref(), kept.as_ref()),
+            batches,
+            par,
+            |new, weights, old, all, chol| {
+                match (&spec.sample_weight, weights) {
+                    (Some(w), Some(more)) if more.len() == new.x.n() => {
+                        spec.sample_weight = Some(SampleWeight(w.0.iter().chain(more.iter()).copied().collect()))
+                    }
+                    (None, None) => {}
+                    _ => {
+                        return Err(AppendError::Unsupported(
                             "the new rows' sample weights must be given exactly when the model was fitted with them"
                                 .into(),
-                        )),
+                        ))
                     }
-                    let (lambda, scale) = (spec.lambda, spec.scale());
-                    Ok(online::grown_factor(&spec.kernel, &|_| lambda, scale.as_deref(), chol, old, &new.x, all, par)?)
-                },
-            )?;
-        let Some((chol, data)) = grown else { return Ok(self.clone()) };
-        Ok(spec.with_factor(chol, data, self.report.clone(), true, par))
+                }
+                let (lambda, scale) = (spec.lambda, spec.scale());
+                let (factor, extended) =
+                    online::grown_factor(&spec.kernel, &|_| lambda, scale.as_deref(), chol, old, &new.x, &all.x, par)?;
+                let rhs = spec.right_hand_side(all, scale.as_deref());
+                Ok((factor, extended, Some(rhs)))
+            },
+        )?;
+        let Some(g) = grown else { return Ok(self.clone()) };
+        Ok(spec.with_factor(g.chol, g.data, self.report.clone(), true, g.z, par))
     }
 
     /// The model's output axis.
@@ -280,6 +314,13 @@ impl KernelRidgeModel {
     /// Whether the model was fitted with sample weights.
     pub fn has_sample_weight(&self) -> bool {
         self.spec.sample_weight.is_some()
+    }
+}
+
+/// Each column of `m` times `s`, row by row.
+fn scale_rows(m: &mut DMatrix<f64>, s: &[f64]) {
+    for mut col in m.column_iter_mut() {
+        col.iter_mut().zip(s).for_each(|(v, si)| *v *= si);
     }
 }
 
@@ -297,7 +338,7 @@ impl Estimator for KernelRidge {
         let chol = Cholesky::factor_with_jitter_until(|| self.regularised_gram(&data.x, ctx.par), ctx.par, &|| {
             ctx.cancel.is_cancelled()
         })?;
-        Ok(self.with_factor(chol, data.clone(), TrainingReport::default(), false, ctx.par))
+        Ok(self.with_factor(chol, data.clone(), TrainingReport::default(), false, None, ctx.par))
     }
 }
 
@@ -327,7 +368,8 @@ impl Predictor for KernelRidgeModel {
     fn memory_bytes(&self) -> usize {
         let y = self.y.as_ref().map_or(0, Vec::len);
         let factor = self.chol.as_ref().map_or(0, |c| c.n() * c.n());
-        self.x.memory_bytes() + (self.alpha.len() + y + factor) * 8
+        let z = self.z.as_ref().map_or(0, Vec::len);
+        self.x.memory_bytes() + (self.alpha.len() + y + factor + z) * 8
     }
 
     fn predict_cost(&self, m: usize, _opts: &PredictOptions) -> f64 {

@@ -70,7 +70,12 @@ impl Normalisation {
 
     /// The normalised targets, n x t.
     pub fn apply(&self, data: &TrainingSet) -> DMatrix<f64> {
-        let mut y = data.y_matrix();
+        self.apply_to(&data.y, data.x.n())
+    }
+
+    /// As [`Normalisation::apply`] for targets `y` of `n` rows (n x t column-major).
+    pub fn apply_to(&self, y: &[f64], n: usize) -> DMatrix<f64> {
+        let mut y = DMatrix::from_column_slice(n, self.mean.len(), y);
         for (k, mut col) in y.column_iter_mut().enumerate() {
             let (m, s) = (self.mean[k], self.std[k]);
             col.apply(|v| *v = (*v - m) / s);

@@ -373,7 +373,8 @@ impl FittedModel {
                     true => None,
                     false => Some(factor_of(s.factor, x.n(), s.jitter)?),
                 };
-                Ok(FittedModel::KernelRidge(KernelRidgeModel::restore(spec, x, s.alpha, y, outputs, chol, report)))
+                let z = arrays.take("z", Some(x.n() * t)).ok();
+                Ok(FittedModel::KernelRidge(KernelRidgeModel::restore(spec, x, s.alpha, y, outputs, chol, z, report)))
             }
             ModelKind::NadarayaWatson => {
                 let spec = NadarayaWatson::from_json(kernel, &params, "/params").map_err(bad)?;
@@ -393,12 +394,14 @@ impl FittedModel {
                 let spec = GaussianProcess::from_json(kernel, &params, "/params").map_err(bad)?;
                 let norm = super::outputs::Normalisation::restore(outputs, &s, &mut arrays)?;
                 let factor = factor_of(s.factor, x.n(), s.jitter)?;
+                let z = arrays.take("z", Some(x.n() * t)).ok();
                 Ok(FittedModel::GaussianProcess(GaussianProcessModel::restore(
                     spec,
                     x,
                     s.alpha,
                     factor,
                     y,
+                    z,
                     (outputs, norm),
                     report,
                 )))

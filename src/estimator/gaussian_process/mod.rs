@@ -191,7 +191,7 @@ impl GaussianProcess {
             ctx.cancel.is_cancelled()
         })?;
         ctx.cancel.check()?;
-        self.with_factor(chol, data.clone(), search, ctx.par)
+        self.with_factor(chol, data.clone(), search, None, ctx.par)
     }
 
     /// The fitted model given the factor of K + noise I over `data.x`; `search` is the
@@ -201,14 +201,21 @@ impl GaussianProcess {
         chol: Cholesky,
         data: TrainingSet,
         search: TrainingReport,
+        z: Option<DMatrix<f64>>,
         par: Parallelism,
     ) -> Result<GaussianProcessModel, FitError> {
         let norm = Normalisation::of(&data, self.normalize_y);
         let y = norm.apply(&data);
         // One factor, one right-hand side per output (each solved sequentially, so that
-        // its rounding does not depend on the thread count).
-        let mut alpha = y.clone();
-        chol.solve_columns_in_place(&mut alpha, par);
+        // its rounding does not depend on the thread count): z = L^-1 y (grown with the
+        // factor by an append), then alpha = L^-T z.
+        let mut alpha = z.unwrap_or_else(|| {
+            let mut z = y.clone();
+            chol.forward_columns_in_place(&mut z, par);
+            z
+        });
+        let z = alpha.as_slice().to_vec();
+        chol.backward_columns_in_place(&mut alpha, par);
         let lml = log_marginal_likelihood_of(&y, &alpha, &chol);
         if !lml.is_finite() {
             // JSON has no infinities; and a likelihood that overflows says y needs scaling.
@@ -226,6 +233,7 @@ impl GaussianProcess {
             chol,
             y: Some(data.y),
             outputs: data.outputs,
+            z,
             norm,
             report,
         })

@@ -7,6 +7,7 @@ use crate::estimator::outputs::{gp_prediction, mean_rows, Normalisation};
 use crate::estimator::{Outputs, PredictOptions, Prediction, Predictor, TrainingReport, TrainingSet};
 use crate::kernel::Points;
 use crate::linalg::{self, Cholesky, Parallelism};
+use nalgebra::DMatrix;
 
 #[derive(Debug, Clone)]
 pub struct GaussianProcessModel {
@@ -19,6 +20,9 @@ pub struct GaussianProcessModel {
     /// updates).
     pub(super) y: Option<Vec<f64>>,
     pub(super) outputs: Outputs,
+    /// z = L^-1 y_n for the normalised targets y_n, n x t (alpha = L^-T z): an append
+    /// solves only its new rows (empty for models stored before online updates).
+    pub(super) z: Vec<f64>,
     /// y was fitted as (y - mean) / std, per output.
     pub(super) norm: Normalisation,
     pub(super) report: TrainingReport,
@@ -36,21 +40,37 @@ impl GaussianProcessModel {
         s.jitter = self.chol.jitter();
         self.outputs.store(s);
         self.norm.store(self.outputs, s);
+        if !self.z.is_empty() {
+            s.arrays.push(("z".into(), self.z.clone()));
+        }
         if let Some(y) = &self.y {
             s.arrays.push(("y".into(), y.clone()));
         }
     }
 
+    /// A stored model; `z` when the file has it, else solved from the targets (files
+    /// written before it was kept).
+    #[allow(clippy::too_many_arguments)]
     pub(in crate::estimator) fn restore(
         spec: GaussianProcess,
         x: Points,
         alpha: Vec<f64>,
         chol: Cholesky,
         y: Option<Vec<f64>>,
+        z: Option<Vec<f64>>,
         (outputs, norm): (Outputs, Normalisation),
         report: TrainingReport,
     ) -> GaussianProcessModel {
-        GaussianProcessModel { spec, x, alpha, chol, y, outputs, norm, report }
+        let z = match (z, &y) {
+            (Some(z), _) => z,
+            (None, Some(y)) => {
+                let mut z = norm.apply_to(y, x.n());
+                chol.forward_columns_in_place(&mut z, Parallelism::Sequential);
+                z.as_slice().to_vec()
+            }
+            (None, None) => Vec::new(),
+        };
+        GaussianProcessModel { spec, x, alpha, chol, y, outputs, z, norm, report }
     }
 
     /// This model with `new` rows appended (see [`crate::estimator::online`]); `noise`, the new
@@ -74,8 +94,12 @@ impl GaussianProcessModel {
     ) -> Result<GaussianProcessModel, AppendError> {
         let y = self.y.as_deref().ok_or_else(AppendError::without_targets)?;
         let mut spec = self.spec.clone();
+        // z = L^-1 y is kept only while the targets are used as given: under normalize_y
+        // every row's normalised target moves with each append.
+        let kept = (!spec.normalize_y).then(|| DMatrix::from_column_slice(self.x.n(), self.outputs.t(), &self.z));
+        let state = (&self.x, y, self.outputs);
         let grown =
-            online::grow_all((&self.x, y, self.outputs), Some(&self.chol), batches, |new, noise, old, all, chol| {
+            online::grow_all(state, (Some(&self.chol), kept.as_ref()), batches, par, |new, noise, old, all, chol| {
                 match (&spec.noise_rows, noise) {
                     (Some(rows), Some(more)) if more.len() == new.x.n() => {
                         spec.noise_rows = Some([&rows[..], more].concat())
@@ -87,10 +111,12 @@ impl GaussianProcessModel {
                         ))
                     }
                 }
-                Ok(online::grown_factor(&spec.kernel, &|i| spec.noise_at(i), None, chol, old, &new.x, all, par)?)
+                let (factor, extended) =
+                    online::grown_factor(&spec.kernel, &|i| spec.noise_at(i), None, chol, old, &new.x, &all.x, par)?;
+                Ok((factor, extended, (!spec.normalize_y).then(|| all.y_matrix())))
             })?;
-        let Some((chol, data)) = grown else { return Ok(self.clone()) };
-        Ok(spec.with_factor(chol, data, self.report.clone(), par)?)
+        let Some(g) = grown else { return Ok(self.clone()) };
+        Ok(spec.with_factor(g.chol, g.data, self.report.clone(), g.z, par)?)
     }
 
     /// Whether the model has a noise variance per training row.
@@ -151,7 +177,7 @@ impl Predictor for GaussianProcessModel {
 
     fn memory_bytes(&self) -> usize {
         let y = self.y.as_ref().map_or(0, Vec::len);
-        self.x.memory_bytes() + (self.alpha.len() + y) * 8 + self.chol.n() * self.chol.n() * 8
+        self.x.memory_bytes() + (self.alpha.len() + y + self.z.len()) * 8 + self.chol.n() * self.chol.n() * 8
     }
 
     fn predict_cost(&self, m: usize, opts: &PredictOptions) -> f64 {
