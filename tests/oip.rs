@@ -182,3 +182,153 @@ async fn health_needs_no_token_and_models_do() {
     let r = s.http.get(s.url(&format!("/v2/models/{id}"))).bearer_auth("k1").send().await.unwrap();
     assert_eq!(r.status(), 404);
 }
+
+/// A body in the binary tensor data extension: the JSON header, then `data`.
+async fn infer_binary(s: &TestServer, id: &str, head: &Value, data: &[u8]) -> reqwest::Response {
+    let head = head.to_string();
+    let mut bytes = head.clone().into_bytes();
+    bytes.extend_from_slice(data);
+    s.http
+        .post(s.url(&format!("/v2/models/{id}/infer")))
+        .header("Inference-Header-Content-Length", head.len().to_string())
+        .header("Content-Type", "application/octet-stream")
+        .body(bytes)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// An answer in the extension: its JSON header and each binary output's bytes, by name.
+async fn binary_answer(r: reqwest::Response) -> (Value, Vec<(String, Vec<u8>)>) {
+    assert_eq!(r.status(), 200);
+    let n: usize = r.headers()["inference-header-content-length"].to_str().unwrap().parse().unwrap();
+    let body = r.bytes().await.unwrap();
+    let head: Value = serde_json::from_slice(&body[..n]).unwrap();
+    let mut at = n;
+    let mut parts = Vec::new();
+    for t in head["outputs"].as_array().unwrap() {
+        if let Some(size) = t["parameters"]["binary_data_size"].as_u64() {
+            assert!(t.get("data").is_none(), "{t}");
+            parts.push((t["name"].as_str().unwrap().to_string(), body[at..at + size as usize].to_vec()));
+            at += size as usize;
+        }
+    }
+    assert_eq!(at, body.len(), "every byte belongs to an output");
+    (head, parts)
+}
+
+fn le_f64(bytes: &[u8]) -> Vec<f64> {
+    bytes.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+/// Binary tensors both ways (FP64, FP32 and INT32 in; every output, or the ones marked,
+/// out) give the JSON form's numbers bit for bit; BYTES go both ways; a body whose
+/// binary part does not add up is the protocol's 400.
+#[tokio::test]
+async fn binary_tensors_equal_the_json_form() {
+    let s = TestServer::default().await;
+    let (x, y) = sine(40);
+    let gp = s
+        .train(&json!({"model": "gaussian_process", "kernel": {"type": "rbf", "length_scale": 0.7},
+                       "params": {"noise": 0.01}, "x": x, "y": y}))
+        .await;
+    let id = gp["id"].as_str().unwrap();
+    let q = [0.5f64, 2.0, -1.25];
+    let json_req = json!({"inputs": [{"name": "x", "shape": [3, 1], "datatype": "FP64", "data": q}]});
+    let (_, want) = body(s.post(&format!("/v2/models/{id}/infer"), &json_req).await).await;
+    let fp64: Vec<u8> = q.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let fp32: Vec<u8> = q.iter().flat_map(|v| (*v as f32).to_le_bytes()).collect();
+    let int32: Vec<u8> = [1i32, 2, -1].iter().flat_map(|v| v.to_le_bytes()).collect();
+    for (datatype, data, same_as_json) in [("FP64", &fp64, true), ("FP32", &fp32, true), ("INT32", &int32, false)] {
+        let head = json!({"inputs": [{"name": "x", "shape": [3, 1], "datatype": datatype,
+                                       "parameters": {"binary_data_size": data.len()}}],
+                          "parameters": {"binary_data_output": true}});
+        let (answer, parts) = binary_answer(infer_binary(&s, id, &head, data).await).await;
+        assert_eq!(parts.iter().map(|p| p.0.as_str()).collect::<Vec<_>>(), ["predictions", "variance", "std"]);
+        for (name, bytes) in &parts {
+            assert_eq!(output(&answer, name)["shape"], json!([3]));
+            if same_as_json {
+                let want: Vec<f64> =
+                    output(&want, name)["data"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+                assert_eq!(le_f64(bytes), want, "{datatype} {name}");
+            }
+        }
+        if !same_as_json {
+            let ints =
+                json!({"inputs": [{"name": "x", "shape": [3, 1], "datatype": "FP64", "data": [1.0, 2.0, -1.0]}]});
+            let (_, want) = body(s.post(&format!("/v2/models/{id}/infer"), &ints).await).await;
+            let got = le_f64(&parts[0].1);
+            let want: Vec<f64> =
+                output(&want, "predictions")["data"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+            assert_eq!(got, want, "INT32 rows are the integers");
+        }
+    }
+    // JSON in, one output marked binary, the other in JSON.
+    let head = json!({"inputs": [{"name": "x", "shape": [3, 1], "datatype": "FP64", "data": q}],
+                      "outputs": [{"name": "predictions", "parameters": {"binary_data": true}}, {"name": "std"}]});
+    let (answer, parts) = binary_answer(infer_binary(&s, id, &head, &[]).await).await;
+    assert_eq!(parts.len(), 1);
+    let want_pred: Vec<f64> =
+        output(&want, "predictions")["data"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    assert_eq!(le_f64(&parts[0].1), want_pred);
+    assert_eq!(output(&answer, "std")["data"], output(&want, "std")["data"]);
+
+    // BYTES both ways: a string model in, string labels out.
+    let (tx, ty) = (["aaab", "aaba", "cccd", "ccdc"], ["a", "a", "c", "c"]);
+    let svm = s.train(&json!({"model": "svm", "kernel": {"type": "spectrum", "k": 2}, "x": tx, "y": ty})).await;
+    let sid = svm["id"].as_str().unwrap();
+    let mut strings = Vec::new();
+    for w in ["aaab", "dccc"] {
+        strings.extend_from_slice(&(w.len() as u32).to_le_bytes());
+        strings.extend_from_slice(w.as_bytes());
+    }
+    let head = json!({"inputs": [{"name": "x", "shape": [2], "datatype": "BYTES",
+                                   "parameters": {"binary_data_size": strings.len()}}],
+                      "outputs": [{"name": "predictions", "parameters": {"binary_data": true}}]});
+    let (answer, parts) = binary_answer(infer_binary(&s, sid, &head, &strings).await).await;
+    assert_eq!(output(&answer, "predictions")["datatype"], "BYTES");
+    let mut labels = Vec::new();
+    let mut rest = &parts[0].1[..];
+    while !rest.is_empty() {
+        let n = u32::from_le_bytes(rest[..4].try_into().unwrap()) as usize;
+        labels.push(String::from_utf8(rest[4..4 + n].to_vec()).unwrap());
+        rest = &rest[4 + n..];
+    }
+    assert_eq!(labels, ["a", "c"]);
+
+    // Bodies that do not add up: the protocol's 400, naming the problem.
+    let head =
+        json!({"inputs": [{"name": "x", "shape": [3, 1], "datatype": "FP64", "parameters": {"binary_data_size": 24}}]});
+    let cases: [(&str, &[u8], Option<&str>, &str); 4] = [
+        ("too few bytes for the shape", &fp64[..16], None, "binary_data_size is 24"),
+        ("bytes without binary_data_size", &fp64, None, "no input has binary_data_size"),
+        ("a header longer than the body", &fp64, Some("100000"), "Inference-Header-Content-Length"),
+        ("a header that is not a number", &fp64, Some("ten"), "byte count"),
+    ];
+    for (what, data, header, says) in cases {
+        let head = if what.starts_with("bytes without") {
+            json!({"inputs": [{"name": "x", "shape": [3, 1], "datatype": "FP64", "data": q}]})
+        } else {
+            head.clone()
+        };
+        let text = head.to_string();
+        let mut bytes = text.clone().into_bytes();
+        bytes.extend_from_slice(data);
+        let r = s
+            .http
+            .post(s.url(&format!("/v2/models/{id}/infer")))
+            .header("Inference-Header-Content-Length", header.map_or(text.len().to_string(), str::to_string))
+            .body(bytes)
+            .send()
+            .await
+            .unwrap();
+        let (status, e) = body(r).await;
+        assert_eq!(status, 400, "{what}: {e}");
+        assert!(e["error"].as_str().unwrap().contains(says), "{what}: {e}");
+    }
+    let head =
+        json!({"inputs": [{"name": "x", "shape": [2, 1], "datatype": "FP64", "parameters": {"binary_data_size": 24}}]});
+    let (status, e) = body(infer_binary(&s, id, &head, &fp64).await).await;
+    assert_eq!(status, 400);
+    assert!(e["error"].as_str().unwrap().contains("24 bytes of binary data for 2 FP64"), "{e}");
+}

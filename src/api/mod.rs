@@ -7,6 +7,7 @@ pub mod extract;
 pub mod middleware;
 pub mod models;
 pub mod oip;
+pub mod oip_binary;
 pub mod ops;
 pub mod problem;
 pub mod types;

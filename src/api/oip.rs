@@ -4,8 +4,10 @@
 //! One input tensor `x`: `[m, d]` numbers (FP64; FP32 and integer types are widened),
 //! or `[m]` BYTES for models over strings. Outputs are the predict route's fields as
 //! tensors. Errors are the protocol's `{"error": "..."}`, with the status the predict
-//! route would give (409 for a model that is not ready).
+//! route would give (409 for a model that is not ready). Tensors may travel in the
+//! binary tensor data extension ([`super::oip_binary`]) both ways.
 
+use super::oip_binary::{self as binary, Elements};
 use super::problem::ApiError;
 use crate::dataset::rows::Row;
 use crate::estimator::{Decision, PredictOptions, Prediction};
@@ -15,7 +17,7 @@ use crate::service::{QueryRows, Service, ServiceError};
 use axum::body::Bytes;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{header, HeaderMap, HeaderName, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
@@ -59,7 +61,7 @@ fn model_id(id: Result<Path<String>, PathRejection>) -> Result<Uuid, OipError> {
 
 /// GET /v2: server metadata.
 pub async fn server_metadata() -> Json<Value> {
-    Json(json!({"name": "mercer", "version": env!("CARGO_PKG_VERSION"), "extensions": []}))
+    Json(json!({"name": "mercer", "version": env!("CARGO_PKG_VERSION"), "extensions": ["binary_tensor_data"]}))
 }
 
 /// GET /v2/health/live.
@@ -142,8 +144,9 @@ pub struct InferRequest {
     inputs: Vec<InputTensor>,
     #[serde(default)]
     outputs: Option<Vec<RequestedOutput>>,
-    #[serde(default, rename = "parameters")]
-    _parameters: Option<Value>,
+    /// `binary_data_output: true`: every output in binary form.
+    #[serde(default)]
+    parameters: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -151,35 +154,63 @@ struct InputTensor {
     name: String,
     shape: Vec<i64>,
     datatype: String,
-    data: Value,
-    #[serde(default, rename = "parameters")]
-    _parameters: Option<Value>,
+    /// Absent when the tensor's data is binary (`parameters.binary_data_size`).
+    #[serde(default)]
+    data: Option<Value>,
+    #[serde(default)]
+    parameters: Option<Value>,
 }
 
 #[derive(Deserialize)]
 struct RequestedOutput {
     name: String,
-    #[serde(default, rename = "parameters")]
-    _parameters: Option<Value>,
+    /// `binary_data: true` or false: this output in binary form or not.
+    #[serde(default)]
+    parameters: Option<Value>,
 }
 
-/// POST /v2/models/{id}/infer.
+/// A flag among a tensor's or request's `parameters`.
+fn flag(parameters: &Option<Value>, name: &str) -> Option<bool> {
+    parameters.as_ref()?.get(name)?.as_bool()
+}
+
+/// POST /v2/models/{id}/infer, in JSON or with the binary tensor data extension.
 pub async fn infer(
     State(service): State<Arc<Service>>,
     id: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
     body: Bytes,
-) -> Result<Json<Value>, OipError> {
+) -> Result<Response, OipError> {
     let id = model_id(id)?;
+    let header_len = headers.get(binary::HEADER_LENGTH).map(|v| v.to_str().unwrap_or("?"));
+    let (head, binary_part) = binary::split(&body, header_len).map_err(bad)?;
     // JSON whatever the Content-Type, as every route of the contract.
     let request: InferRequest =
-        serde_json::from_slice(&body).map_err(|e| bad(format!("malformed inference request: {e}")))?;
+        serde_json::from_slice(head).map_err(|e| bad(format!("malformed inference request: {e}")))?;
     let [input] = &request.inputs[..] else {
         return Err(bad(format!("expected one input tensor `x`, got {}", request.inputs.len())));
     };
     if input.name != "x" {
         return Err(bad(format!("unknown input `{}`: the model takes one input, `x`", input.name)));
     }
-    let rows = rows_of(input)?;
+    let binary_size = input.parameters.as_ref().and_then(|p| p.get("binary_data_size")).and_then(Value::as_u64);
+    let binary_input = match binary_size {
+        Some(n) if n == binary_part.len() as u64 => Some(binary_part),
+        Some(n) => {
+            return Err(bad(format!(
+                "input `x`: binary_data_size is {n} but {} bytes follow the JSON header",
+                binary_part.len()
+            )))
+        }
+        None if !binary_part.is_empty() => {
+            return Err(bad(format!(
+                "{} bytes follow the JSON header but no input has binary_data_size",
+                binary_part.len()
+            )))
+        }
+        None => None,
+    };
+    let rows = rows_of(input, binary_input)?;
     let wanted: Option<Vec<&str>> = request.outputs.as_ref().map(|o| o.iter().map(|o| o.name.as_str()).collect());
     let wants = |name: &str| wanted.as_ref().is_none_or(|w| w.contains(&name));
     let opts = PredictOptions {
@@ -195,35 +226,103 @@ pub async fn infer(
             return Err(bad(format!("unknown output `{missing}` for this model")));
         }
     }
-    let outputs: Vec<Value> = all.into_iter().filter(|t| wants(t["name"].as_str().unwrap_or(""))).collect();
+    let all_binary = flag(&request.parameters, "binary_data_output").unwrap_or(false);
+    let in_binary = |name: &str| {
+        let asked = request.outputs.iter().flatten().find(|o| o.name == name);
+        asked.and_then(|o| flag(&o.parameters, "binary_data")).unwrap_or(all_binary)
+    };
+    let mut data = Vec::new();
+    let outputs: Vec<Value> = all
+        .into_iter()
+        .filter(|t| wants(t["name"].as_str().unwrap_or("")))
+        .map(|mut t| {
+            if in_binary(t["name"].as_str().unwrap_or("")) {
+                let bytes = binary::encode(t["datatype"].as_str().unwrap_or("FP64"), &t["data"]);
+                if let Some(o) = t.as_object_mut() {
+                    o.remove("data");
+                    o.insert("parameters".into(), json!({"binary_data_size": bytes.len()}));
+                }
+                data.extend_from_slice(&bytes);
+            }
+            t
+        })
+        .collect();
     let mut answer = json!({"model_name": id.to_string(), "outputs": outputs});
     if let Some(rid) = request.id {
         answer["id"] = json!(rid);
     }
-    Ok(Json(answer))
+    if data.is_empty() && !outputs_binary(&answer) {
+        return Ok(Json(answer).into_response());
+    }
+    let mut head = serde_json::to_vec(&answer).expect("a JSON value serialises");
+    let head_len = head.len();
+    head.extend_from_slice(&data);
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+            (HeaderName::from_static(binary::HEADER_LENGTH), head_len.to_string()),
+        ],
+        head,
+    )
+        .into_response())
 }
 
-/// The rows of tensor `x`: `[m, d]` numbers, or `[m]` strings for BYTES.
-fn rows_of(t: &InputTensor) -> Result<Vec<Row>, OipError> {
-    let flat = flatten(&t.data);
+/// Whether any output of an answer went binary (an empty one has no bytes).
+fn outputs_binary(answer: &Value) -> bool {
+    answer["outputs"].as_array().is_some_and(|o| o.iter().any(|t| t.get("data").is_none()))
+}
+
+/// The rows of tensor `x`: `[m, d]` numbers, or `[m]` strings for BYTES; its elements
+/// from `data`, or from `binary` (the extension's raw bytes).
+fn rows_of(t: &InputTensor, binary: Option<&[u8]>) -> Result<Vec<Row>, OipError> {
     let count = t.shape.iter().try_fold(1i64, |a, &s| if s < 0 { None } else { a.checked_mul(s) });
-    if count.is_none_or(|c| c as u64 != flat.len() as u64) {
-        return Err(bad(format!("input `x`: shape {:?} does not match its {} data elements", t.shape, flat.len())));
-    }
-    match t.datatype.as_str() {
-        "BYTES" => {
+    let elements = match (binary, &t.data) {
+        (Some(bytes), _) => {
+            let count = count
+                .and_then(|c| usize::try_from(c).ok())
+                .ok_or_else(|| bad(format!("input `x`: bad shape {:?}", t.shape)))?;
+            binary::decode(&t.datatype, bytes, count).map_err(|e| bad(format!("input `x`: {e}")))?
+        }
+        (None, Some(data)) => {
+            let flat = flatten(data);
+            if count.is_none_or(|c| c as u64 != flat.len() as u64) {
+                return Err(bad(format!(
+                    "input `x`: shape {:?} does not match its {} data elements",
+                    t.shape,
+                    flat.len()
+                )));
+            }
+            match t.datatype.as_str() {
+                "BYTES" => Elements::Strings(
+                    flat.iter()
+                        .map(|v| {
+                            v.as_str()
+                                .map(str::to_owned)
+                                .ok_or_else(|| bad("input `x`: BYTES elements must be strings"))
+                        })
+                        .collect::<Result<_, _>>()?,
+                ),
+                "FP64" | "FP32" | "FP16" | "INT8" | "INT16" | "INT32" | "INT64" | "UINT8" | "UINT16" | "UINT32"
+                | "UINT64" => Elements::Numbers(
+                    flat.iter()
+                        .map(|v| {
+                            v.as_f64().ok_or_else(|| bad(format!("input `x`: {} elements must be numbers", t.datatype)))
+                        })
+                        .collect::<Result<_, _>>()?,
+                ),
+                other => return Err(bad(format!("input `x`: unsupported datatype `{other}`"))),
+            }
+        }
+        (None, None) => return Err(bad("input `x` has neither `data` nor `parameters.binary_data_size`")),
+    };
+    match elements {
+        Elements::Strings(strings) => {
             if t.shape.len() != 1 {
                 return Err(bad(format!("input `x`: BYTES takes shape [m], one string per row, not {:?}", t.shape)));
             }
-            flat.iter()
-                .map(|v| {
-                    v.as_str()
-                        .map(|s| Row::Text(s.to_string()))
-                        .ok_or_else(|| bad("input `x`: BYTES elements must be strings"))
-                })
-                .collect()
+            Ok(strings.into_iter().map(Row::Text).collect())
         }
-        "FP64" | "FP32" | "FP16" | "INT8" | "INT16" | "INT32" | "INT64" | "UINT8" | "UINT16" | "UINT32" | "UINT64" => {
+        Elements::Numbers(numbers) => {
             let [m, d] = t.shape[..] else {
                 return Err(bad(format!("input `x`: shape must be [m, d], not {:?}", t.shape)));
             };
@@ -231,14 +330,9 @@ fn rows_of(t: &InputTensor) -> Result<Vec<Row>, OipError> {
             if d < 1 {
                 return Err(bad(format!("input `x`: rows need at least one feature, not shape {:?}", t.shape)));
             }
-            let numbers: Vec<f64> = flat
-                .iter()
-                .map(|v| v.as_f64().ok_or_else(|| bad(format!("input `x`: {} elements must be numbers", t.datatype))))
-                .collect::<Result<_, _>>()?;
             let d = d as usize;
             Ok((0..m as usize).map(|i| Row::Numbers(numbers[i * d..(i + 1) * d].to_vec())).collect())
         }
-        other => Err(bad(format!("input `x`: unsupported datatype `{other}`"))),
     }
 }
 

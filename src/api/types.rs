@@ -1,4 +1,4 @@
-//! Request and response bodies of the contract (../shared/API.md).
+//! Request and response bodies of the HTTP contract (docs/api.md documents them).
 
 use super::problem::Problem;
 use crate::dataset::rows::Row;
