@@ -1,0 +1,371 @@
+"""A thin HTTP client for mercer: models (fit, predict, ...) and datasets.
+
+Every call is one HTTP request (but ``Models.wait``, and ``Models.fit`` when it has to
+poll), sends JSON (or streams CSV/JSON for dataset uploads), and turns every error
+answer into :class:`MercerError`. Arrays go out as JSON lists and come back as numpy
+arrays.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any, Callable, Iterable, Iterator, Optional
+
+import numpy as np
+import requests
+
+from .errors import MercerError
+
+#: Where a client connects when given no URL (the service's default address).
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+#: Rows per chunk of a streamed dataset upload.
+CHUNK_ROWS = 4096
+
+#: Predict answer fields that hold numbers (``predictions`` and ``classes`` may hold
+#: class labels and are converted without a dtype).
+_NUMERIC_FIELDS = ("variance", "std", "covariance", "decision_function", "probabilities", "score_samples")
+
+
+def _plain(value: Any) -> Any:
+    """``json.dumps``'s fallback: numpy arrays and scalars as Python lists and numbers."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if hasattr(value, "to_numpy"):  # a pandas DataFrame or Series
+        return value.to_numpy().tolist()
+    raise TypeError(f"cannot send a {type(value).__name__} as JSON")
+
+
+def _dumps(value: Any) -> str:
+    """JSON text; NaN and infinity are refused (the service takes finite numbers only)."""
+    return json.dumps(value, default=_plain, allow_nan=False, separators=(",", ":"))
+
+
+def _is_dataframe(value: Any) -> bool:
+    """Whether ``value`` is a pandas DataFrame (without importing pandas)."""
+    return type(value).__module__.startswith("pandas") and hasattr(value, "columns")
+
+
+class Client:
+    """A connection to a mercer server.
+
+    ``Client(url, token=None, timeout=600.0)``: ``url`` defaults to ``$MERCER_URL``
+    or ``http://127.0.0.1:8080``, ``token`` to ``$MERCER_TOKEN``; a token is sent as
+    ``Authorization: Bearer <token>``. ``timeout`` is how long one request may wait for
+    its answer, in seconds (a synchronous fit answers when the fit is done, or after
+    the server's own fit wait, 540 s by default, with the model still training).
+
+    ``client.models`` and ``client.datasets`` hold the calls.
+    """
+
+    def __init__(self, url: Optional[str] = None, token: Optional[str] = None, timeout: float = 600.0):
+        self.url = (url or os.environ.get("MERCER_URL") or DEFAULT_URL).rstrip("/")
+        self.timeout = timeout
+        self.session = requests.Session()
+        token = token if token is not None else os.environ.get("MERCER_TOKEN")
+        if token:
+            self.session.headers["Authorization"] = f"Bearer {token}"
+        self.models = Models(self)
+        self.datasets = Datasets(self)
+
+    def __repr__(self) -> str:
+        return f"Client({self.url!r})"
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        data: Any = None,
+        params: Optional[dict] = None,
+        content_type: str = "application/json",
+    ) -> requests.Response:
+        """Sends one request: ``body`` as JSON, or ``data`` (bytes, a file object or an
+        iterator of bytes, streamed) as ``content_type``. Returns the response; an
+        answer of 400 or above raises :class:`MercerError`."""
+        headers = {}
+        if body is not None:
+            data = _dumps(body).encode()
+        if data is not None:
+            headers["Content-Type"] = content_type
+        response = self.session.request(
+            method, self.url + path, data=data, params=params, headers=headers, timeout=self.timeout
+        )
+        if response.status_code >= 400:
+            raise MercerError.from_response(response)
+        return response
+
+
+class Models:
+    """The calls on ``/models``: ``client.models``."""
+
+    def __init__(self, client: Client):
+        self._client = client
+
+    def list(self) -> list:
+        """``GET /models``: every model resource (dicts)."""
+        return self._client.request("GET", "/models").json()["models"]
+
+    def get(self, model_id: str) -> dict:
+        """``GET /models/{id}``: the model resource (status, fitted kernel and params,
+        training report, and ``progress`` while training)."""
+        return self._client.request("GET", f"/models/{model_id}").json()
+
+    def delete(self, model_id: str) -> None:
+        """``DELETE /models/{id}``: removes the model (a running fit is discarded)."""
+        self._client.request("DELETE", f"/models/{model_id}")
+
+    def fit(
+        self,
+        model: str,
+        x: Any = None,
+        y: Any = None,
+        *,
+        kernel: Optional[dict] = None,
+        params: Optional[dict] = None,
+        dataset: Optional[str] = None,
+        search: Optional[dict] = None,
+        name: Optional[str] = None,
+        metadata: Any = None,
+        wait: bool = True,
+        progress: Optional[Callable[[dict], None]] = None,
+        poll_interval: float = 0.2,
+        deadline: Optional[float] = None,
+    ) -> dict:
+        """``POST /models``: trains a model and returns its resource once it is ready.
+
+        The body is ``{"model", "kernel", "params", "x", "y", "dataset", "search",
+        "name", "metadata"}`` with the arguments left ``None`` left out (``x``/``y``
+        rows as lists, or ``dataset`` naming an uploaded one). ``wait=True`` lets the
+        server answer when the fit is done (201); ``wait=False`` sends ``?wait=false``
+        (202) and polls ``GET /models/{id}`` every ``poll_interval`` seconds, calling
+        ``progress(resource["progress"])`` while the fit runs. A synchronous fit that
+        outlasts the server's wait also ends up polling. A fit that fails raises
+        :class:`MercerError` (its status and pointers are the failure's); ``deadline``
+        (seconds) bounds the polling with ``TimeoutError``.
+        """
+        fields = {
+            "model": model,
+            "kernel": kernel,
+            "params": params,
+            "x": x,
+            "y": y,
+            "dataset": dataset,
+            "search": search,
+            "name": name,
+            "metadata": metadata,
+        }
+        body = {k: v for k, v in fields.items() if v is not None}
+        query = None if wait else {"wait": "false"}
+        resource = self._client.request("POST", "/models", body, params=query).json()
+        if resource["status"] == "ready":
+            return resource
+        return self.wait(resource["id"], progress=progress, poll_interval=poll_interval, deadline=deadline)
+
+    def wait(
+        self,
+        model_id: str,
+        *,
+        progress: Optional[Callable[[dict], None]] = None,
+        poll_interval: float = 0.2,
+        deadline: Optional[float] = None,
+    ) -> dict:
+        """Polls ``GET /models/{id}`` until the model is ``ready`` (returns the
+        resource) or ``failed`` (raises :class:`MercerError` from its ``error``),
+        calling ``progress(resource["progress"])`` at each poll while it trains."""
+        give_up = None if deadline is None else time.monotonic() + deadline
+        while True:
+            resource = self.get(model_id)
+            if resource["status"] == "ready":
+                return resource
+            if resource["status"] == "failed":
+                raise MercerError.from_problem(resource.get("error") or {"detail": "the fit failed"})
+            if progress is not None and resource.get("progress") is not None:
+                progress(resource["progress"])
+            if give_up is not None and time.monotonic() > give_up:
+                raise TimeoutError(f"model {model_id} is still {resource['status']} after {deadline} s")
+            time.sleep(poll_interval)
+
+    def predict(
+        self,
+        model_id: str,
+        x: Any,
+        *,
+        variance: Optional[bool] = None,
+        covariance: Optional[bool] = None,
+        include_noise: Optional[bool] = None,
+        probabilities: Optional[bool] = None,
+    ) -> dict:
+        """``POST /models/{id}/predict`` with ``{"x", "variance", "covariance",
+        "include_noise", "probabilities"}`` (options left ``None`` take the server's
+        defaults: GP variance on, probabilities on where the model has them).
+
+        Returns a dict of numpy arrays, the fields present where they apply:
+        ``predictions`` (numbers, or class labels), ``variance`` and ``std``
+        (``gaussian_process``), ``covariance`` (m x m, m x m x t for t outputs),
+        ``decision_function``, ``probabilities`` (columns in the order of
+        ``classes``), ``score_samples`` and ``classes``.
+        """
+        options = {
+            "variance": variance,
+            "covariance": covariance,
+            "include_noise": include_noise,
+            "probabilities": probabilities,
+        }
+        body = {"x": x, **{k: v for k, v in options.items() if v is not None}}
+        answer = self._client.request("POST", f"/models/{model_id}/predict", body).json()
+        return {
+            field: np.asarray(value, dtype=float if field in _NUMERIC_FIELDS else None)
+            for field, value in answer.items()
+        }
+
+    def add_observations(
+        self,
+        model_id: str,
+        x: Any,
+        y: Any,
+        *,
+        noise: Any = None,
+        sample_weight: Any = None,
+    ) -> dict:
+        """``POST /models/{id}/observations`` with ``{"x", "y", "noise",
+        "sample_weight"}``: adds rows to a ready exact ``gaussian_process`` or
+        ``kernel_ridge`` without refitting its hyperparameters (``noise``: one
+        variance per new row for a GP fitted with a noise per row; ``sample_weight``
+        for a kernel ridge fitted with weights). Returns the model resource of the
+        new version."""
+        body = {"x": x, "y": y}
+        if noise is not None:
+            body["noise"] = noise
+        if sample_weight is not None:
+            body["sample_weight"] = sample_weight
+        return self._client.request("POST", f"/models/{model_id}/observations", body).json()
+
+    def transform(self, model_id: str, x: Any) -> np.ndarray:
+        """``POST /models/{id}/transform`` with ``{"x"}``: a ``kernel_pca``'s
+        components of the rows, an m x n_components array."""
+        answer = self._client.request("POST", f"/models/{model_id}/transform", {"x": x}).json()
+        return np.asarray(answer["embedding"], dtype=float)
+
+    def inverse_transform(self, model_id: str, embedding: Any) -> np.ndarray:
+        """``POST /models/{id}/inverse_transform`` with ``{"x": embedding}``: rows of
+        components back to rows of features (a ``kernel_pca`` fitted with
+        ``fit_inverse_transform``), an m x d array."""
+        answer = self._client.request("POST", f"/models/{model_id}/inverse_transform", {"x": embedding}).json()
+        return np.asarray(answer["x"], dtype=float)
+
+    def posterior_samples(
+        self, model_id: str, x: Any, n_samples: int = 1, *, seed: int = 0, include_noise: bool = False
+    ) -> np.ndarray:
+        """``POST /models/{id}/posterior_samples`` with ``{"x", "n_samples", "seed",
+        "include_noise"}``: joint draws from a ``gaussian_process``'s predictive
+        distribution at the rows, m x n_samples (m x t x n_samples for t outputs);
+        the same seed gives the same draws."""
+        body = {"x": x, "n_samples": n_samples, "seed": seed, "include_noise": include_noise}
+        answer = self._client.request("POST", f"/models/{model_id}/posterior_samples", body).json()
+        return np.asarray(answer["samples"], dtype=float)
+
+
+class Datasets:
+    """The calls on ``/datasets``: ``client.datasets``."""
+
+    def __init__(self, client: Client):
+        self._client = client
+
+    def upload(
+        self,
+        data: Any,
+        y: Any = None,
+        *,
+        target: Optional[str] = None,
+        name: Optional[str] = None,
+    ) -> dict:
+        """``POST /datasets``: uploads a training set, streamed, and returns the
+        dataset resource (``id``, ``n_rows``, ``n_features``, ``features``, ``target``,
+        ...). ``data`` may be:
+
+        - a CSV file's path, or a file object opened in binary mode: sent as
+          ``text/csv`` straight from the file (never read whole); ``target`` names
+          the target column (default: the last one);
+        - a pandas DataFrame: sent as CSV in chunks of rows; ``y`` (a Series, array
+          or DataFrame of several targets) is added as the target column(s), named
+          ``target`` or the Series' name or ``"y"``; without ``y``, ``target`` names
+          one of the frame's columns (default: the last);
+        - an array of rows (numpy or lists) with ``y``: sent as JSON ``{"x", "y"}``
+          in chunks of rows.
+
+        ``name`` labels the dataset (``?name=``).
+        """
+        query = {k: v for k, v in (("name", name), ("target", target)) if v is not None}
+        if isinstance(data, (str, os.PathLike)):
+            with open(data, "rb") as f:
+                return self._send(f, "text/csv", query)
+        if hasattr(data, "read"):
+            return self._send(data, "text/csv", query)
+        if _is_dataframe(data):
+            frame, query["target"] = _with_targets(data, y, target)
+            return self._send(_csv_chunks(frame), "text/csv", query)
+        if y is None:
+            raise ValueError("an array of rows needs y (a dataset always has a target)")
+        if target is not None:
+            raise ValueError("target names a CSV column; an array upload has none")
+        y = y.to_numpy() if hasattr(y, "to_numpy") else y
+        return self._send(_json_chunks(data, y), "application/json", query)
+
+    def _send(self, data: Any, content_type: str, query: dict) -> dict:
+        return self._client.request("POST", "/datasets", data=data, params=query, content_type=content_type).json()
+
+    def list(self) -> list:
+        """``GET /datasets``: every dataset resource (dicts)."""
+        return self._client.request("GET", "/datasets").json()["datasets"]
+
+    def get(self, dataset_id: str) -> dict:
+        """``GET /datasets/{id}``: the dataset resource."""
+        return self._client.request("GET", f"/datasets/{dataset_id}").json()
+
+    def delete(self, dataset_id: str) -> None:
+        """``DELETE /datasets/{id}``: removes the dataset (fits already made from it
+        keep their rows)."""
+        self._client.request("DELETE", f"/datasets/{dataset_id}")
+
+
+def _rows_as_list(rows: Any) -> list:
+    return rows.tolist() if isinstance(rows, np.ndarray) else list(rows)
+
+
+def _json_chunks(x: Any, y: Any) -> Iterator[bytes]:
+    """``{"x": [...], "y": [...]}`` as JSON text, ``CHUNK_ROWS`` rows at a time."""
+    yield b'{"x":['
+    for start in range(0, len(x), CHUNK_ROWS):
+        part = _dumps(_rows_as_list(x[start : start + CHUNK_ROWS]))[1:-1]
+        yield (b"," if start else b"") + part.encode()
+    yield b'],"y":['
+    for start in range(0, len(y), CHUNK_ROWS):
+        part = _dumps(_rows_as_list(y[start : start + CHUNK_ROWS]))[1:-1]
+        yield (b"," if start else b"") + part.encode()
+    yield b"]}"
+
+
+def _with_targets(frame: Any, y: Any, target: Optional[str]) -> tuple:
+    """The frame to send and the ``?target=`` naming its target column(s)."""
+    if y is None:
+        return frame, target if target is not None else str(frame.columns[-1])
+    if _is_dataframe(y):
+        names = [str(c) for c in y.columns]
+        extra = {n: y[c].to_numpy() for n, c in zip(names, y.columns)}
+        return frame.assign(**extra), ",".join(names)
+    label = target or getattr(y, "name", None) or "y"
+    return frame.assign(**{str(label): np.asarray(y)}), str(label)
+
+
+def _csv_chunks(frame: Any) -> Iterable[bytes]:
+    """The frame as CSV (a header, then its rows; floats written in full),
+    ``CHUNK_ROWS`` rows at a time."""
+    for start in range(0, max(len(frame), 1), CHUNK_ROWS):
+        part = frame.iloc[start : start + CHUNK_ROWS]
+        yield part.to_csv(index=False, header=start == 0, lineterminator="\n").encode()
