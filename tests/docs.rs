@@ -3,10 +3,11 @@
 //! so is every model kind of the spec's model enum (written as "`kind`"), and neither the
 //! README, the spec nor any document under docs/ points outside the repository.
 
+mod common;
+
+use common::spec_operations;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-
-const METHODS: [&str; 7] = ["get", "put", "post", "delete", "options", "head", "patch"];
 
 /// Strings that name documents outside the repository.
 const FORBIDDEN: [&str; 2] = ["../shared", "API.md"];
@@ -18,30 +19,6 @@ fn root() -> &'static Path {
 fn read(relative: &str) -> String {
     let path = root().join(relative);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
-}
-
-/// (METHOD, path) pairs of the spec's `paths`, read from its layout: paths at two spaces
-/// of indentation, their operations at four (as tests/spec_routes.rs reads them).
-fn spec_operations(spec: &str) -> BTreeSet<(String, String)> {
-    let mut out = BTreeSet::new();
-    let (mut in_paths, mut path) = (false, None::<String>);
-    for line in spec.lines() {
-        if !line.starts_with(' ') && !line.is_empty() {
-            in_paths = line == "paths:";
-            continue;
-        }
-        if !in_paths {
-            continue;
-        }
-        if let Some(p) = line.strip_prefix("  /").and_then(|l| l.strip_suffix(':')) {
-            path = Some(format!("/{p}"));
-        } else if let Some(m) = line.strip_prefix("    ").and_then(|l| l.strip_suffix(':')) {
-            if METHODS.contains(&m) {
-                out.insert((m.to_uppercase(), path.clone().expect("an operation under a path")));
-            }
-        }
-    }
-    out
 }
 
 fn indentation(line: &str) -> usize {

@@ -8,31 +8,9 @@ use common::{problem, TestServer};
 use mercer::api::ROUTES;
 use std::collections::BTreeSet;
 
-const METHODS: [&str; 7] = ["get", "put", "post", "delete", "options", "head", "patch"];
-
-/// (METHOD, path) pairs of the spec's `paths`, read from its layout: paths at two spaces
-/// of indentation, their operations at four.
+/// The spec's (METHOD, path) pairs.
 fn spec_operations() -> BTreeSet<(String, String)> {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.yaml")).unwrap();
-    let mut out = BTreeSet::new();
-    let (mut in_paths, mut path) = (false, None::<String>);
-    for line in text.lines() {
-        if !line.starts_with(' ') && !line.is_empty() {
-            in_paths = line == "paths:";
-            continue;
-        }
-        if !in_paths {
-            continue;
-        }
-        if let Some(p) = line.strip_prefix("  /").and_then(|l| l.strip_suffix(':')) {
-            path = Some(format!("/{p}"));
-        } else if let Some(m) = line.strip_prefix("    ").and_then(|l| l.strip_suffix(':')) {
-            if METHODS.contains(&m) {
-                out.insert((m.to_uppercase(), path.clone().expect("an operation under a path")));
-            }
-        }
-    }
-    out
+    common::spec_operations(&std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.yaml")).unwrap())
 }
 
 #[test]

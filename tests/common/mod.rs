@@ -184,3 +184,28 @@ pub async fn eventually(within: std::time::Duration, mut probe: impl AsyncFnMut(
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// (METHOD, path) pairs of an OpenAPI document's `paths`, read from openapi.yaml's
+/// layout: paths at two spaces of indentation, their operations at four.
+pub fn spec_operations(spec: &str) -> std::collections::BTreeSet<(String, String)> {
+    const METHODS: [&str; 7] = ["get", "put", "post", "delete", "options", "head", "patch"];
+    let mut out = std::collections::BTreeSet::new();
+    let (mut in_paths, mut path) = (false, None::<String>);
+    for line in spec.lines() {
+        if !line.starts_with(' ') && !line.is_empty() {
+            in_paths = line == "paths:";
+            continue;
+        }
+        if !in_paths {
+            continue;
+        }
+        if let Some(p) = line.strip_prefix("  /").and_then(|l| l.strip_suffix(':')) {
+            path = Some(format!("/{p}"));
+        } else if let Some(m) = line.strip_prefix("    ").and_then(|l| l.strip_suffix(':')) {
+            if METHODS.contains(&m) {
+                out.insert((m.to_uppercase(), path.clone().expect("an operation under a path")));
+            }
+        }
+    }
+    out
+}
