@@ -21,6 +21,10 @@ use uuid::Uuid;
 /// Store reads in flight at once when a listing finds many new objects.
 const CONCURRENT_READS: usize = 8;
 
+/// A delete marker outlives any write that began before the delete (a write's deadline
+/// is 15 s plus its size at 20 MB/s) by far.
+const MARKER_KEEP: Duration = Duration::from_secs(600);
+
 impl Service {
     /// Reads the store's models and datasets at start (blocking: call off the async
     /// threads), decodes the newest models while the cache has room, then marks the
@@ -85,6 +89,7 @@ impl Service {
                     Ok(deltas) => self.sync_deltas(deltas, &listed).await,
                     Err(e) => tracing::debug!(error = %e, "cannot list the stored deltas"),
                 }
+                self.sync_delete_markers(&listed).await;
             }
             Err(e) => tracing::debug!(error = %e, "cannot list the stored models"),
         }
@@ -229,6 +234,42 @@ impl Service {
                 Err(e) => tracing::warn!(model_id = %entry.id, error = %e, "cannot read a newer version's delta"),
             }
         }
+    }
+
+    /// Delete markers (see `Store::delete_model`): a model listed although deleted came
+    /// back through a write that landed after the delete (a server whose conditional
+    /// writes are not atomic), and is deleted again; a marker is removed once it has been
+    /// seen here for [`MARKER_KEEP`], longer than any write that began before it lasts.
+    async fn sync_delete_markers(&self, listed: &HashSet<Uuid>) {
+        let marked = match self.store.list_deleted().await {
+            Ok(m) => m,
+            Err(e) => return tracing::debug!(error = %e, "cannot list the delete markers"),
+        };
+        let now = Instant::now();
+        let mut seen = self.delete_markers.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        seen.retain(|id, _| marked.contains(id));
+        for id in marked {
+            if listed.contains(&id) {
+                tracing::warn!(model_id = %id, "a deleted model is back in the store: deleting it again");
+                self.tombstone(id);
+                self.registry.remove(id);
+                if let Err(e) = self.store.delete_model(id).await {
+                    tracing::warn!(model_id = %id, error = %e, "cannot delete a model that came back");
+                }
+                seen.insert(id, now);
+                continue;
+            }
+            let first = *seen.entry(id).or_insert(now);
+            if now.duration_since(first) >= MARKER_KEEP {
+                match self.store.forget_deleted(id).await {
+                    Ok(()) => {
+                        seen.remove(&id);
+                    }
+                    Err(e) => tracing::debug!(model_id = %id, error = %e, "cannot remove a delete marker"),
+                }
+            }
+        }
+        *self.delete_markers.lock().unwrap_or_else(|p| p.into_inner()) = seen;
     }
 
     /// Registers a model another replica (or an earlier run) stored.

@@ -302,6 +302,13 @@ impl Service {
         };
         match store_task.await {
             Ok(Ok(size)) => {
+                // Deleted meanwhile on a server whose conditional write is not atomic: the
+                // write came back from the dead; take it back.
+                if self.store.is_deleted(id).await.map_err(|e| self.store_error(e))? {
+                    tracing::warn!(model_id = %id, "a compaction landed after a delete: removing it again");
+                    self.store.delete_model(id).await.map_err(|e| self.store_error(e))?;
+                    return Ok(Compaction::Raced);
+                }
                 if let Some(now) = self.registry.get(id).filter(|e| e.version() >= version) {
                     now.set_stored_bytes(size);
                 }

@@ -22,7 +22,7 @@ impl DirBlobs {
             tracing::error!(dir = %root.display(), error = %e, "cannot create the data directory; writes will fail");
         }
         // Writes that never reached their rename were never acknowledged.
-        for dir in [root.clone(), root.join("datasets"), root.join("deltas")] {
+        for dir in [root.clone(), root.join("datasets"), root.join("deltas"), root.join("deleted")] {
             for entry in fs::read_dir(&dir).into_iter().flatten().filter_map(Result::ok) {
                 let name = entry.file_name().to_string_lossy().into_owned();
                 if name.starts_with('.') && name.ends_with(".tmp") {

@@ -4,7 +4,8 @@
 //! budget, and whether the store is up; [`format`] owns the model file, [`datasets`]
 //! the dataset objects.
 //!
-//! A model is `ID.model` under the root, a dataset `datasets/ID.dataset`. Every call has
+//! A model is `ID.model` under the root (its online updates `deltas/ID.VERSION`, a
+//! delete's marker `deleted/ID`), a dataset `datasets/ID.dataset`. Every call has
 //! a deadline, so a store that has gone away costs seconds, not minutes: its failures
 //! mark the store down (a gauge, /readyz, fits refused with 503) until a call succeeds.
 
@@ -198,6 +199,13 @@ pub fn model_key(id: Uuid) -> String {
     format!("{id}.model")
 }
 
+/// Where deletes leave their markers.
+const DELETED_DIR: &str = "deleted";
+
+fn deleted_key(id: Uuid) -> String {
+    format!("{DELETED_DIR}/{id}")
+}
+
 impl Store {
     pub fn new(blobs: Arc<dyn Blobs>) -> Store {
         Store {
@@ -315,13 +323,39 @@ impl Store {
         Ok(size)
     }
 
-    /// Deletes a model: its full object first (a model without one is gone for every
-    /// replica, and a compaction's conditional write can no longer land), then its deltas.
+    /// Deletes a model: a marker first, then its full object (a model without one is
+    /// gone for every replica), then its deltas. The marker is for servers whose
+    /// conditional writes are not atomic (s3s-fs checks If-Match, then writes): a
+    /// compaction whose write lands after this delete finds the marker and takes its
+    /// write back, and a replica's listing removes a model found with one.
     pub async fn delete_model(&self, id: Uuid) -> Result<(), StoreError> {
+        let mark = deleted_key(id);
+        self.call("put", &mark, SMALL_CALL, self.blobs.put(&mark, bytes::Bytes::new())).await?;
         let key = model_key(id);
         self.call("delete", &key, SMALL_CALL, self.blobs.delete(&key)).await?;
         self.delete_deltas_of(id, None).await?;
         Ok(())
+    }
+
+    /// Whether model `id` was deleted (its marker is there).
+    pub async fn is_deleted(&self, id: Uuid) -> Result<bool, StoreError> {
+        let mark = deleted_key(id);
+        Ok(self.call("head", &mark, SMALL_CALL, self.blobs.tag(&mark)).await?.is_some())
+    }
+
+    /// The models whose delete markers are in the store.
+    pub async fn list_deleted(&self) -> Result<Vec<Uuid>, StoreError> {
+        let listed = self.call("list", DELETED_DIR, SMALL_CALL, self.blobs.list(DELETED_DIR)).await?;
+        Ok(listed
+            .iter()
+            .filter_map(|o| o.key.strip_prefix(DELETED_DIR)?.strip_prefix('/').and_then(|s| Uuid::parse_str(s).ok()))
+            .collect())
+    }
+
+    /// Removes a delete marker (once no write that started before the delete can land).
+    pub async fn forget_deleted(&self, id: Uuid) -> Result<(), StoreError> {
+        let mark = deleted_key(id);
+        Ok(self.call("delete", &mark, SMALL_CALL, self.blobs.delete(&mark)).await?)
     }
 
     /// Moves a damaged model aside (logged; a failure to move it is logged too).

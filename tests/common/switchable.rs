@@ -21,6 +21,15 @@ pub struct Switchable {
     pub hung: AtomicBool,
     pub slow: AtomicBool,
     pub down_after_delta: AtomicBool,
+    /// A server whose conditional writes are not atomic, at its worst: `put_if` writes
+    /// whatever the object's version.
+    pub unconditional: AtomicBool,
+    /// When set, the next `put_if` announces itself on `put_if_reached` and waits for
+    /// `put_if_resume` before it writes: a test can act between a conditional write's
+    /// check and its write.
+    pub hold_put_if: AtomicBool,
+    pub put_if_reached: tokio::sync::Notify,
+    pub put_if_resume: tokio::sync::Notify,
 }
 
 impl Switchable {
@@ -55,7 +64,17 @@ impl Blobs for Switchable {
         guarded!(self, "put", key, self.inner.put_file(key, file))
     }
     fn put_if<'a>(&'a self, key: &'a str, bytes: Bytes, tag: &'a str) -> BlobFuture<'a, ()> {
-        guarded!(self, "put", key, self.inner.put_if(key, bytes, tag))
+        Box::pin(async move {
+            self.check("put", key).await?;
+            if self.hold_put_if.swap(false, Ordering::SeqCst) {
+                self.put_if_reached.notify_one();
+                self.put_if_resume.notified().await;
+            }
+            if self.unconditional.load(Ordering::SeqCst) {
+                return self.inner.put(key, bytes).await;
+            }
+            self.inner.put_if(key, bytes, tag).await
+        })
     }
     fn put_new<'a>(&'a self, key: &'a str, bytes: Bytes) -> BlobFuture<'a, ()> {
         Box::pin(async move {
@@ -107,6 +126,10 @@ pub fn shared_store() -> Arc<Switchable> {
         hung: AtomicBool::new(false),
         slow: AtomicBool::new(false),
         down_after_delta: AtomicBool::new(false),
+        unconditional: AtomicBool::new(false),
+        hold_put_if: AtomicBool::new(false),
+        put_if_reached: tokio::sync::Notify::new(),
+        put_if_resume: tokio::sync::Notify::new(),
     })
 }
 
