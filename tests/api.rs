@@ -117,7 +117,7 @@ async fn kernel_ridge_trains_and_predicts_without_variance() {
     let m = s.train(&json!({"model": "kernel_ridge", "kernel": {"type": "laplacian"}, "params": {"lambda": 0.1}, "x": x, "y": y})).await;
     assert_eq!(
         m["params"],
-        json!({"lambda": 0.1, "seed": 0, "approximation": "exact", "inducing_points": null, "inducing_selection": "kmeans", "loo": false}),
+        json!({"lambda": 0.1, "seed": 0, "approximation": "exact", "inducing_points": null, "inducing_selection": null, "loo": false}),
         "auto resolves to exact for 20 rows"
     );
     assert_eq!(m["training"]["approximation"], "exact");
@@ -142,7 +142,7 @@ async fn defaults_apply_when_kernel_and_params_are_omitted() {
     assert_eq!(
         m["params"],
         json!({"noise": 1e-10, "normalize_y": false, "optimize": false, "restarts": 0, "seed": 0,
-               "approximation": "exact", "inducing_points": null, "inducing_selection": "kmeans", "loo": false})
+               "approximation": "exact", "inducing_points": null, "inducing_selection": null, "loo": false})
     );
 }
 

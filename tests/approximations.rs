@@ -164,6 +164,17 @@ async fn nystrom_models_survive_a_restart_bit_for_bit() {
             params["approximation"] = json!("nystrom");
             params["inducing_points"] = json!(25);
             let m = s.train(&json!({"model": model, "params": params, "x": x, "y": y})).await;
+            // Uniform selection names the training rows it drew (distinct, in order);
+            // k-means centres are not rows.
+            match m["training"]["inducing_indices"].as_array() {
+                Some(rows) => {
+                    let rows: Vec<u64> = rows.iter().map(|r| r.as_u64().unwrap()).collect();
+                    assert_eq!(params["inducing_selection"], "uniform", "{m}");
+                    assert_eq!(rows.len(), 25);
+                    assert!(rows.windows(2).all(|w| w[0] < w[1]) && rows[24] < 200, "{rows:?}");
+                }
+                None => assert_eq!(m["params"]["inducing_selection"], Value::Null, "{m}"),
+            }
             let id = m["id"].as_str().unwrap().to_string();
             before.push((id.clone(), m, predict(&s, &id, q).await));
         }

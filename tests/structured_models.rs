@@ -344,7 +344,7 @@ async fn bad_rows_and_kernels_name_the_place() {
             "/kernel/type",
         ),
         (
-            json!({"model": "gaussian_process", "kernel": spectrum, "params": {"approximation": "nystrom", "inducing_points": 2}, "x": ["abc", "bcd", "cde"], "y": [1, 2, 3]}),
+            json!({"model": "gaussian_process", "kernel": spectrum, "params": {"approximation": "nystrom", "inducing_points": 2, "inducing_selection": "kmeans"}, "x": ["abc", "bcd", "cde"], "y": [1, 2, 3]}),
             422,
             "/params/inducing_selection",
         ),
@@ -353,6 +353,17 @@ async fn bad_rows_and_kernels_name_the_place() {
         let (got, ptrs) = rejected(&s, body.clone()).await;
         assert_eq!((got, ptrs.first().map(String::as_str)), (status, Some(pointer)), "{body}");
     }
+    // Over strings the inducing points are drawn uniformly by default, and the fit says
+    // which training rows they are.
+    let m = s
+        .train(&json!({"model": "gaussian_process", "kernel": spectrum,
+            "params": {"approximation": "nystrom", "inducing_points": 2, "noise": 0.1, "seed": 4},
+            "x": ["abcd", "bcde", "cdef"], "y": [1, 2, 3]}))
+        .await;
+    assert_eq!(m["params"]["inducing_selection"], Value::Null, "{m}");
+    let rows = m["training"]["inducing_indices"].as_array().unwrap_or_else(|| panic!("{m}"));
+    assert_eq!(rows.len(), 2);
+    assert!(rows.windows(2).all(|w| w[0].as_u64() < w[1].as_u64()) && rows.iter().all(|r| r.as_u64() < Some(3)), "{m}");
     // A nystrom GP over strings with uniformly drawn inducing strings is fine.
     let m = s
         .train(&json!({"model": "gaussian_process", "kernel": spectrum,

@@ -51,14 +51,15 @@ pub struct Approximation {
     pub mode: Mode,
     /// M; None: min(n, 1024).
     pub inducing_points: Option<u64>,
-    pub selection: Selection,
+    /// None: the default for the rows ([`Approximation::selection_for`]).
+    pub selection: Option<Selection>,
     /// Exact fits: report the closed-form leave-one-out in `training.loo`.
     pub loo: bool,
 }
 
 impl Default for Approximation {
     fn default() -> Self {
-        Approximation { mode: Mode::Auto, inducing_points: None, selection: Selection::Kmeans, loo: false }
+        Approximation { mode: Mode::Auto, inducing_points: None, selection: None, loo: false }
     }
 }
 
@@ -81,8 +82,9 @@ impl Approximation {
             return Err(FieldError::invalid(obj.pointer("inducing_points"), "must be at least 1"));
         }
         let selection = match obj.str("inducing_selection")? {
-            None | Some("kmeans") => Selection::Kmeans,
-            Some("uniform") => Selection::Uniform,
+            None => None,
+            Some("kmeans") => Some(Selection::Kmeans),
+            Some("uniform") => Some(Selection::Uniform),
             Some(other) => {
                 return Err(FieldError::invalid(
                     obj.pointer("inducing_selection"),
@@ -119,6 +121,15 @@ impl Approximation {
         }
     }
 
+    /// How the inducing points are chosen from rows of `kind`: as asked, else k-means for
+    /// numbers and uniform for strings and token lists (k-means needs coordinates).
+    pub fn selection_for(&self, kind: crate::kernel::RowKind) -> Selection {
+        self.selection.unwrap_or(match kind {
+            crate::kernel::RowKind::Numeric => Selection::Kmeans,
+            _ => Selection::Uniform,
+        })
+    }
+
     /// M for n training rows.
     pub fn m(&self, n: usize) -> usize {
         self.inducing_points.map_or(n.min(DEFAULT_INDUCING_POINTS), |m| m as usize)
@@ -128,7 +139,8 @@ impl Approximation {
     pub fn write_json(&self, out: &mut Map<String, Value>) {
         out.insert("approximation".into(), json!(self.mode.name()));
         out.insert("inducing_points".into(), json!(self.inducing_points));
-        out.insert("inducing_selection".into(), json!(self.selection.name()));
+        // null: the default for the rows (kmeans for numbers, uniform for strings).
+        out.insert("inducing_selection".into(), json!(self.selection.map(Selection::name)));
         out.insert("loo".into(), json!(self.loo));
     }
 }
@@ -149,7 +161,11 @@ mod tests {
         assert_eq!(read(json!({})).unwrap(), Approximation::default());
         let a =
             read(json!({"approximation": "nystrom", "inducing_points": 7, "inducing_selection": "uniform"})).unwrap();
-        assert_eq!((a.mode, a.m(100), a.selection), (Mode::Nystrom, 7, Selection::Uniform));
+        assert_eq!((a.mode, a.m(100), a.selection), (Mode::Nystrom, 7, Some(Selection::Uniform)));
+        let default = read(json!({"approximation": "nystrom"})).unwrap();
+        assert_eq!(default.selection_for(crate::kernel::RowKind::Numeric), Selection::Kmeans);
+        assert_eq!(default.selection_for(crate::kernel::RowKind::Text), Selection::Uniform);
+        assert_eq!(default.selection_for(crate::kernel::RowKind::Tokens), Selection::Uniform);
         assert_eq!(Approximation::default().m(5000), 1024);
         assert_eq!(Approximation::default().m(50), 50);
         let mut out = Map::new();

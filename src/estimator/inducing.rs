@@ -29,12 +29,22 @@ const LLOYD_TOLERANCE: f64 = 1e-4;
 /// Rows per block of the point-to-centre distance products.
 const ASSIGN_BLOCK: usize = 2048;
 
-/// M inducing points chosen from the rows of `x` (M <= n, checked by the caller).
-pub fn select(x: &Points, m: usize, how: Selection, seed: u64, ctx: &FitContext) -> Result<Points, FitError> {
+/// M inducing points chosen from the rows of `x` (M <= n, checked by the caller), and
+/// for uniform selection the rows' positions, in the order of the points.
+pub fn select(
+    x: &Points,
+    m: usize,
+    how: Selection,
+    seed: u64,
+    ctx: &FitContext,
+) -> Result<(Points, Option<Vec<u64>>), FitError> {
     ctx.progress.phase("inducing_points");
     match how {
-        Selection::Uniform => Ok(x.select(&sample_rows(x.n(), m, seed))),
-        Selection::Kmeans => kmeans(x, m, seed, ctx),
+        Selection::Uniform => {
+            let rows = sample_rows(x.n(), m, seed);
+            Ok((x.select(&rows), Some(rows.iter().map(|&i| i as u64).collect())))
+        }
+        Selection::Kmeans => Ok((kmeans(x, m, seed, ctx)?, None)),
     }
 }
 
@@ -214,17 +224,17 @@ mod tests {
     #[test]
     fn kmeans_finds_the_blobs_reproducibly_whatever_the_threads() {
         let (x, truth) = blobs();
-        let seq = select(&x, 4, Selection::Kmeans, 3, &FitContext::sequential()).unwrap();
-        let par = select(&x, 4, Selection::Kmeans, 3, &FitContext::new(Parallelism::Parallel)).unwrap();
+        let seq = select(&x, 4, Selection::Kmeans, 3, &FitContext::sequential()).unwrap().0;
+        let par = select(&x, 4, Selection::Kmeans, 3, &FitContext::new(Parallelism::Parallel)).unwrap().0;
         assert_eq!(seq, par, "the same centres on one thread or two");
-        assert_eq!(seq, select(&x, 4, Selection::Kmeans, 3, &FitContext::sequential()).unwrap());
+        assert_eq!(seq, select(&x, 4, Selection::Kmeans, 3, &FitContext::sequential()).unwrap().0);
         for t in truth {
             let nearest = (0..4).map(|j| squared_distance(seq.point(j), &t)).fold(f64::INFINITY, f64::min);
             assert!(nearest < 0.1, "a centre near {t:?}: {seq:?}");
         }
         // More centres than distinct rows: duplicates, no failure.
         let same = Points::from_rows(&[vec![1.0], vec![1.0], vec![1.0]]);
-        let c = select(&same, 3, Selection::Kmeans, 0, &FitContext::sequential()).unwrap();
+        let c = select(&same, 3, Selection::Kmeans, 0, &FitContext::sequential()).unwrap().0;
         assert!(c.as_matrix().iter().all(|&v| v == 1.0));
     }
 }

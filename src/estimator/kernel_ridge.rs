@@ -331,8 +331,10 @@ impl Estimator for KernelRidge {
     fn fit(&self, data: &TrainingSet, ctx: &FitContext) -> Result<KernelRidgeModel, FitError> {
         ctx.cancel.check()?;
         if self.approx.mode == Mode::Nystrom {
-            let z = super::nystrom::inducing_points(&self.approx, self.seed, &data.x, ctx)?;
-            return self.fit_nystrom_at(z, data, ctx);
+            let (z, indices) = super::nystrom::inducing_points(&self.approx, self.seed, &data.x, ctx)?;
+            let mut model = self.fit_nystrom_at(z, data, ctx)?;
+            model.report.inducing_indices = indices;
+            return Ok(model);
         }
         ctx.progress.phase("factorize");
         let chol = Cholesky::factor_with_jitter_until(|| self.regularised_gram(&data.x, ctx.par), ctx.par, &|| {

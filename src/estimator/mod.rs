@@ -209,6 +209,10 @@ pub struct TrainingReport {
     /// Nystrom fits: M.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inducing_points: Option<u64>,
+    /// Nystrom fits with uniform selection: the training rows' positions (0-based) that
+    /// are the inducing points, in the order used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inducing_indices: Option<Vec<u64>>,
     /// Nystrom GP: Titsias' collapsed bound (normalised units under normalize_y).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence_lower_bound: Option<f64>,

@@ -166,7 +166,7 @@ impl ModelSpec {
         if kind == RowKind::Numeric {
             self.kernel().check_features(d).map_err(|e| e.under("/kernel"))?;
         } else if let Some(a) = self.approximation().filter(|a| a.mode != approx::Mode::Exact) {
-            if a.selection == approx::Selection::Kmeans {
+            if a.selection == Some(approx::Selection::Kmeans) {
                 return Err(FieldError::invalid(
                     "/params/inducing_selection",
                     format!("k-means needs numeric rows, not {}; use \"uniform\"", kind.describe()),

@@ -238,13 +238,14 @@ pub(crate) fn fit_memory_estimate(n: usize, d: usize, m: usize, search: Option<u
     data + blocks + squares + subset + sample
 }
 
-/// Inducing points for a fit with these approximation params.
+/// Inducing points for a fit with these approximation params, and with uniform
+/// selection the positions of the training rows they are (for `training.inducing_indices`).
 pub(crate) fn inducing_points(
     approx: &Approximation,
     seed: u64,
     x: &Points,
     ctx: &FitContext,
-) -> Result<Points, FitError> {
+) -> Result<(Points, Option<Vec<u64>>), FitError> {
     let m = approx.m(x.n());
     if m > x.n() {
         return Err(FitError::Invalid(crate::spec::FieldError::invalid(
@@ -252,5 +253,5 @@ pub(crate) fn inducing_points(
             format!("{m} inducing points requested but there are only {} training rows", x.n()),
         )));
     }
-    super::inducing::select(x, m, approx.selection, seed, ctx)
+    super::inducing::select(x, m, approx.selection_for(x.kind()), seed, ctx)
 }

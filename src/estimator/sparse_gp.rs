@@ -286,8 +286,10 @@ impl SparseGpModel {
     /// if asked for (on a subset of rows beyond [`OPTIMIZE_SUBSET_ROWS`]), then the fit.
     pub fn fit(spec: &GaussianProcess, data: &TrainingSet, ctx: &FitContext) -> Result<SparseGpModel, FitError> {
         noise_of(spec)?;
-        let z = super::nystrom::inducing_points(&spec.approx, spec.seed, &data.x, ctx)?;
-        Self::fit_at(spec, z, data, ctx)
+        let (z, indices) = super::nystrom::inducing_points(&spec.approx, spec.seed, &data.x, ctx)?;
+        let mut model = Self::fit_at(spec, z, data, ctx)?;
+        model.report.inducing_indices = indices;
+        Ok(model)
     }
 
     /// As `fit`, with the inducing points given.

@@ -385,7 +385,7 @@ mod tests {
         assert_eq!(
             g.params_json(),
             json!({"noise": {"value": 0.1, "bounds": [1e-3, 1.0]}, "normalize_y": false, "optimize": false, "restarts": 0, "seed": 3,
-                   "approximation": "auto", "inducing_points": null, "inducing_selection": "kmeans", "loo": false})
+                   "approximation": "auto", "inducing_points": null, "inducing_selection": null, "loo": false})
         );
         let k = crate::kernel::default_kernel();
         let e = GaussianProcess::from_json(k.clone(), &json!({"noise": -1.0}), "/params").unwrap_err();
