@@ -21,9 +21,9 @@ use uuid::Uuid;
 /// Store reads in flight at once when a listing finds many new objects.
 const CONCURRENT_READS: usize = 8;
 
-/// A delete marker outlives any write that began before the delete (a write's deadline
-/// is 15 s plus its size at 20 MB/s) by far.
-const MARKER_KEEP: Duration = Duration::from_secs(600);
+/// A delete marker outlives any write that began before the delete: a model's write has
+/// a deadline of 15 s plus its size at 20 MB/s (65 s for 1 GB).
+const MARKER_KEEP: Duration = Duration::from_secs(180);
 
 impl Service {
     /// Reads the store's models and datasets at start (blocking: call off the async
@@ -78,6 +78,7 @@ impl Service {
         let started = Instant::now();
         *self.last_sync.lock().unwrap_or_else(|p| p.into_inner()) = Some(started);
         self.prune_tombstones();
+        self.forget_due_markers().await;
         // Deltas before full objects: a delta listed whose model is then not listed
         // belongs to a deleted model (a full object is written before any delta of it).
         let deltas = self.store.list_deltas().await;
@@ -89,7 +90,6 @@ impl Service {
                     Ok(deltas) => self.sync_deltas(deltas, &listed).await,
                     Err(e) => tracing::debug!(error = %e, "cannot list the stored deltas"),
                 }
-                self.sync_delete_markers(&listed).await;
             }
             Err(e) => tracing::debug!(error = %e, "cannot list the stored models"),
         }
@@ -236,42 +236,6 @@ impl Service {
         }
     }
 
-    /// Delete markers (see `Store::delete_model`): a model listed although deleted came
-    /// back through a write that landed after the delete (a server whose conditional
-    /// writes are not atomic), and is deleted again; a marker is removed once it has been
-    /// seen here for [`MARKER_KEEP`], longer than any write that began before it lasts.
-    async fn sync_delete_markers(&self, listed: &HashSet<Uuid>) {
-        let marked = match self.store.list_deleted().await {
-            Ok(m) => m,
-            Err(e) => return tracing::debug!(error = %e, "cannot list the delete markers"),
-        };
-        let now = Instant::now();
-        let mut seen = self.delete_markers.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        seen.retain(|id, _| marked.contains(id));
-        for id in marked {
-            if listed.contains(&id) {
-                tracing::warn!(model_id = %id, "a deleted model is back in the store: deleting it again");
-                self.tombstone(id);
-                self.registry.remove(id);
-                if let Err(e) = self.store.delete_model(id).await {
-                    tracing::warn!(model_id = %id, error = %e, "cannot delete a model that came back");
-                }
-                seen.insert(id, now);
-                continue;
-            }
-            let first = *seen.entry(id).or_insert(now);
-            if now.duration_since(first) >= MARKER_KEEP {
-                match self.store.forget_deleted(id).await {
-                    Ok(()) => {
-                        seen.remove(&id);
-                    }
-                    Err(e) => tracing::debug!(model_id = %id, error = %e, "cannot remove a delete marker"),
-                }
-            }
-        }
-        *self.delete_markers.lock().unwrap_or_else(|p| p.into_inner()) = seen;
-    }
-
     /// Registers a model another replica (or an earlier run) stored.
     fn adopt(&self, head: &crate::store::ModelHead) -> Option<Arc<ModelEntry>> {
         if self.is_tombstoned(head.id) {
@@ -401,6 +365,7 @@ impl Service {
         let _turn = lock.lock().await;
         if self.store.is_durable() {
             self.store.delete_model(id).await.map_err(|e| self.store_failure("cannot delete the stored model", e))?;
+            self.forget_marker_later(id);
         }
         self.tombstone(id);
         self.registry.remove(id);
@@ -409,6 +374,31 @@ impl Service {
             self.metrics.record_fit(entry.kind.name(), "cancelled", 0.0);
         }
         Ok(())
+    }
+
+    /// Queues the removal of a delete's marker, once no compaction that began before it
+    /// can still be writing (see `Store::delete_model`): the refresh removes it. A
+    /// marker queued by a process that stopped first stays: an empty object.
+    fn forget_marker_later(&self, id: Uuid) {
+        let mut queue = self.pending_markers.lock().unwrap_or_else(|p| p.into_inner());
+        queue.push_back((Instant::now() + MARKER_KEEP, id));
+    }
+
+    /// Removes the delete markers whose time has come.
+    async fn forget_due_markers(&self) {
+        loop {
+            let due = {
+                let mut queue = self.pending_markers.lock().unwrap_or_else(|p| p.into_inner());
+                match queue.front() {
+                    Some((at, _)) if *at <= Instant::now() => queue.pop_front(),
+                    _ => None,
+                }
+            };
+            let Some((_, id)) = due else { break };
+            if let Err(e) = self.store.forget_deleted(id).await {
+                tracing::debug!(model_id = %id, error = %e, "cannot remove a delete marker");
+            }
+        }
     }
 
     /// The error a request gets when the store let it down.

@@ -163,8 +163,8 @@ pub struct Service {
     /// Per model, the tag of its full object as last read here and an upper bound on
     /// that object's version: an append whose HEAD finds the same tag needs no GET.
     full_objects: Mutex<HashMap<Uuid, (String, u64)>>,
-    /// Delete markers in the store, and when this replica first saw each.
-    delete_markers: Mutex<HashMap<Uuid, Instant>>,
+    /// Delete markers to remove, each when its time comes (see `catalog`).
+    pending_markers: Mutex<std::collections::VecDeque<(Instant, Uuid)>>,
     /// Models being compacted here (one compaction per model at a time).
     compacting: Mutex<std::collections::HashSet<Uuid>>,
     /// One store read per model at a time.
@@ -229,7 +229,7 @@ impl Service {
             tombstones: Mutex::default(),
             loading: Mutex::default(),
             compacting: Mutex::default(),
-            delete_markers: Mutex::default(),
+            pending_markers: Mutex::default(),
             full_objects: Mutex::default(),
             model_locks: Mutex::default(),
             sync_lock: tokio::sync::Mutex::new(()),

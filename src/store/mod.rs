@@ -326,8 +326,8 @@ impl Store {
     /// Deletes a model: a marker first, then its full object (a model without one is
     /// gone for every replica), then its deltas. The marker is for servers whose
     /// conditional writes are not atomic (s3s-fs checks If-Match, then writes): a
-    /// compaction whose write lands after this delete finds the marker and takes its
-    /// write back, and a replica's listing removes a model found with one.
+    /// compaction whose write landed after this delete finds the marker when it checks,
+    /// right after its write, and takes the write back.
     pub async fn delete_model(&self, id: Uuid) -> Result<(), StoreError> {
         let mark = deleted_key(id);
         self.call("put", &mark, SMALL_CALL, self.blobs.put(&mark, bytes::Bytes::new())).await?;
@@ -343,16 +343,7 @@ impl Store {
         Ok(self.call("head", &mark, SMALL_CALL, self.blobs.tag(&mark)).await?.is_some())
     }
 
-    /// The models whose delete markers are in the store.
-    pub async fn list_deleted(&self) -> Result<Vec<Uuid>, StoreError> {
-        let listed = self.call("list", DELETED_DIR, SMALL_CALL, self.blobs.list(DELETED_DIR)).await?;
-        Ok(listed
-            .iter()
-            .filter_map(|o| o.key.strip_prefix(DELETED_DIR)?.strip_prefix('/').and_then(|s| Uuid::parse_str(s).ok()))
-            .collect())
-    }
-
-    /// Removes a delete marker (once no write that started before the delete can land).
+    /// Removes a delete marker (once no write that began before the delete can land).
     pub async fn forget_deleted(&self, id: Uuid) -> Result<(), StoreError> {
         let mark = deleted_key(id);
         Ok(self.call("delete", &mark, SMALL_CALL, self.blobs.delete(&mark)).await?)
