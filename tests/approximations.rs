@@ -81,7 +81,18 @@ async fn approximation_params_are_checked() {
     let (x, y) = rows(20);
     let labels: Vec<&str> = y.iter().map(|v| if *v > 0.0 { "a" } else { "b" }).collect();
     for (body, pointer) in [
-        (json!({"model": "svm", "params": {"approximation": "nystrom"}, "x": x, "y": labels}), "/params/approximation"),
+        (
+            json!({"model": "nu_svm", "params": {"approximation": "nystrom"}, "x": x, "y": labels}),
+            "/params/approximation",
+        ),
+        (
+            json!({"model": "svm", "params": {"approximation": "nystrom", "probability": true}, "x": x, "y": labels}),
+            "/params/probability",
+        ),
+        (
+            json!({"model": "svm", "params": {"approximation": "nystrom", "inducing_points": 21}, "x": x, "y": labels}),
+            "/params/inducing_points",
+        ),
         (
             json!({"model": "rbf_network", "params": {"approximation": "nystrom"}, "x": x, "y": y}),
             "/params/approximation",
@@ -107,6 +118,10 @@ async fn approximation_params_are_checked() {
         let (status, p) = problem(s.post("/models", &body).await).await;
         assert_eq!((status, pointers(&p)), (422, vec![pointer.to_string()]), "{body}: {p}");
     }
+    // The classifiers have no closed-form leave-one-out: `loo` is not one of their params.
+    let body = json!({"model": "kernel_logistic", "params": {"loo": true}, "x": x, "y": labels});
+    let (status, p) = problem(s.post("/models", &body).await).await;
+    assert_eq!((status, pointers(&p)), (400, vec!["/params/loo".to_string()]), "{p}");
 }
 
 /// On the same rows and hyperparameters, Nystrom kernel ridge and the sparse GP come

@@ -39,7 +39,8 @@ async fn svm_binary_with_string_labels() {
     assert_eq!(
         m["params"],
         json!({"c": 1.0, "tol": 1e-3, "max_iter": null, "cache_mb": 100.0, "probability": false, "seed": 0,
-               "class_weight": null, "sample_weight": null})
+               "class_weight": null, "sample_weight": null, "approximation": "exact", "inducing_points": null,
+               "inducing_selection": null})
     );
     let per_class: Vec<u64> = serde_json::from_value(m["training"]["n_support_per_class"].clone()).unwrap();
     assert_eq!(per_class.iter().sum::<u64>(), n_support, "support vectors per class, in the order of classes");

@@ -1,6 +1,6 @@
-//! The `approximation` params: whether a kernel_ridge or gaussian_process fit solves the
-//! n x n problem or works through M inducing points, and how those are chosen. Other
-//! models accept only `auto` and `exact`.
+//! The `approximation` params: whether a kernel_ridge, gaussian_process, svm or
+//! kernel_logistic fit solves the n x n problem or works through M inducing points, and
+//! how those are chosen. Other models accept only `auto` and `exact`.
 
 use crate::spec::{FieldError, ObjectReader};
 use serde_json::{json, Map, Value};
@@ -64,8 +64,16 @@ impl Default for Approximation {
 }
 
 impl Approximation {
-    /// Reads `approximation`, `inducing_points` and `inducing_selection`.
+    /// Reads `approximation`, `inducing_points`, `inducing_selection` and `loo`.
     pub fn read(obj: &mut ObjectReader<'_>) -> Result<Approximation, FieldError> {
+        let mut approx = Approximation::read_without_loo(obj)?;
+        approx.loo = obj.bool("loo")?.unwrap_or(false);
+        approx.check_loo(&obj.pointer("loo"))?;
+        Ok(approx)
+    }
+
+    /// The classifiers' form (`svm`, `kernel_logistic`): no `loo`, which they do not have.
+    pub fn read_without_loo(obj: &mut ObjectReader<'_>) -> Result<Approximation, FieldError> {
         let mode = match obj.str("approximation")? {
             None | Some("auto") => Mode::Auto,
             Some("exact") => Mode::Exact,
@@ -92,10 +100,7 @@ impl Approximation {
                 ))
             }
         };
-        let loo = obj.bool("loo")?.unwrap_or(false);
-        let approx = Approximation { mode, inducing_points, selection, loo };
-        approx.check_loo(&obj.pointer("loo"))?;
-        Ok(approx)
+        Ok(Approximation { mode, inducing_points, selection, loo: false })
     }
 
     /// `loo` needs the exact solve: with nystrom (asked for, or what auto resolved to)
@@ -137,11 +142,20 @@ impl Approximation {
 
     /// Adds the params' JSON form to `out`.
     pub fn write_json(&self, out: &mut Map<String, Value>) {
+        self.write_json_without_loo(out);
+        out.insert("loo".into(), json!(self.loo));
+    }
+
+    /// The classifiers' JSON form: [`Approximation::write_json`] without `loo`.
+    pub fn write_json_without_loo(&self, out: &mut Map<String, Value>) {
         out.insert("approximation".into(), json!(self.mode.name()));
         out.insert("inducing_points".into(), json!(self.inducing_points));
         // null: the default for the rows (kmeans for numbers, uniform for strings).
         out.insert("inducing_selection".into(), json!(self.selection.map(Selection::name)));
-        out.insert("loo".into(), json!(self.loo));
+    }
+
+    pub fn is_nystrom(&self) -> bool {
+        self.mode == Mode::Nystrom
     }
 }
 

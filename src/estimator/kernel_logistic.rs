@@ -7,8 +7,10 @@
 //!   (W K + lambda I) da + W 1 db = -(r + lambda a),   1'W K da + 1'W 1 db = -1'r,
 //! whose solution solves the full one even when K is singular, and which needs no K^-1.
 //! More than two classes: one machine per class against the rest, probabilities
-//! normalised over the classes.
+//! normalised over the classes. With `approximation: nystrom` the same objective is
+//! solved over the span of M inducing points (`linear/logistic.rs`).
 
+use super::approx::Approximation;
 use super::dual::{DualClassifier, DualSpec, MachineFit};
 use super::labels::ClassificationSet;
 use super::{log1p_exp, sigmoid, Estimator, FitContext, FitError, PredictOptions, Prediction};
@@ -26,6 +28,10 @@ pub struct KernelLogistic {
     pub kernel: Kernel,
     pub lambda: f64,
     pub max_iter: u64,
+    /// `approximation: nystrom` fits on Nystrom features (`linear/logistic.rs`).
+    pub approx: Approximation,
+    /// Draws the inducing points.
+    pub seed: u64,
 }
 
 impl KernelLogistic {
@@ -39,13 +45,16 @@ impl KernelLogistic {
         if !(1..=10_000).contains(&max_iter) {
             return Err(FieldError::invalid(obj.pointer("max_iter"), "must be in 1..=10000"));
         }
-        super::approx::Approximation::read_exact_only(&mut obj)?;
+        let approx = Approximation::read_without_loo(&mut obj)?;
+        let seed = obj.u64("seed")?.unwrap_or(0);
         obj.finish()?;
-        Ok(KernelLogistic { kernel, lambda, max_iter })
+        Ok(KernelLogistic { kernel, lambda, max_iter, approx, seed })
     }
 
     pub fn params_json(&self) -> Value {
-        json!({"lambda": self.lambda, "max_iter": self.max_iter})
+        let mut out = json!({"lambda": self.lambda, "max_iter": self.max_iter, "seed": self.seed});
+        self.approx.write_json_without_loo(out.as_object_mut().expect("an object"));
+        out
     }
 
     /// K and the Newton system, n x n and (n + 1)^2, plus LU workspace.
@@ -121,6 +130,9 @@ impl Estimator for KernelLogistic {
     type Fitted = KernelLogisticModel;
 
     fn fit(&self, data: &ClassificationSet, ctx: &FitContext) -> Result<KernelLogisticModel, FitError> {
+        if self.approx.is_nystrom() {
+            return super::linear::logistic::fit(self, data, ctx);
+        }
         let gram = self.kernel.gram(&data.x, ctx.par);
         DualClassifier::fit(self, data, |y| self.train_machine(&gram, y, ctx))
     }

@@ -16,6 +16,7 @@ pub mod kernel_logistic;
 pub mod kernel_perceptron;
 pub mod kernel_ridge;
 pub mod labels;
+pub mod linear;
 pub mod mixture;
 mod model_spec;
 pub mod nadaraya_watson;

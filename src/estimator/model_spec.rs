@@ -218,6 +218,8 @@ impl ModelSpec {
         match self {
             ModelSpec::KernelRidge(p) => Some(&mut p.approx),
             ModelSpec::GaussianProcess(p) => Some(&mut p.approx),
+            ModelSpec::Svm(p) if p.nu.is_none() => Some(&mut p.approx),
+            ModelSpec::KernelLogistic(p) => Some(&mut p.approx),
             _ => None,
         }
     }
@@ -226,6 +228,8 @@ impl ModelSpec {
         match self {
             ModelSpec::KernelRidge(p) => Some(p.approx),
             ModelSpec::GaussianProcess(p) => Some(p.approx),
+            ModelSpec::Svm(p) if p.nu.is_none() => Some(p.approx),
+            ModelSpec::KernelLogistic(p) => Some(p.approx),
             _ => None,
         }
     }
@@ -257,6 +261,9 @@ impl ModelSpec {
                 format!("{} inducing points requested but there are only {n} training rows", a.m(n)),
             ));
         }
+        if let ModelSpec::Svm(p) = self {
+            p.settle_approximation()?;
+        }
         if let ModelSpec::GaussianProcess(p) = self {
             let rows = p.noise_rows.as_deref().filter(|_| p.approx.mode == approx::Mode::Nystrom);
             if let Some(i) = rows.and_then(|r| r.iter().position(|s| s.is_nan() || *s <= 0.0)) {
@@ -272,6 +279,9 @@ impl ModelSpec {
     /// Bytes the fit will hold at its peak, for admission decisions.
     pub fn fit_memory_estimate(&self, n: usize, d: usize) -> usize {
         if let Some(a) = self.approximation().filter(|a| a.mode == approx::Mode::Nystrom) {
+            if matches!(self, ModelSpec::Svm(_) | ModelSpec::KernelLogistic(_)) {
+                return super::linear::fit_memory_estimate(n, d, a.m(n));
+            }
             let search = match self {
                 ModelSpec::GaussianProcess(gp) if gp.optimize => Some(gp.theta().len()),
                 _ => None,
@@ -360,6 +370,9 @@ impl ModelSpec {
             }
             (ModelSpec::GaussianProcess(p), TrainingData::Regression(d)) => {
                 FittedModel::GaussianProcess(p.fit(d, ctx)?)
+            }
+            (ModelSpec::Svm(p), TrainingData::Classification(d)) if p.approx.is_nystrom() => {
+                FittedModel::NystromSvm(super::linear::hinge::fit(p, d, ctx)?)
             }
             (ModelSpec::Svm(p), TrainingData::Classification(d)) => FittedModel::Svm(p.fit(d, ctx)?),
             (ModelSpec::KernelPerceptron(p), TrainingData::Classification(d)) => {

@@ -139,7 +139,7 @@ pub(crate) fn weighted_moments(
 }
 
 /// p (lower triangle) += k k'.
-fn rank_update(p: &mut DMatrix<f64>, k: &DMatrix<f64>) {
+pub(crate) fn rank_update(p: &mut DMatrix<f64>, k: &DMatrix<f64>) {
     let (m, b) = k.shape();
     let kv = MatRef::from_column_major_slice(k.as_slice(), m, b);
     let dst = MatMut::from_column_major_slice_mut(p.as_mut_slice(), m, m);
@@ -157,7 +157,7 @@ fn rank_update(p: &mut DMatrix<f64>, k: &DMatrix<f64>) {
     crate::linalg::clear_upper_vector_state();
 }
 
-fn mirror_lower(a: &mut DMatrix<f64>) {
+pub(crate) fn mirror_lower(a: &mut DMatrix<f64>) {
     let n = a.nrows();
     for j in 0..n {
         for i in j + 1..n {

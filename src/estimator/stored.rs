@@ -4,10 +4,11 @@
 
 use super::online::AppendError;
 use super::{
-    ClassLabels, GaussianProcess, GaussianProcessModel, GpClassifier, GpClassifierModel, KernelLogistic,
-    KernelLogisticModel, KernelPca, KernelPcaModel, KernelPerceptron, KernelPerceptronModel, KernelRidge,
-    KernelRidgeModel, ModelKind, NadarayaWatson, NadarayaWatsonModel, OneClassModel, OneClassSvm, Predictor,
-    RbfNetwork, RbfNetworkModel, SparseGpModel, Svm, SvmModel, Svr, SvrModel, TrainingReport, TrainingSet,
+    linear::hinge::NystromSvmModel, ClassLabels, GaussianProcess, GaussianProcessModel, GpClassifier,
+    GpClassifierModel, KernelLogistic, KernelLogisticModel, KernelPca, KernelPcaModel, KernelPerceptron,
+    KernelPerceptronModel, KernelRidge, KernelRidgeModel, ModelKind, NadarayaWatson, NadarayaWatsonModel,
+    OneClassModel, OneClassSvm, Predictor, RbfNetwork, RbfNetworkModel, SparseGpModel, Svm, SvmModel, Svr, SvrModel,
+    TrainingReport, TrainingSet,
 };
 use crate::kernel::{Kernel, Points, RowKind};
 use crate::linalg::Parallelism;
@@ -211,6 +212,9 @@ pub enum FittedModel {
     /// A gaussian_process fitted with `approximation: nystrom`.
     SparseGp(SparseGpModel),
     Svm(SvmModel),
+    /// An svm fitted with `approximation: nystrom`: one-vs-rest linear machines on
+    /// Nystrom features, served as expansions over the inducing points.
+    NystromSvm(NystromSvmModel),
     KernelPerceptron(KernelPerceptronModel),
     KernelLogistic(KernelLogisticModel),
     GpClassifier(GpClassifierModel),
@@ -227,7 +231,7 @@ impl FittedModel {
             FittedModel::KernelRidge(_) => ModelKind::KernelRidge,
             FittedModel::GaussianProcess(_) | FittedModel::SparseGp(_) => ModelKind::GaussianProcess,
             FittedModel::Svm(m) if m.is_nu() => ModelKind::NuSvm,
-            FittedModel::Svm(_) => ModelKind::Svm,
+            FittedModel::Svm(_) | FittedModel::NystromSvm(_) => ModelKind::Svm,
             FittedModel::Svr(m) if m.is_nu() => ModelKind::NuSvr,
             FittedModel::Svr(_) => ModelKind::Svr,
             FittedModel::OneClassSvm(_) => ModelKind::OneClassSvm,
@@ -246,6 +250,7 @@ impl FittedModel {
             FittedModel::GaussianProcess(m) => m,
             FittedModel::SparseGp(m) => m,
             FittedModel::Svm(m) => m,
+            FittedModel::NystromSvm(m) => m,
             FittedModel::KernelPerceptron(m) => m,
             FittedModel::KernelLogistic(m) => m,
             FittedModel::GpClassifier(m) => m,
@@ -281,6 +286,7 @@ impl FittedModel {
             FittedModel::GaussianProcess(m) => m.store_into(&mut s),
             FittedModel::SparseGp(m) => m.store_into(&mut s),
             FittedModel::Svm(m) => m.store_into(&mut s),
+            FittedModel::NystromSvm(m) => m.store_into(&mut s),
             FittedModel::KernelPerceptron(m) => m.store_into(&mut s),
             FittedModel::KernelLogistic(m) => m.store_into(&mut s),
             FittedModel::GpClassifier(m) => m.store_into(&mut s),
@@ -321,6 +327,10 @@ impl FittedModel {
                     _ => Svm::from_json_nu(kernel, &params, "/params"),
                 }
                 .map_err(bad)?;
+                if nystrom && kind == ModelKind::Svm {
+                    let m = NystromSvmModel::restore(spec, s.classes()?, x, arrays, report)?;
+                    return Ok(FittedModel::NystromSvm(m));
+                }
                 return Ok(FittedModel::Svm(SvmModel::restore(spec, s.classes()?, x, arrays, report)?));
             }
             ModelKind::Svr | ModelKind::NuSvr => {
@@ -516,6 +526,7 @@ impl FittedModel {
             FittedModel::GaussianProcess(m) => m,
             FittedModel::SparseGp(m) => m,
             FittedModel::Svm(m) => m,
+            FittedModel::NystromSvm(m) => m,
             FittedModel::KernelPerceptron(m) => m,
             FittedModel::KernelLogistic(m) => m,
             FittedModel::GpClassifier(m) => m,

@@ -222,7 +222,7 @@ impl Search<'_> {
             // the table (and what a direct fit would hold).
             let closed = full && self.plan.closed_form(spec);
             let shares = closed
-                || (Ridge::of(spec).is_some() || matches!(spec, ModelSpec::Svm(_)))
+                || (Ridge::of(spec).is_some() || matches!(spec, ModelSpec::Svm(s) if !s.approx.is_nystrom()))
                     && GramTable::suits(spec.kernel())
                     && GramTable::bytes(self.n()) <= self.env.table_budget;
             if shares {
@@ -267,7 +267,9 @@ impl Search<'_> {
             let spec = self.plan.candidates[c].spec.as_ref().expect("tabled specs are valid");
             match (Ridge::of(spec), spec) {
                 (Some(r), _) => sweeps.entry(r.sweep_key()).or_default().push(c),
-                (None, ModelSpec::Svm(_)) => units.extend((0..trains.len()).map(|f| Unit::Svm { c, f })),
+                (None, ModelSpec::Svm(s)) if !s.approx.is_nystrom() => {
+                    units.extend((0..trains.len()).map(|f| Unit::Svm { c, f }))
+                }
                 (None, _) => units.extend((0..trains.len()).map(|f| Unit::Plain { c, f })),
             }
         }

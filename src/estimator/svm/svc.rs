@@ -22,6 +22,7 @@ use super::model::SvmModel;
 use super::probability::sigmoid_train;
 use super::weights::{rows_and_weights, ClassWeight, SampleWeight};
 use super::{positive, read_nu, support, SolverParams, Source};
+use crate::estimator::approx::{Approximation, Mode};
 use crate::estimator::labels::ClassificationSet;
 use crate::estimator::{Estimator, FitContext, FitError, PredictOptions, TrainingReport};
 use crate::kernel::{GramTable, Kernel};
@@ -47,6 +48,24 @@ pub struct Svm {
     pub seed: u64,
     pub class_weight: Option<ClassWeight>,
     pub sample_weight: Option<SampleWeight>,
+    /// C-SVC only: `nystrom` fits a linear SVM on Nystrom features
+    /// (`estimator/linear/hinge.rs`); nu-SVC is always exact.
+    pub approx: Approximation,
+    /// Whether `tol` and `max_iter` were given: a nystrom fit's defaults differ
+    /// (LIBLINEAR's 0.1 and 1000 against LIBSVM's 1e-3 and no limit).
+    pub solver_given: Given,
+}
+
+/// Whether `tol` and `max_iter` were in the request. How the params were written, not
+/// what they are: two specs with the same values are equal whatever this says (an echo
+/// read back writes every field).
+#[derive(Debug, Clone, Copy)]
+pub struct Given(pub bool, pub bool);
+
+impl PartialEq for Given {
+    fn eq(&self, _: &Given) -> bool {
+        true
+    }
 }
 
 impl Svm {
@@ -61,6 +80,8 @@ impl Svm {
     }
 
     fn read(kernel: Kernel, params: &Value, path: &str, nu: bool) -> Result<Svm, FieldError> {
+        let given = |key: &str| params.get(key).is_some_and(|v| !v.is_null());
+        let solver_given = Given(given("tol"), given("max_iter"));
         let mut obj = ObjectReader::new(params, path)?;
         let (c, nu) = if nu { (1.0, Some(read_nu(&mut obj)?)) } else { (positive(&mut obj, "c", 1.0)?, None) };
         let solver = SolverParams::read(&mut obj)?;
@@ -68,9 +89,39 @@ impl Svm {
         let seed = obj.u64("seed")?.unwrap_or(0);
         let class_weight = ClassWeight::read(&mut obj)?;
         let sample_weight = SampleWeight::read(&mut obj)?;
-        crate::estimator::approx::Approximation::read_exact_only(&mut obj)?;
+        let approx = if nu.is_some() {
+            Approximation::read_exact_only(&mut obj)?;
+            Approximation { mode: Mode::Exact, ..Approximation::default() }
+        } else {
+            Approximation::read_without_loo(&mut obj)?
+        };
         obj.finish()?;
-        Ok(Svm { kernel, c, nu, solver, probability, seed, class_weight, sample_weight })
+        let mut svm =
+            Svm { kernel, c, nu, solver, probability, seed, class_weight, sample_weight, approx, solver_given };
+        svm.settle_approximation()?;
+        Ok(svm)
+    }
+
+    /// Once the approximation is decided: a nystrom fit takes LIBLINEAR's `tol` (0.1) and
+    /// `max_iter` (1000) unless given, and has no probabilities (422 at
+    /// `/params/probability`).
+    pub fn settle_approximation(&mut self) -> Result<(), FieldError> {
+        if self.approx.mode != Mode::Nystrom {
+            return Ok(());
+        }
+        if self.probability {
+            return Err(FieldError::invalid(
+                "/params/probability",
+                "a nystrom svm has no probabilities (Platt scaling needs the exact machines); use kernel_logistic, or approximation \"exact\"",
+            ));
+        }
+        if !self.solver_given.0 {
+            self.solver.tol = 0.1;
+        }
+        if !self.solver_given.1 {
+            self.solver.max_iter = Some(1000);
+        }
+        Ok(())
     }
 
     pub fn params_json(&self) -> Value {
@@ -84,6 +135,9 @@ impl Svm {
         map.insert("seed".into(), Value::from(self.seed));
         map.insert("class_weight".into(), self.class_weight.as_ref().map_or(Value::Null, ClassWeight::to_json));
         map.insert("sample_weight".into(), self.sample_weight.as_ref().map_or(Value::Null, SampleWeight::to_json));
+        if self.nu.is_none() {
+            self.approx.write_json_without_loo(map);
+        }
         out
     }
 
