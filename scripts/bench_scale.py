@@ -1,9 +1,22 @@
 #!/usr/bin/env python3
 """Large-n benchmark of mercer: CSV dataset upload, Nystrom kernel ridge and sparse GP
-(SGPR) fits, accuracy against exact fits, and scikit-learn's Nystroem + Ridge beside them.
+(SGPR) fits, accuracy against exact fits, and scikit-learn's Nystroem + Ridge beside them;
+with --task classification, Nystrom svm and kernel_logistic (below).
 
     python3 scripts/bench_scale.py PATH_TO_MERCER [--rows 1000000] [--inducing 1024]
         [--selection uniform|kmeans] [--skip-sklearn] [--skip-optimize] [--json OUT.json] [--workdir DIR]
+        [--task regression|classification]
+
+Classification: two classes from the same smooth function's sign (labels of the training
+rows from the noisy targets, of the 50,000 held-out rows from the noiseless function).
+Measured, each fit on a fresh server: svm and kernel_logistic with approximation nystrom at
+n (time, peak RSS, held-out accuracy); the exact svm on the first 20,000 rows; the nystrom
+svm at the comparison n beside scikit-learn's Nystroem + LinearSVC(loss="hinge", dual=True,
+intercept_scaling=1, tol=0.1, max_iter=1000) on the same rows: LIBLINEAR's defaults, which
+are also mercer's for a nystrom svm (scikit-learn's own tol=1e-4 asks a different stopping
+point of the same solver). Comparison n: 500,000 when 3.5 n M 8 bytes < 80% of
+MemAvailable (Nystroem's n x M output, its kernel matrix on the way, and LinearSVC's copy
+into LIBLINEAR's sparse rows at 16 bytes a value: 14 GB at 500,000), else smaller.
 
 Prints a Markdown table (progress on stderr). Needs numpy and scikit-learn: as for the
 other benches the Python is $MERCER_BENCH_PYTHON, else the peer's venv
@@ -147,6 +160,9 @@ def main():
     ap.add_argument("--skip-optimize", action="store_true")
     ap.add_argument("--json", metavar="OUT.json")
     ap.add_argument("--workdir", help="CSVs, data dir and server logs (kept); default: a temp dir, removed")
+    ap.add_argument("--task", choices=("regression", "classification"), default="regression")
+    ap.add_argument("--compare-rows", type=int, default=500_000,
+                    help="classification: rows of the scikit-learn comparison (capped by memory)")
     a = ap.parse_args()
     n, m = a.rows, a.inducing
     small = min(EXACT_N, n)
@@ -161,6 +177,19 @@ def main():
     os.makedirs(data_dir)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that the finally blocks stop servers
     avail = proc_kb("/proc/meminfo", "MemAvailable") * 1024
+    if a.task == "classification":
+        R = {"n": n, "inducing": m, "length_scale": LENGTH_SCALE, "c": C_SVM, "lambda": LAM_LOGISTIC,
+             "seed": SEED, "mem_available_bytes": avail, "python": sys.executable}
+        try:
+            run_classification(binary, work, data_dir, n, m, small, avail, a, R)
+        finally:
+            if not a.workdir:
+                shutil.rmtree(work, ignore_errors=True)
+        rows = table_classification(R, n, m, small, a)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"results": R, "table": rows}, f, indent=2)
+        return
     n_cmp = None if a.skip_sklearn else sklearn_n(n, m, avail)
     R = {"n": n, "inducing": m, "length_scale": LENGTH_SCALE, "lambda": LAM, "seed": SEED,
          "mem_available_bytes": avail, "sklearn_n": n_cmp, "python": sys.executable}
@@ -231,6 +260,130 @@ def run(binary, work, data_dir, n, m, small, n_cmp, a, R):
         R["sk_s"] = time.perf_counter() - t
         R["sk_rmse"] = float(np.sqrt(np.mean((pipe.predict(Xt) - yt) ** 2)))
         say(f"scikit-learn at {n_cmp:,}: {R['sk_s']:.2f} s, RMSE {R['sk_rmse']:.4f}")
+
+
+C_SVM, LAM_LOGISTIC, TEST_CLS = 1.0, 1.0, 50_000
+
+
+def labels(y):
+    return (y > 0).astype(int)
+
+
+def accuracy(server, model_id, X, truth):
+    """Held-out accuracy through CSV predict in batches of BATCH rows."""
+    pred = []
+    for s in range(0, len(X), BATCH):
+        body = (",".join(FEATURES) + "\n" + csv_lines(X[s:s + BATCH])).encode()
+        out = server.expect(200, "POST", f"/models/{model_id}/predict", body,
+                            {"Content-Type": "text/csv", "Accept": "text/csv"})
+        lines = [ln for ln in out.decode().splitlines() if ln.strip()]
+        col = lines[0].split(",").index("prediction")
+        pred += [float(ln.split(",")[col]) for ln in lines[1:]]
+    if len(pred) != len(truth):
+        raise RuntimeError(f"predict returned {len(pred)} rows for {len(truth)}")
+    return float(np.mean(np.asarray(pred) == truth))
+
+
+def cls_body(model, dataset, m, selection, approximation="nystrom"):
+    params = {"c": C_SVM} if model == "svm" else {"lambda": LAM_LOGISTIC}
+    params["approximation"] = approximation
+    if approximation == "nystrom":
+        params.update(inducing_points=m, inducing_selection=selection, seed=0)
+    return {"model": model, "kernel": {"type": "rbf", "length_scale": LENGTH_SCALE},
+            "params": params, "dataset": dataset}
+
+
+def run_classification(binary, work, data_dir, n, m, small, avail, a, R):
+    t = time.perf_counter()
+    X, y = make(n, 0)
+    lab = labels(y)
+    Xt = make(TEST_CLS, 1)[0]
+    truth = labels(target(Xt))
+    n_cmp = None
+    if not a.skip_sklearn:
+        n_cmp = next((c for c in (min(a.compare_rows, n), 200_000, 100_000, 20_000)
+                      if c <= n and 3.5 * c * (m + 1) * 8 < 0.8 * avail), None)
+    R["sklearn_n"] = n_cmp
+    files = {k: os.path.join(work, f"cls-{k}.csv") for k in {n, small, n_cmp} if k}
+    for k, path in files.items():
+        write_csv(path, X[:k], lab[:k])
+    say(f"data: {n:,} rows, class 1 {lab.mean():.3f} of them, in {time.perf_counter() - t:.1f} s")
+    server = lambda phase: Server(binary, data_dir, os.path.join(work, f"server-{phase}.log"))  # noqa: E731
+    ids = {}
+    with server("upload") as s:
+        for k, path in files.items():
+            ids[k] = s.upload(path, f"cls-{k}")[1]["id"]
+    for key, model in (("svm", "svm"), ("klr", "kernel_logistic")):
+        with server(key) as s:
+            R[f"{key}_s"], res = s.fit(cls_body(model, ids[n], m, a.selection))
+            R[f"{key}_rss"] = s.peak_rss()
+            R[f"{key}_training"] = tr = res.get("training", {})
+            R[f"{key}_server_ms"] = tr.get("duration_ms")
+            R[f"{key}_acc"] = accuracy(s, res["id"], Xt, truth)
+        say(f"{key}: {R[f'{key}_s']:.2f} s, peak RSS {R[f'{key}_rss'] / MB:.0f} MB, accuracy {R[f'{key}_acc']:.4f},"
+            f" iterations {tr.get('iterations')}, converged {tr.get('converged')}")
+    with server("accuracy") as s:
+        fits = [("exact_small", small, "exact")] + ([("cmp", n_cmp, "nystrom")] if n_cmp else [])
+        for key, k, approx in fits:
+            R[f"{key}_s"], res = s.fit(cls_body("svm", ids[k], m, "uniform", approximation=approx))
+            R[f"{key}_server_ms"] = res.get("training", {}).get("duration_ms")
+            R[f"{key}_acc"] = accuracy(s, res["id"], Xt, truth)
+            say(f"{key} ({approx}) at {k:,}: {R[f'{key}_s']:.2f} s, accuracy {R[f'{key}_acc']:.4f}")
+    if n_cmp:  # no server running now: scikit-learn has the memory to itself
+        from sklearn.kernel_approximation import Nystroem
+        from sklearn.pipeline import make_pipeline
+        from sklearn.svm import LinearSVC
+        pipe = make_pipeline(
+            Nystroem(kernel="rbf", gamma=1 / (2 * LENGTH_SCALE ** 2), n_components=m, random_state=0),
+            LinearSVC(loss="hinge", dual=True, intercept_scaling=1, C=C_SVM, tol=0.1, max_iter=1000))
+        t = time.perf_counter()
+        pipe.fit(X[:n_cmp], lab[:n_cmp])
+        R["sk_s"] = time.perf_counter() - t
+        R["sk_iter"] = int(pipe[-1].n_iter_)
+        R["sk_acc"] = float(np.mean(pipe.predict(Xt) == truth))
+        say(f"scikit-learn at {n_cmp:,}: {R['sk_s']:.2f} s, accuracy {R['sk_acc']:.4f}, epochs {R['sk_iter']}")
+
+
+def table_classification(R, n, m, small, a):
+    rows = []
+
+    def row(op, k, merc, sk="–", ratio="–", tgt="–", met=None):
+        rows.append(dict(zip(("operation", "n", "mercer", "scikit-learn", "ratio", "target", "met"),
+                             (op, k, merc, sk, ratio, tgt, met))))
+
+    def secs(key):
+        ms = R.get(key + "_server_ms")
+        return f"{R[key + '_s']:.2f} s" + ("" if ms is None else f" (server {ms / 1e3:.2f} s)")
+
+    for key, name, limit in (("svm", "svm nystrom fit", 60), ("klr", "kernel_logistic nystrom fit", 90)):
+        tr = R[key + "_training"]
+        row(f"{name} (M={m}, {a.selection}; {tr.get('iterations')} iterations, converged {tr.get('converged')})", n,
+            secs(key), tgt=f"<= {limit} s", met=R[key + "_s"] <= limit)
+        row("  peak RSS (VmHWM)", n, f"{R[key + '_rss'] / MB:.0f} MB", tgt="<= 2 GB", met=R[key + "_rss"] <= 2000 * MB)
+        row("  held-out accuracy", n, f"{100 * R[key + '_acc']:.2f}%")
+    ex = R["exact_small_acc"]
+    row("held-out accuracy, svm exact", small, f"{100 * ex:.2f}%; fit {secs('exact_small')}")
+    row(f"held-out accuracy, svm nystrom on {n:,} (above) vs exact on {small:,}", n, f"{100 * R['svm_acc']:.2f}%",
+        ratio=f"{100 * (R['svm_acc'] - ex):+.2f} pt", tgt="above exact", met=R["svm_acc"] > ex)
+    n_cmp = R["sklearn_n"]
+    if n_cmp:
+        row(f"svm nystrom fit vs Nystroem + LinearSVC (M={m}, uniform, tol 0.1; sklearn {R['sk_iter']} epochs)", n_cmp,
+            secs("cmp"), f"{R['sk_s']:.2f} s", f"{R['sk_s'] / R['cmp_s']:.2f}x faster", ">= 2x faster",
+            R["sk_s"] >= 2 * R["cmp_s"])
+        d = 100 * (R["cmp_acc"] - R["sk_acc"])
+        row("  held-out accuracy of those fits", n_cmp, f"{100 * R['cmp_acc']:.2f}%", f"{100 * R['sk_acc']:.2f}%",
+            f"{d:+.2f} pt", "within 0.5 pt", abs(d) <= 0.5)
+    print(f"\nd = {D}, rbf length_scale {LENGTH_SCALE}, svm c {C_SVM}, kernel_logistic lambda {LAM_LOGISTIC}, "
+          f"seed {SEED}, {TEST_CLS:,} held-out rows labelled by the noiseless boundary; times: client wall time of the"
+          " request (server's training.duration_ms)\n")
+    print("| operation | n | mercer | scikit-learn | ratio | target | met? |\n|---|---:|---|---|---|---|---|")
+    for r in rows:
+        met = "–" if r["met"] is None else ("yes" if r["met"] else "**no**")
+        print(f"| {r['operation']} | {r['n']:,} | {r['mercer']} | {r['scikit-learn']} | {r['ratio']} "
+              f"| {r['target']} | {met} |")
+    if not n_cmp:
+        print("scikit-learn: skipped" + (" (--skip-sklearn)" if a.skip_sklearn else ": not enough memory"))
+    return rows
 
 
 def table(R, n, m, small, n_cmp, a):

@@ -6,14 +6,14 @@
 //! weight (two classes: each class its own; more: one-vs-rest, where problem k weights
 //! class k's rows only, as LIBLINEAR). Rows with U_i = 0 are left out.
 //!
-//! When the features of the rows still in play fit the budget, the solver is LIBLINEAR's
-//! loop on them as it is. When they do not (a million rows), a pass takes the rows in
-//! chunks that fit, computes each chunk's features and runs a few epochs of the same loop
-//! on it (block minimisation, Yu et al. 2010). After either, every row's gradient is
-//! checked from scores taken without whitening ([`FeatureMap::scores`]): the fit stops
-//! when the projected gradients span at most `tol`, and otherwise goes on with the rows
-//! that can still move (alpha > 0, or a gradient <= 0), which at scale are the few near
-//! the boundary: their features then fit, and the rest of the fit is LIBLINEAR's loop.
+//! When every row's features fit the budget, the solver is LIBLINEAR's loop on them as it
+//! is. When they do not (a million rows), it first solves on as many rows as fit, drawn
+//! with the seed; then every row's gradient is checked from scores taken without
+//! whitening ([`FeatureMap::scores`]): the fit stops when the projected gradients span at
+//! most `tol`, and otherwise goes on with the rows that can still move (alpha > 0, or a
+//! gradient <= 0), which at scale are the few near the boundary, and so on. Should those
+//! not fit either, a pass takes them in chunks that do, running a few epochs of the same
+//! loop on each (block minimisation, Yu et al. 2010).
 
 use super::{FeatureMap, FEATURE_BUDGET};
 use crate::estimator::dual::{self, DualClassifier, DualSpec};
@@ -26,6 +26,9 @@ use serde_json::Value;
 
 /// Epochs a chunk gets per pass when the rows in play do not fit the budget.
 const CHUNK_EPOCHS: u64 = 10;
+
+/// Mixed into the seed for the rows of the first solve, a draw of its own.
+const WARM_SEED: u64 = 0x57A2_7E00_0000_0031;
 
 /// The fitted form: a one-vs-rest expansion over the inducing points.
 pub type NystromSvmModel = DualClassifier<Svm>;
@@ -68,7 +71,7 @@ pub fn fit_with_budget(
     };
     let sample_weight = |i: usize| spec.sample_weight.as_ref().map_or(1.0, |w| w.0[i]);
     let cache = if map.bytes(n) <= budget {
-        ctx.progress.phase("features");
+        ctx.progress.phase("kernel_pass");
         let all: Vec<usize> = (0..n).collect();
         Some(map.features(&data.x, &all, ctx)?)
     } else {
@@ -129,10 +132,27 @@ impl Problem<'_> {
         let candidates: Vec<usize> = (0..n).filter(|&i| upper[i] > 0.0).collect();
         let mut state = Dual { alpha: vec![0.0; n], w: vec![0.0; width], rng: SplitMix64::new(seed) };
         let chunk_rows = (self.budget / (8 * width)).max(super::BLOCK_ROWS);
-        let mut active = candidates.clone();
+        // Without every row's features, start from the solution on as many rows (drawn
+        // with the seed) as fit: it is a feasible point of the whole dual (the other
+        // alphas 0), and after it most rows are found outside the margin by the check
+        // below, without their features ever being computed.
+        let mut active = if self.cache.is_none() && candidates.len() > chunk_rows {
+            let mut draw = crate::estimator::inducing::sample_rows(candidates.len(), chunk_rows, seed ^ WARM_SEED);
+            draw.iter_mut().for_each(|r| *r = candidates[*r]);
+            draw
+        } else {
+            candidates.clone()
+        };
         let mut epochs = 0u64;
+        let started = std::time::Instant::now();
         while epochs < max_iter {
             self.ctx.cancel.check()?;
+            tracing::debug!(
+                rows = active.len(),
+                epochs,
+                seconds = started.elapsed().as_secs_f64(),
+                "svm nystrom: solving"
+            );
             let left = max_iter - epochs;
             let settled = if let Some(phi) = self.cache {
                 let (e, ok) = state.epochs(phi, &active, &active, y, upper, tol, left, self.ctx, done + epochs);
@@ -154,6 +174,7 @@ impl Problem<'_> {
                 false
             };
             self.ctx.cancel.check()?;
+            tracing::debug!(epochs, seconds = started.elapsed().as_secs_f64(), "svm nystrom: checking every row");
             // Every row's projected gradient, from scores without whitening.
             let f = self.map.scores(self.x, &candidates, &DMatrix::from_column_slice(width, 1, &state.w), self.ctx)?;
             let (mut most, mut least) = (f64::NEG_INFINITY, f64::INFINITY);

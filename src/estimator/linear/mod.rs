@@ -7,7 +7,7 @@
 //! solver of the penalised logistic model.
 //!
 //! The n x (M + 1) feature matrix is held whole only when it fits [`FEATURE_BUDGET`]
-//! (256 MiB at n = 32,000 and M = 1024); otherwise the solvers recompute features block
+//! (1 GiB: 131,000 rows at M = 1024); otherwise the solvers recompute features block
 //! by block, and where they only need scores f = w'phi(x) + b they take them without
 //! whitening: w'L^-1 k_M(x) = (L^-T w)'k_M(x), a kernel block and a product, no
 //! triangular solve.
@@ -27,8 +27,9 @@ use crate::linalg::{Cholesky, Parallelism};
 use nalgebra::DMatrix;
 use rayon::prelude::*;
 
-/// Bytes of features a fit may hold at once (the whole matrix, or a chunk of it).
-pub const FEATURE_BUDGET: usize = 256 << 20;
+/// Bytes of features a fit may hold at once (the whole matrix, or a chunk of it): at
+/// M = 1024, 131,000 rows, and a fit on a million rows peaks near 1.4 GB.
+pub const FEATURE_BUDGET: usize = 1 << 30;
 
 /// phi(x) = [L^-1 k_M(x); 1] for a fit's inducing points.
 pub struct FeatureMap {
@@ -49,7 +50,7 @@ impl FeatureMap {
         ctx: &FitContext,
     ) -> Result<FeatureMap, FitError> {
         let (z, indices) = nystrom::inducing_points(approx, seed, x, ctx)?;
-        ctx.progress.phase("factor");
+        ctx.progress.phase("factorize");
         let l = nystrom::factor_kmm(kernel, &z, ctx.par)?;
         Ok(FeatureMap { kernel: kernel.clone(), z, l, indices })
     }
