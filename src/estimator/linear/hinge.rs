@@ -144,6 +144,9 @@ impl Problem<'_> {
             candidates.clone()
         };
         let mut epochs = 0u64;
+        // The features of the last round's rows (in the order held), which the next
+        // round mostly keeps.
+        let mut held: Option<(Vec<usize>, DMatrix<f64>)> = None;
         let started = std::time::Instant::now();
         while epochs < max_iter {
             self.ctx.cancel.check()?;
@@ -159,12 +162,14 @@ impl Problem<'_> {
                 epochs += e;
                 ok
             } else if active.len() <= chunk_rows {
-                let phi = self.map.features(self.x, &active, self.ctx)?;
-                let cols: Vec<usize> = (0..active.len()).collect();
-                let (e, ok) = state.epochs(&phi, &cols, &active, y, upper, tol, left, self.ctx, done + epochs);
+                let (order, phi) = self.features_keeping(held.take(), &active)?;
+                let cols: Vec<usize> = (0..order.len()).collect();
+                let (e, ok) = state.epochs(&phi, &cols, &order, y, upper, tol, left, self.ctx, done + epochs);
+                held = Some((order, phi));
                 epochs += e;
                 ok
             } else {
+                held = None;
                 for chunk in active.chunks(chunk_rows) {
                     let phi = self.map.features(self.x, chunk, self.ctx)?;
                     let cols: Vec<usize> = (0..chunk.len()).collect();
@@ -203,6 +208,47 @@ impl Problem<'_> {
             active = next;
         }
         Ok((state.w, epochs, false))
+    }
+}
+
+impl Problem<'_> {
+    /// The features of `rows` (sorted): the columns of `held` whose rows are among them,
+    /// moved to the front of its buffer in place, then the others computed after them.
+    /// Returns the rows in the order of the columns. Never more than the larger of the
+    /// two sets is held, plus the new rows' block.
+    fn features_keeping(
+        &self,
+        held: Option<(Vec<usize>, DMatrix<f64>)>,
+        rows: &[usize],
+    ) -> Result<(Vec<usize>, DMatrix<f64>), FitError> {
+        let width = self.map.width();
+        let Some((old, phi)) = held else {
+            return Ok((rows.to_vec(), self.map.features(self.x, rows, self.ctx)?));
+        };
+        let mut data: Vec<f64> = phi.data.into();
+        let mut order = Vec::with_capacity(rows.len());
+        for (at, &r) in old.iter().enumerate() {
+            if rows.binary_search(&r).is_ok() {
+                let to = order.len();
+                data.copy_within(at * width..(at + 1) * width, to * width);
+                order.push(r);
+            }
+        }
+        // The rest computed straight into the tail, the buffer first cut to the kept
+        // columns: the old and the new sets are never held at once.
+        let common = order.len();
+        data.truncate(common * width);
+        data.shrink_to_fit();
+        let fresh: Vec<usize> = {
+            let mut sorted = order.clone();
+            sorted.sort_unstable();
+            rows.iter().copied().filter(|r| sorted.binary_search(r).is_err()).collect()
+        };
+        data.resize((common + fresh.len()) * width, 0.0);
+        self.map.features_into(self.x, &fresh, &mut data[common * width..], self.ctx)?;
+        order.extend_from_slice(&fresh);
+        let n = order.len();
+        Ok((order, DMatrix::from_vec(width, n, data)))
     }
 }
 

@@ -73,8 +73,15 @@ impl FeatureMap {
     /// The features of rows `rows` of `x`: (M + 1) x rows.len(), column j phi(x_rows[j]).
     /// Parallel over blocks of rows when `par` is; stops early when cancelled.
     pub fn features(&self, x: &Points, rows: &[usize], ctx: &FitContext) -> Result<DMatrix<f64>, FitError> {
+        let mut out = DMatrix::zeros(self.width(), rows.len());
+        self.features_into(x, rows, out.as_mut_slice(), ctx)?;
+        Ok(out)
+    }
+
+    /// [`FeatureMap::features`] written into `out` (column-major, (M + 1) x rows.len()).
+    pub fn features_into(&self, x: &Points, rows: &[usize], out: &mut [f64], ctx: &FitContext) -> Result<(), FitError> {
         let w = self.width();
-        let mut out = DMatrix::zeros(w, rows.len());
+        assert_eq!(out.len(), w * rows.len(), "one column per row");
         let fill = |(b, chunk): (usize, &mut [f64])| {
             if ctx.cancel.is_cancelled() {
                 return;
@@ -87,12 +94,11 @@ impl FeatureMap {
             }
         };
         if ctx.par.is_parallel() {
-            out.as_mut_slice().par_chunks_mut(w * BLOCK_ROWS).enumerate().for_each(fill);
+            out.par_chunks_mut(w * BLOCK_ROWS).enumerate().for_each(fill);
         } else {
-            out.as_mut_slice().chunks_mut(w * BLOCK_ROWS).enumerate().for_each(fill);
+            out.chunks_mut(w * BLOCK_ROWS).enumerate().for_each(fill);
         }
-        ctx.cancel.check()?;
-        Ok(out)
+        ctx.cancel.check()
     }
 
     /// Scores f_c(x_i) = w_c'phi(x_i) for rows `rows` of `x` and each column w_c of `w`
