@@ -112,19 +112,23 @@ class Server(bench_server.Server):
         out = self.expect(201, "POST", "/models", json.dumps(body).encode(), {"Content-Type": "application/json"})
         return time.perf_counter() - t, json.loads(out)
 
-    def rmse(self, model_id, X, y):
-        """Held-out RMSE through CSV predict in batches of BATCH rows."""
+    def predictions(self, model_id, X, query=""):
+        """The `prediction` column of CSV predict, in batches of BATCH rows."""
         pred = []
         for s in range(0, len(X), BATCH):
             body = (",".join(FEATURES) + "\n" + csv_lines(X[s:s + BATCH])).encode()
-            out = self.expect(200, "POST", f"/models/{model_id}/predict?variance=false", body,
+            out = self.expect(200, "POST", f"/models/{model_id}/predict{query}", body,
                               {"Content-Type": "text/csv", "Accept": "text/csv"})
             lines = [ln for ln in out.decode().splitlines() if ln.strip()]
             col = lines[0].split(",").index("prediction")
             pred += [float(ln.split(",")[col]) for ln in lines[1:]]
-        if len(pred) != len(y):
-            raise RuntimeError(f"predict returned {len(pred)} rows for {len(y)}")
-        return float(np.sqrt(np.mean((np.asarray(pred) - y) ** 2)))
+        if len(pred) != len(X):
+            raise RuntimeError(f"predict returned {len(pred)} rows for {len(X)}")
+        return np.asarray(pred)
+
+    def rmse(self, model_id, X, y):
+        """Held-out RMSE."""
+        return float(np.sqrt(np.mean((self.predictions(model_id, X, "?variance=false") - y) ** 2)))
 
 
 def body(model, dataset, m, selection, approximation="nystrom", optimize=False):
@@ -270,18 +274,8 @@ def labels(y):
 
 
 def accuracy(server, model_id, X, truth):
-    """Held-out accuracy through CSV predict in batches of BATCH rows."""
-    pred = []
-    for s in range(0, len(X), BATCH):
-        body = (",".join(FEATURES) + "\n" + csv_lines(X[s:s + BATCH])).encode()
-        out = server.expect(200, "POST", f"/models/{model_id}/predict", body,
-                            {"Content-Type": "text/csv", "Accept": "text/csv"})
-        lines = [ln for ln in out.decode().splitlines() if ln.strip()]
-        col = lines[0].split(",").index("prediction")
-        pred += [float(ln.split(",")[col]) for ln in lines[1:]]
-    if len(pred) != len(truth):
-        raise RuntimeError(f"predict returned {len(pred)} rows for {len(truth)}")
-    return float(np.mean(np.asarray(pred) == truth))
+    """Held-out accuracy through CSV predict."""
+    return float(np.mean(server.predictions(model_id, X) == truth))
 
 
 def cls_body(model, dataset, m, selection, approximation="nystrom"):
