@@ -34,6 +34,10 @@ use nalgebra::{DMatrix, DVector};
 /// exact model).
 const GRADIENT_TOL: f64 = 1e-9;
 
+/// The sample's solve, only a start for the whole problem, stops at this (relative to its
+/// rows): its last digits would be undone by the first step on every row.
+const START_TOL: f64 = 1e-4;
+
 pub fn fit(spec: &KernelLogistic, data: &ClassificationSet, ctx: &FitContext) -> Result<KernelLogisticModel, FitError> {
     fit_with_budget(spec, data, FEATURE_BUDGET, ctx)
 }
@@ -80,18 +84,20 @@ pub fn fit_with_budget(
         let (wc, steps, ok) = match (&cache, &sample) {
             (Some(phi), _) => {
                 ctx.progress.phase("solve");
-                newton(&Cached(phi, &quiet), &y, spec.lambda, spec.max_iter, DVector::zeros(map.width()), ctx)?
+                let start = DVector::zeros(map.width());
+                newton(&Cached(phi, &quiet), &y, spec.lambda, spec.max_iter, start, GRADIENT_TOL, ctx)?
             }
             (None, Some((draw, phi))) => {
                 ctx.progress.phase("solve");
                 let ys: Vec<f64> = draw.iter().map(|&i| y[i]).collect();
                 let share = draw.len() as f64 / n as f64;
                 let start = DVector::zeros(map.width());
-                let (w0, first, _) = newton(&Cached(phi, &quiet), &ys, spec.lambda * share, spec.max_iter, start, ctx)?;
+                let (w0, first, _) =
+                    newton(&Cached(phi, &quiet), &ys, spec.lambda * share, spec.max_iter, start, START_TOL, ctx)?;
                 ctx.progress.phase("solve");
                 let streamed =
                     Streamed { map: &map, x: &data.x, lambda: spec.lambda, sample: (draw, phi), ctx: &quiet };
-                let (wc, steps, ok) = newton(&streamed, &y, spec.lambda, spec.max_iter, w0, ctx)?;
+                let (wc, steps, ok) = newton(&streamed, &y, spec.lambda, spec.max_iter, w0, GRADIENT_TOL, ctx)?;
                 (wc, first + steps, ok)
             }
             (None, None) => unreachable!("either the features or a sample"),
@@ -246,8 +252,8 @@ fn total(parts: Vec<DMatrix<f64>>) -> DMatrix<f64> {
     h
 }
 
-/// Newton's method from `w` on one machine (labels +-1): weights (M + 1, the constant's
-/// last), steps, converged. The gradient is always over every row; the Hessian may be
+/// Newton's method from `w` on one machine (labels +-1), until the largest gradient entry
+/// is at most `tol` n: weights (M + 1, the constant's last), steps, converged. The gradient is always over every row; the Hessian may be
 /// estimated ([`Rows::hessian`]) until a step is slow.
 fn newton(
     rows: &impl Rows,
@@ -255,6 +261,7 @@ fn newton(
     lambda: f64,
     max_iter: u64,
     mut w: DVector<f64>,
+    tol: f64,
     ctx: &FitContext,
 ) -> Result<(DVector<f64>, u64, bool), FitError> {
     let (n, width) = (y.len(), w.len());
@@ -276,7 +283,7 @@ fn newton(
             g[i] += lambda * w[i];
         }
         let size = g.amax();
-        if size <= GRADIENT_TOL * n as f64 {
+        if size <= tol * n as f64 {
             return Ok((w, iter - 1, true));
         }
         let exact = size > SLOW_STEP * last;
