@@ -243,3 +243,42 @@ fn nystrom_classifier_params_are_checked() {
     let p = s.params_json();
     assert_eq!((&p["approximation"], &p["tol"], &p["max_iter"]), (&json!("exact"), &json!(0.001), &Value::Null));
 }
+
+/// A fit cancelled once its solver has started stops with `Cancelled` rather than
+/// finishing: the svm at a tolerance it would take millions of epochs to reach, the
+/// logistic model through its streamed Newton steps (cancelled from the progress, as a
+/// DELETE does, at its first step).
+#[test]
+fn cancelled_fits_stop_inside_the_solver() {
+    let fx = fixtures();
+    let case = &fx["svm"][1];
+    let kernel = Kernel::from_json(&case["kernel"]).unwrap();
+    let d = data(case);
+    let cancel_at_first_step = |fit: &(dyn Fn(&FitContext) -> Result<(), mercer::estimator::FitError> + Sync)| {
+        let ctx = FitContext::new(Parallelism::Sequential);
+        let watcher = {
+            let (progress, cancel) = (ctx.progress.clone(), ctx.cancel.clone());
+            std::thread::spawn(move || loop {
+                let p = progress.snapshot();
+                if p.phase == "solve" && p.iteration >= 1 {
+                    cancel.cancel();
+                    return;
+                }
+                std::thread::yield_now();
+            })
+        };
+        let out = fit(&ctx);
+        watcher.join().unwrap();
+        assert!(
+            matches!(out, Err(mercer::estimator::FitError::Cancelled)),
+            "not stopped by the cancel: {:?}",
+            out.err()
+        );
+    };
+    let svm = Svm::from_json(kernel.clone(), &params(case, json!({"tol": 1e-300, "max_iter": 100_000_000})), "/params")
+        .unwrap();
+    cancel_at_first_step(&|ctx| hinge::fit_with_budget(&svm, &d, 8 * 51 * 200, ctx).map(drop));
+    let p = json!({"lambda": 1e-9, "max_iter": 10_000, "approximation": "nystrom", "inducing_points": 50});
+    let logistic = KernelLogistic::from_json(kernel, &p, "/params").unwrap();
+    cancel_at_first_step(&|ctx| logistic::fit_with_budget(&logistic, &d, 0, ctx).map(drop));
+}

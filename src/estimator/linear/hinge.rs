@@ -70,13 +70,7 @@ pub fn fit_with_budget(
         None => vec![1.0; k],
     };
     let sample_weight = |i: usize| spec.sample_weight.as_ref().map_or(1.0, |w| w.0[i]);
-    let cache = if map.bytes(n) <= budget {
-        ctx.progress.phase("kernel_pass");
-        let all: Vec<usize> = (0..n).collect();
-        Some(map.features(&data.x, &all, ctx)?)
-    } else {
-        None
-    };
+    let cache = map.all_features(&data.x, budget, ctx)?;
     ctx.progress.phase("solve");
     let machines = dual::machines(k);
     let mut w = DMatrix::zeros(map.width(), machines);
@@ -97,12 +91,7 @@ pub fn fit_with_budget(
         iterations += epochs;
         converged &= ok;
     }
-    Ok(DualClassifier {
-        spec: spec.clone(),
-        classes: data.classes.clone(),
-        expansion: map.expansion(&w),
-        report: map.report(iterations, converged),
-    })
+    Ok(map.classifier(spec, data, &w, iterations, converged))
 }
 
 /// What every machine of a fit shares.
@@ -209,9 +198,7 @@ impl Problem<'_> {
         }
         Ok((state.w, epochs, false))
     }
-}
 
-impl Problem<'_> {
     /// The features of `rows` (sorted): the columns of `held` whose rows are among them,
     /// moved to the front of its buffer in place, then the others computed after them.
     /// Returns the rows in the order of the columns. Never more than the larger of the

@@ -23,9 +23,9 @@
 //! |w|^2 = a'Ka for w = L'a: the exact model's objective, and its optimum.
 
 use super::{FeatureMap, FEATURE_BUDGET};
-use crate::estimator::dual::{self, DualClassifier};
+use crate::estimator::dual;
 use crate::estimator::labels::ClassificationSet;
-use crate::estimator::nystrom::{mirror_lower, over_row_blocks, rank_update};
+use crate::estimator::nystrom::{mirror_lower, over_row_blocks, rank_update, whitened_block};
 use crate::estimator::{log1p_exp, sigmoid, FitContext, FitError, KernelLogistic, KernelLogisticModel};
 use crate::kernel::Points;
 use nalgebra::{DMatrix, DVector};
@@ -42,8 +42,6 @@ pub fn fit(spec: &KernelLogistic, data: &ClassificationSet, ctx: &FitContext) ->
     fit_with_budget(spec, data, FEATURE_BUDGET, ctx)
 }
 
-/// The fit holding every row's features when they fit `budget` bytes, recomputing them
-/// in blocks at every step otherwise.
 /// The fit holding every row's features when they fit `budget` bytes; otherwise a first
 /// solve on a sample of rows, then Newton steps that recompute kernel blocks.
 pub fn fit_with_budget(
@@ -54,14 +52,7 @@ pub fn fit_with_budget(
 ) -> Result<KernelLogisticModel, FitError> {
     let map = FeatureMap::fit(&spec.kernel, &spec.approx, spec.seed, &data.x, ctx)?;
     let n = data.y.len();
-    let fits = |rows: usize| map.bytes(rows) <= budget;
-    let cache = if fits(n) {
-        ctx.progress.phase("kernel_pass");
-        let all: Vec<usize> = (0..n).collect();
-        Some(map.features(&data.x, &all, ctx)?)
-    } else {
-        None
-    };
+    let cache = map.all_features(&data.x, budget, ctx)?;
     // The rows of the first solve, and their features, shared by the machines.
     let sample = match cache {
         Some(_) => None,
@@ -79,22 +70,20 @@ pub fn fit_with_budget(
     let (mut iterations, mut converged) = (0, true);
     // The passes' block counts stay out of the progress, which counts Newton steps.
     let quiet = FitContext { par: ctx.par, cancel: ctx.cancel.clone(), progress: Default::default() };
+    ctx.progress.phase("solve");
     for c in 0..machines {
         let y = dual::machine_labels(&data.y, k, c);
         let (wc, steps, ok) = match (&cache, &sample) {
             (Some(phi), _) => {
-                ctx.progress.phase("solve");
                 let start = DVector::zeros(map.width());
                 newton(&Cached(phi, &quiet), &y, spec.lambda, spec.max_iter, start, GRADIENT_TOL, ctx)?
             }
             (None, Some((draw, phi))) => {
-                ctx.progress.phase("solve");
                 let ys: Vec<f64> = draw.iter().map(|&i| y[i]).collect();
                 let share = draw.len() as f64 / n as f64;
                 let start = DVector::zeros(map.width());
                 let (w0, first, _) =
                     newton(&Cached(phi, &quiet), &ys, spec.lambda * share, spec.max_iter, start, START_TOL, ctx)?;
-                ctx.progress.phase("solve");
                 let streamed =
                     Streamed { map: &map, x: &data.x, lambda: spec.lambda, sample: (draw, phi), ctx: &quiet };
                 let (wc, steps, ok) = newton(&streamed, &y, spec.lambda, spec.max_iter, w0, GRADIENT_TOL, ctx)?;
@@ -106,12 +95,7 @@ pub fn fit_with_budget(
         iterations = iterations.max(steps);
         converged &= ok;
     }
-    Ok(DualClassifier {
-        spec: spec.clone(),
-        classes: data.classes.clone(),
-        expansion: map.expansion(&w),
-        report: map.report(iterations, converged),
-    })
+    Ok(map.classifier(spec, data, &w, iterations, converged))
 }
 
 /// Mixed into the seed for the rows of the first solve.
@@ -215,11 +199,7 @@ impl Rows for Streamed<'_> {
                 if kept.is_empty() {
                     return;
                 }
-                let k =
-                    self.map.kernel.cross(&self.map.z, &self.x.select(&kept), crate::linalg::Parallelism::Sequential);
-                let mut a = k;
-                self.map.l.solve_l_in_place(&mut a, crate::linalg::Parallelism::Sequential);
-                crate::linalg::clear_upper_vector_state();
+                let a = whitened_block(&self.map.kernel, &self.map.z, &self.map.l, &self.x.select(&kept));
                 let mut phi = a.insert_row(m, 1.0);
                 for (mut col, &i) in phi.column_iter_mut().zip(&kept) {
                     col *= s[i].sqrt();
@@ -253,8 +233,9 @@ fn total(parts: Vec<DMatrix<f64>>) -> DMatrix<f64> {
 }
 
 /// Newton's method from `w` on one machine (labels +-1), until the largest gradient entry
-/// is at most `tol` n: weights (M + 1, the constant's last), steps, converged. The gradient is always over every row; the Hessian may be
-/// estimated ([`Rows::hessian`]) until a step is slow.
+/// is at most `tol` n: weights (M + 1, the constant's last), steps, converged. The
+/// gradient is always over every row; the Hessian may be estimated ([`Rows::hessian`])
+/// until a step is slow.
 fn newton(
     rows: &impl Rows,
     y: &[f64],

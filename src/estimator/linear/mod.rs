@@ -19,9 +19,10 @@
 pub mod hinge;
 pub mod logistic;
 
-use super::dual::DualExpansion;
+use super::dual::{DualClassifier, DualExpansion};
+use super::labels::ClassificationSet;
 use super::nystrom::{self, BLOCK_ROWS};
-use super::{approx::Approximation, FitContext, FitError, TrainingReport};
+use super::{approx::Approximation, FitContext, FitError};
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{Cholesky, Parallelism};
 use nalgebra::DMatrix;
@@ -151,19 +152,37 @@ impl FeatureMap {
         (v, w.row(m).iter().copied().collect())
     }
 
-    /// The fitted expansion over the inducing points for weights W ((M + 1) x machines).
-    pub fn expansion(&self, w: &DMatrix<f64>) -> DualExpansion {
-        let (v, bias) = self.dual(w);
-        DualExpansion { points: self.z.clone(), coef: v.transpose(), bias }
+    /// Every row's features when they fit `budget` bytes, else None.
+    pub fn all_features(&self, x: &Points, budget: usize, ctx: &FitContext) -> Result<Option<DMatrix<f64>>, FitError> {
+        if self.bytes(x.n()) > budget {
+            return Ok(None);
+        }
+        ctx.progress.phase("kernel_pass");
+        let all: Vec<usize> = (0..x.n()).collect();
+        self.features(x, &all, ctx).map(Some)
     }
 
-    /// The report of a fit on these features.
-    pub fn report(&self, iterations: u64, converged: bool) -> TrainingReport {
+    /// The fitted classifier for weights W ((M + 1) x machines): the expansion over the
+    /// inducing points, and the report of a fit on these features.
+    pub fn classifier<S: Clone>(
+        &self,
+        spec: &S,
+        data: &ClassificationSet,
+        w: &DMatrix<f64>,
+        iterations: u64,
+        converged: bool,
+    ) -> DualClassifier<S> {
+        let (v, bias) = self.dual(w);
         let mut report = nystrom::report(self.m(), self.l.jitter());
         report.inducing_indices = self.indices.clone();
         report.iterations = Some(iterations);
         report.converged = Some(converged);
-        report
+        DualClassifier {
+            spec: spec.clone(),
+            classes: data.classes.clone(),
+            expansion: DualExpansion { points: self.z.clone(), coef: v.transpose(), bias },
+            report,
+        }
     }
 }
 
