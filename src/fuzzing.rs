@@ -41,6 +41,7 @@ pub fn train_body(data: &[u8]) {
     // The model resource is JSON: a non-finite number would become null.
     let report = model.predictor().report();
     assert!(report.log_marginal_likelihood.is_none_or(f64::is_finite), "non-finite LML: {report:?}");
+    assert!(report.residual.is_none_or(f64::is_finite), "non-finite cg residual: {report:?}");
     answer(&model, training.x(), &PredictOptions::default());
     FittedModel::from_stored(model.to_stored()).expect("a fitted model's stored state restores");
 }
@@ -145,6 +146,7 @@ pub fn observations_body(data: &[u8]) {
         assert_eq!(grown.predictor().n_support(), n, "every appended row is kept");
         let report = grown.predictor().report();
         assert!(report.log_marginal_likelihood.is_none_or(f64::is_finite), "non-finite LML: {report:?}");
+        assert!(report.residual.is_none_or(f64::is_finite), "non-finite cg residual: {report:?}");
         answer(&grown, &new.x, &PredictOptions::default());
         FittedModel::from_stored(grown.to_stored()).expect("a grown model's stored state restores");
     }

@@ -174,6 +174,8 @@ async fn nystrom_models_survive_a_restart_bit_for_bit() {
         for (model, params) in [
             ("gaussian_process", json!({"noise": 0.01, "normalize_y": true})),
             ("kernel_ridge", json!({"lambda": 0.1, "inducing_selection": "uniform"})),
+            ("kernel_ridge", json!({"lambda": 0.1, "inducing_selection": "uniform", "solver": "cg"})),
+            ("kernel_ridge", json!({"lambda": 0.1, "solver": "cg", "precision": "float32", "max_iter": 3})),
         ] {
             let mut params = params;
             params["approximation"] = json!("nystrom");
@@ -257,6 +259,86 @@ async fn a_long_fit_reports_progress_and_stops_when_deleted() {
     .expect("the search starts");
     let p = &seen["progress"];
     assert!(p["elapsed_ms"].as_f64().unwrap() > 0.0 && p["objective"].as_f64().unwrap().is_finite(), "{p}");
+    assert_eq!(s.delete(&format!("/models/{id}")).await.status(), 204);
+    let pool = s.service().pool.clone();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while pool.running() > 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the deleted fit stops");
+    assert_eq!(s.get(&format!("/models/{id}")).await.status(), 404);
+}
+
+/// The conjugate-gradient solver through the API: the report and the echo, its progress
+/// while training (phase `solve` with the relative residual as objective) and a DELETE
+/// that stops it between row blocks, its errors at their pointers, and the memory check
+/// that counts its preconditioner.
+#[tokio::test]
+async fn cg_fits_report_progress_errors_and_memory() {
+    let s = TestServer::default().await;
+    let (x, y) = rows(3000);
+    let body = |params: Value| json!({"model": "kernel_ridge", "params": params, "x": x, "y": y});
+    let m = s
+        .train(&body(json!({"lambda": 0.01, "approximation": "nystrom", "inducing_points": 200,
+                             "inducing_selection": "uniform", "solver": "cg", "precision": "float32"})))
+        .await;
+    let t = &m["training"];
+    assert_eq!((t["solver"].as_str(), t["converged"].as_bool()), (Some("cg"), Some(true)), "{t}");
+    assert!(t["iterations"].as_u64().unwrap() >= 2 && t["residual"].as_f64().unwrap() <= 1e-8, "{t}");
+    assert_eq!(
+        (&m["params"]["solver"], &m["params"]["max_iter"], &m["params"]["tol"], &m["params"]["precision"]),
+        (&json!("cg"), &json!(100), &json!(1e-8), &json!("float32"))
+    );
+    let d = s.train(&body(json!({"lambda": 0.01, "approximation": "nystrom", "inducing_points": 200}))).await;
+    assert_eq!((d["training"]["solver"].as_str(), d["params"]["solver"].as_str()), (Some("direct"), Some("direct")));
+    assert!(d["training"].get("residual").is_none() && d["params"].get("precision").is_none(), "{d}");
+    for (params, at) in [
+        (json!({"approximation": "exact", "solver": "cg"}), "/params/solver"),
+        (json!({"solver": "cg"}), "/params/solver"),
+        (json!({"approximation": "nystrom", "solver": "direct", "precision": "float32"}), "/params/precision"),
+        (json!({"approximation": "nystrom", "max_iter": 0}), "/params/max_iter"),
+        (json!({"approximation": "nystrom", "inducing_points": 60_000}), "/params/inducing_points"),
+    ] {
+        let (status, p) = problem(s.post("/models", &body(params.clone())).await).await;
+        assert_eq!((status, pointers(&p)), (422, vec![at.to_string()]), "{params}: {p}");
+    }
+    let gp = json!({"model": "gaussian_process", "params": {"solver": "cg"}, "x": x, "y": y});
+    let (status, p) = problem(s.post("/models", &gp).await).await;
+    assert_eq!((status, pointers(&p)), (422, vec!["/params/solver".to_string()]), "{p}");
+    // The preconditioner (M^2 x 8 bytes: 72 MB at M = 3000) counts against
+    // MERCER_MAX_FIT_BYTES.
+    let tight = TestServer::start(Config { max_fit_bytes: 60 << 20, ..Config::for_tests() }).await;
+    let big = body(json!({"approximation": "nystrom", "inducing_points": 3000, "solver": "cg"}));
+    let (status, p) = problem(tight.post("/models", &big).await).await;
+    assert_eq!(status, 413, "{p}");
+
+    // Progress, then DELETE: a tolerance it cannot reach and the iteration cap.
+    let (x, y) = rows(40_000);
+    let long = json!({"model": "kernel_ridge", "x": x, "y": y, "params": {"lambda": 1e-6, "approximation": "nystrom",
+                      "inducing_points": 1500, "inducing_selection": "uniform", "solver": "cg",
+                      "tol": 1e-300, "max_iter": 10000}});
+    let r = s.http.post(s.url("/models?wait=false")).body(long.to_string()).send().await.unwrap();
+    assert_eq!(r.status(), 202);
+    let id = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
+    let seen = tokio::time::timeout(Duration::from_secs(120), async {
+        loop {
+            let m: Value = s.get(&format!("/models/{id}")).await.json().await.unwrap();
+            if m["status"] == "training"
+                && m["progress"]["phase"] == "solve"
+                && m["progress"]["iteration"].as_u64() > Some(1)
+            {
+                return m;
+            }
+            assert!(matches!(m["status"].as_str(), Some("queued" | "training")), "{m}");
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the iterations start");
+    let r = seen["progress"]["objective"].as_f64().unwrap();
+    assert!(r > 0.0 && r < 1.0, "the relative residual: {}", seen["progress"]);
     assert_eq!(s.delete(&format!("/models/{id}")).await.status(), 204);
     let pool = s.service().pool.clone();
     tokio::time::timeout(Duration::from_secs(30), async {

@@ -7,6 +7,8 @@ use serde_json::{json, Map, Value};
 
 /// `inducing_points` when not given: min(n, this).
 pub const DEFAULT_INDUCING_POINTS: usize = 1024;
+/// The most inducing points any fit takes (above: 422, before the memory estimate).
+pub const MAX_INDUCING_POINTS: u64 = 50_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -88,6 +90,12 @@ impl Approximation {
         let inducing_points = obj.u64("inducing_points")?;
         if inducing_points == Some(0) {
             return Err(FieldError::invalid(obj.pointer("inducing_points"), "must be at least 1"));
+        }
+        if inducing_points.is_some_and(|m| m > MAX_INDUCING_POINTS) {
+            return Err(FieldError::invalid(
+                obj.pointer("inducing_points"),
+                format!("must be at most {MAX_INDUCING_POINTS}"),
+            ));
         }
         let selection = match obj.str("inducing_selection")? {
             None => None,
@@ -188,6 +196,7 @@ mod tests {
         for (v, at) in [
             (json!({"approximation": "sparse"}), "/params/approximation"),
             (json!({"inducing_points": 0}), "/params/inducing_points"),
+            (json!({"inducing_points": 50_001}), "/params/inducing_points"),
             (json!({"inducing_selection": "random"}), "/params/inducing_selection"),
             (json!({"loo": 1}), "/params/loo"),
             (json!({"loo": true, "approximation": "nystrom"}), "/params/loo"),

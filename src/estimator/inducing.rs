@@ -1,11 +1,15 @@
 //! Choosing the M inducing points of a Nystrom fit from the training rows: a seeded
 //! uniform draw of rows, or k-means centres (k-means++ from the seed, then Lloyd).
 //!
-//! k-means runs on a seeded uniform sample of at most max(32 M, 32,768) rows, for at
-//! most 20 Lloyd iterations: its cost is rows x M x d per pass, and inducing points need
-//! centres that cover the data, not converged ones (it is the fit, not the selection,
-//! that has to see every row). With M = 1024 it took 6.8 s with 64 M rows and up to 100
-//! iterations, a fifth of the million-row fit.
+//! k-means runs on a seeded uniform sample of at most [`kmeans_sample_rows`] rows
+//! (max(32,768, 2 M, min(32 M, 2^30 / M))), for at most 20 Lloyd iterations: its cost is
+//! rows x M x d per pass, and inducing points need centres that cover the data, not
+//! converged ones (it is the fit, not the selection, that has to see every row). With
+//! M = 1024 it took 6.8 s with 64 M rows and up to 100 iterations, a fifth of the
+//! million-row fit. Up to M = 5792 the sample is 32 M rows; beyond, rows x M stays near
+//! 2^30 (107,374 rows at M = 10,000), so that k-means costs the same few seconds at any
+//! large M instead of growing as M^2 (at M = 10,000 over 32 M rows it would have taken
+//! longer than the conjugate-gradient fit it serves).
 //! Every step is deterministic for a given seed, whatever the thread count: rows are
 //! assigned independently and centres are summed in row order.
 
@@ -19,9 +23,21 @@ use nalgebra::DMatrix;
 use rayon::prelude::*;
 use std::collections::HashSet;
 
-/// k-means sees at most max(this x M, KMEANS_MIN_SAMPLE) rows.
+/// k-means sees at most [`kmeans_sample_rows`] rows.
 const KMEANS_ROWS_PER_CENTRE: usize = 32;
 const KMEANS_MIN_SAMPLE: usize = 32_768;
+/// Past M = 5792, k-means' sample shrinks so that rows x M stays at this.
+const KMEANS_MAX_WORK: usize = 1 << 30;
+
+/// The rows k-means runs on for M centres (before the cap at n).
+pub fn kmeans_sample_rows(m: usize) -> usize {
+    (KMEANS_ROWS_PER_CENTRE * m).min(KMEANS_MAX_WORK / m.max(1)).max(2 * m).max(KMEANS_MIN_SAMPLE)
+}
+
+/// Bytes k-means' sample holds (with its scaled copy) for n rows of d features.
+pub fn sample_bytes(n: usize, d: usize, m: usize) -> usize {
+    kmeans_sample_rows(m).min(n) * d * 8 * 2
+}
 const LLOYD_MAX_ITERATIONS: usize = 20;
 /// Lloyd stops when the centres move by less than this times the data's mean feature
 /// variance (squared distance, summed over centres), as scikit-learn's `tol`.
@@ -72,7 +88,7 @@ fn squared_distance(a: &[f64], b: &[f64]) -> f64 {
 }
 
 fn kmeans(x: &Points, m: usize, seed: u64, ctx: &FitContext) -> Result<Points, FitError> {
-    let cap = (KMEANS_ROWS_PER_CENTRE * m).max(KMEANS_MIN_SAMPLE);
+    let cap = kmeans_sample_rows(m);
     // The sample's seed differs from the centres' so that the two draws are independent.
     let sample = if x.n() > cap { x.select(&sample_rows(x.n(), cap, seed ^ 0x5EED_5A3B_1E00_0001)) } else { x.clone() };
     let mut centres = kmeans_plus_plus(&sample, m, seed, ctx.par);
@@ -219,6 +235,19 @@ mod tests {
         assert_eq!(a, sample_rows(1000, 100, 7));
         assert_ne!(a, sample_rows(1000, 100, 8));
         assert_eq!(sample_rows(5, 5, 1), vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn kmeans_sample_is_bounded_at_large_m() {
+        assert_eq!(kmeans_sample_rows(16), 32_768);
+        assert_eq!(kmeans_sample_rows(1024), 32_768);
+        assert_eq!(kmeans_sample_rows(4096), 32 * 4096);
+        assert_eq!(kmeans_sample_rows(8192), (1 << 30) / 8192);
+        assert_eq!(kmeans_sample_rows(10_000), (1 << 30) / 10_000);
+        assert_eq!(kmeans_sample_rows(50_000), 100_000);
+        for m in [9000, 10_000, 20_000, 30_000] {
+            assert!(kmeans_sample_rows(m) * m <= 1 << 30 || kmeans_sample_rows(m) == 2 * m);
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! Nystrom: the weighted normal equations (A W A' + lambda I) c = A W y.
 
 use super::approx::{Approximation, Mode};
+use super::falkon::{Solver, SolverParams};
 use super::online::{self, AppendError};
 use super::svm::SampleWeight;
 use super::{
@@ -32,6 +33,8 @@ pub struct KernelRidge {
     /// Draws the inducing points.
     pub seed: u64,
     pub sample_weight: Option<SampleWeight>,
+    /// How a nystrom fit solves its system (`solver`, `max_iter`, `tol`, `precision`).
+    pub solver: SolverParams,
 }
 
 impl KernelRidge {
@@ -44,8 +47,13 @@ impl KernelRidge {
         let approx = Approximation::read(&mut obj)?;
         let seed = obj.u64("seed")?.unwrap_or(0);
         let sample_weight = SampleWeight::read(&mut obj)?;
+        let solver = SolverParams::read(&mut obj)?;
         obj.finish()?;
-        Ok(KernelRidge { kernel, lambda, approx, seed, sample_weight })
+        if approx.mode == Mode::Exact {
+            let mut check = solver;
+            check.settle(false, 0)?;
+        }
+        Ok(KernelRidge { kernel, lambda, approx, seed, sample_weight, solver })
     }
 
     pub fn params_json(&self) -> Value {
@@ -53,8 +61,31 @@ impl KernelRidge {
         if let Some(w) = &self.sample_weight {
             out["sample_weight"] = w.to_json();
         }
-        self.approx.write_json(out.as_object_mut().expect("an object"));
+        let map = out.as_object_mut().expect("an object");
+        self.approx.write_json(map);
+        if self.approx.mode == Mode::Nystrom {
+            self.solver.write_json(map);
+        }
         out
+    }
+
+    /// Settles `solver` once `approximation` is resolved (see [`SolverParams::settle`]).
+    pub fn settle_solver(&mut self, n: usize) -> Result<(), FieldError> {
+        let nystrom = self.approx.mode == Mode::Nystrom;
+        self.solver.settle(nystrom, self.approx.m(n))
+    }
+
+    /// Bytes a nystrom fit holds at its peak, by its solver.
+    pub fn nystrom_memory_estimate(&self, n: usize, d: usize) -> usize {
+        let m = self.approx.m(n);
+        match self.solver.resolved(m) {
+            Solver::Cg => {
+                let data = n * (d + 2) * 8 * 2;
+                data + super::falkon::memory_estimate(m, 1, self.solver.options().single)
+                    + super::inducing::sample_bytes(n, d, m)
+            }
+            _ => super::nystrom::fit_memory_estimate(n, d, m, None),
+        }
     }
 
     /// A weight list must have one weight per training row.
@@ -160,6 +191,21 @@ impl KernelRidge {
         data: &TrainingSet,
         ctx: &FitContext,
     ) -> Result<KernelRidgeModel, FitError> {
+        self.fit_nystrom_rows(z, None, data, ctx)
+    }
+
+    /// As [`KernelRidge::fit_nystrom_at`], knowing which training rows the points are
+    /// (uniform selection), which the cg preconditioner weighs by their sample weights.
+    fn fit_nystrom_rows(
+        &self,
+        z: Points,
+        rows: Option<&[u64]>,
+        data: &TrainingSet,
+        ctx: &FitContext,
+    ) -> Result<KernelRidgeModel, FitError> {
+        if self.solver.resolved(z.n()) == Solver::Cg {
+            return self.fit_cg_at(z, rows, data, ctx);
+        }
         let scale = self.scale();
         let (weights, jitter) = super::nystrom::ridge_weights(
             &self.kernel,
@@ -170,11 +216,44 @@ impl KernelRidge {
             scale.as_deref(),
             ctx,
         )?;
-        let report = super::nystrom::report(z.n(), jitter);
+        let report = TrainingReport { solver: Some("direct".into()), ..super::nystrom::report(z.n(), jitter) };
         Ok(KernelRidgeModel {
             spec: self.clone(),
             x: z,
             alpha: weights,
+            y: None,
+            outputs: data.outputs,
+            chol: None,
+            z: None,
+            report,
+        })
+    }
+}
+
+impl KernelRidge {
+    /// The Nystrom fit by preconditioned conjugate gradients (`falkon.rs`).
+    fn fit_cg_at(
+        &self,
+        z: Points,
+        z_rows: Option<&[u64]>,
+        data: &TrainingSet,
+        ctx: &FitContext,
+    ) -> Result<KernelRidgeModel, FitError> {
+        let w = self.sample_weight.as_ref().map(|w| &w.0[..]);
+        let y = data.y_matrix();
+        let problem = super::falkon::Problem { x: &data.x, y: &y, w, z_rows };
+        let out = super::falkon::ridge_weights(&self.kernel, self.lambda, &z, problem, self.solver.options(), ctx)?;
+        let report = TrainingReport {
+            solver: Some("cg".into()),
+            iterations: Some(out.iterations),
+            converged: Some(out.converged),
+            residual: Some(out.residual),
+            ..super::nystrom::report(z.n(), out.jitter)
+        };
+        Ok(KernelRidgeModel {
+            spec: self.clone(),
+            x: z,
+            alpha: out.weights,
             y: None,
             outputs: data.outputs,
             chol: None,
@@ -332,7 +411,7 @@ impl Estimator for KernelRidge {
         ctx.cancel.check()?;
         if self.approx.mode == Mode::Nystrom {
             let (z, indices) = super::nystrom::inducing_points(&self.approx, self.seed, &data.x, ctx)?;
-            let mut model = self.fit_nystrom_at(z, data, ctx)?;
+            let mut model = self.fit_nystrom_rows(z, indices.as_deref(), data, ctx)?;
             model.report.inducing_indices = indices;
             return Ok(model);
         }

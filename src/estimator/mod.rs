@@ -9,6 +9,7 @@
 pub mod approx;
 mod context;
 pub mod dual;
+pub mod falkon;
 pub mod gaussian_process;
 pub mod gp_classifier;
 pub mod inducing;
@@ -230,6 +231,13 @@ pub struct TrainingReport {
     pub jitter: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub converged: Option<bool>,
+    /// Nystrom kernel_ridge: `cg` or `direct`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solver: Option<String>,
+    /// Nystrom kernel_ridge by cg: the final relative preconditioned residual (the
+    /// largest over outputs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub residual: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub iterations: Option<u64>,
     /// Hyperparameter search: objective evaluations of the search that produced the

@@ -57,6 +57,7 @@ impl ModelSpec {
             ModelKind::OneClassSvm => OneClassSvm::from_json(kernel, params, "/params").map(ModelSpec::OneClassSvm),
             ModelKind::KernelPca => KernelPca::from_json(kernel, params, "/params").map(ModelSpec::KernelPca),
         }
+        .map_err(solver_param_elsewhere)
         .and_then(ModelSpec::check_precomputed)
     }
 
@@ -264,6 +265,9 @@ impl ModelSpec {
         if let ModelSpec::Svm(p) = self {
             p.settle_approximation()?;
         }
+        if let ModelSpec::KernelRidge(p) = self {
+            p.settle_solver(n)?;
+        }
         if let ModelSpec::GaussianProcess(p) = self {
             let rows = p.noise_rows.as_deref().filter(|_| p.approx.mode == approx::Mode::Nystrom);
             if let Some(i) = rows.and_then(|r| r.iter().position(|s| s.is_nan() || *s <= 0.0)) {
@@ -281,6 +285,9 @@ impl ModelSpec {
         if let Some(a) = self.approximation().filter(|a| a.mode == approx::Mode::Nystrom) {
             if matches!(self, ModelSpec::Svm(_) | ModelSpec::KernelLogistic(_)) {
                 return super::linear::fit_memory_estimate(n, d, a.m(n));
+            }
+            if let ModelSpec::KernelRidge(p) = self {
+                return p.nystrom_memory_estimate(n, d);
             }
             let search = match self {
                 ModelSpec::GaussianProcess(gp) if gp.optimize => Some(gp.theta().len()),
@@ -398,5 +405,21 @@ impl ModelSpec {
         report.approximation.get_or_insert_with(|| "exact".into());
         fitted.prepare_support();
         Ok(fitted)
+    }
+}
+
+/// `solver`, `max_iter`, `tol` and `precision` belong to nystrom kernel_ridge (and
+/// `max_iter`, `tol` to the models with their own params of those names): on a model
+/// that does not read them they are 422 at their pointer, not 400 as unknown fields.
+fn solver_param_elsewhere(e: FieldError) -> FieldError {
+    const NAMES: [&str; 4] = ["solver", "max_iter", "tol", "precision"];
+    match e.pointer.strip_prefix("/params/") {
+        Some(name) if e.is_unknown_field() && NAMES.contains(&name) => FieldError::invalid(
+            e.pointer.clone(),
+            format!(
+                "`{name}` belongs to the nystrom kernel_ridge solve (solver cg or direct); this model does not take it"
+            ),
+        ),
+        _ => e,
     }
 }

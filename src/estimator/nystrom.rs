@@ -234,7 +234,7 @@ pub(crate) fn fit_memory_estimate(n: usize, d: usize, m: usize, search: Option<u
     let blocks = threads * BLOCK_ROWS * m * 8 * per_block;
     let squares = (8 + threads + search.map_or(0, |p| p + 6)) * m * m * 8;
     let subset = search.map_or(0, |_| super::sparse_gp::OPTIMIZE_SUBSET_ROWS.min(n) * (d + 1) * 8);
-    let sample = (32 * m).max(32_768).min(n) * d * 8 * 2;
+    let sample = super::inducing::sample_bytes(n, d, m);
     data + blocks + squares + subset + sample
 }
 

@@ -7,6 +7,7 @@
 //! computes the lower triangle only and mirrors it. The L1 kernel has no product form and
 //! runs a direct loop over the same blocks.
 
+use super::fastexp::exp_nonpos4;
 use super::hyper::Scales;
 use super::points::PrepKey;
 use super::{Kernel, Nu, Points, RbfWidth};
@@ -67,32 +68,32 @@ pub(super) fn leaf(k: &Kernel) -> Option<Leaf> {
         }
         Kernel::Rbf(RbfWidth::Gamma(g)) => {
             let ng = f64x4::splat(-g.value);
-            plain(Base::SqDist, Box::new(move |col| map4(col, |v| (v * ng).exp())))
+            plain(Base::SqDist, Box::new(move |col| map4(col, |v| exp_nonpos4(v * ng))))
         }
         Kernel::Rbf(RbfWidth::LengthScale(h)) => {
             let half = f64x4::splat(-0.5);
             Some(Leaf {
                 base: Base::SqDist,
                 scales: Some(h.value.clone()),
-                map: Box::new(move |col| map4(col, |v| (v * half).exp())),
+                map: Box::new(move |col| map4(col, |v| exp_nonpos4(v * half))),
             })
         }
         Kernel::Exponential { length_scale: h } | Kernel::Matern { length_scale: h, .. } => {
             let nu = if let Kernel::Matern { nu, .. } = k { *nu } else { Nu::Half };
             let map: LeafMap = match nu {
-                Nu::Half => Box::new(|col| map4(col, |v| (-v.sqrt()).exp())),
+                Nu::Half => Box::new(|col| map4(col, |v| exp_nonpos4(-v.sqrt()))),
                 Nu::ThreeHalves => Box::new(|col| {
                     let c = f64x4::splat(3f64.sqrt());
                     map4(col, |v| {
                         let s = v.sqrt() * c;
-                        (s + 1.0) * (-s).exp()
+                        (s + 1.0) * exp_nonpos4(-s)
                     })
                 }),
                 Nu::FiveHalves => Box::new(|col| {
                     let c = f64x4::splat(5f64.sqrt());
                     map4(col, |v| {
                         let s = v.sqrt() * c;
-                        (s * s * (1.0 / 3.0) + s + 1.0) * (-s).exp()
+                        (s * s * (1.0 / 3.0) + s + 1.0) * exp_nonpos4(-s)
                     })
                 }),
             };
@@ -102,7 +103,7 @@ pub(super) fn leaf(k: &Kernel) -> Option<Leaf> {
             let a = alpha.value;
             let inv = f64x4::splat(1.0 / (2.0 * a * length_scale.value * length_scale.value));
             let na = f64x4::splat(-a);
-            plain(Base::SqDist, Box::new(move |col| map4(col, |v| ((v * inv + 1.0).ln() * na).exp())))
+            plain(Base::SqDist, Box::new(move |col| map4(col, |v| exp_nonpos4((v * inv + 1.0).ln() * na))))
         }
         Kernel::Periodic { length_scale, period } => {
             let (w, c) = (PI / period.value, -2.0 / (length_scale.value * length_scale.value));
@@ -122,7 +123,7 @@ pub(super) fn leaf(k: &Kernel) -> Option<Leaf> {
         }
         Kernel::Laplacian { length_scale } => {
             let ninv = f64x4::splat(-1.0 / length_scale.value);
-            plain(Base::L1, Box::new(move |col| map4(col, |v| (v * ninv).exp())))
+            plain(Base::L1, Box::new(move |col| map4(col, |v| exp_nonpos4(v * ninv))))
         }
         Kernel::Constant { .. }
         | Kernel::White { .. }

@@ -15,9 +15,11 @@
 //! only where both arguments are the same point (the training diagonal, or the diagonal
 //! of a prediction covariance), never between distinct points.
 
+mod blocks;
 pub mod cancel;
 pub mod column;
 mod data;
+mod fastexp;
 mod grad;
 mod gram;
 pub mod hyper;
@@ -34,7 +36,9 @@ use crate::spec::FieldError;
 use hyper::{Hyper, Scales};
 use nalgebra::{DMatrix, DVector};
 
+pub use blocks::{CrossBlocks, Element, Scratch as BlockScratch};
 pub use data::MixtureFitter;
+pub use fastexp::{exp_nonpos4, exp_nonpos8};
 pub use points::{Points, RowKind};
 pub use precomputed::training_rows as precomputed_training_rows;
 pub use structured::{Mahalanobis, Mixture, MixtureKernel, SetMeasure};

@@ -338,6 +338,11 @@ impl Cholesky {
         self.jitter
     }
 
+    /// The factor's storage, L in the lower triangle (zeros above).
+    pub fn into_l(self) -> DMatrix<f64> {
+        self.l
+    }
+
     /// The factor L (lower triangular).
     pub fn l(&self) -> &DMatrix<f64> {
         &self.l

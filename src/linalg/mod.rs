@@ -16,12 +16,14 @@ mod cholesky;
 mod eigen;
 mod leading;
 mod memory;
+mod preconditioner;
 
 pub use blocks::{SymmetricBlocks, SymmetricOperator, BLOCK_ROWS};
 pub use cholesky::Cholesky;
 pub use eigen::SymmetricEigen;
 pub use leading::{leading_exact, leading_randomized, Leading};
 pub use memory::{clear_upper_vector_state, copy_of, zeroed_bytes, zeros};
+pub use preconditioner::TwoFactors;
 
 use faer::{MatMut, MatRef, Par};
 use nalgebra::DMatrix;
