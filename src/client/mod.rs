@@ -382,7 +382,10 @@ async fn wait_ready(api: &Api, id: &str) -> Result<Value, ClientError> {
                 } else if let Some(phase) = p["phase"].as_str() {
                     msg = format!("{msg}: {phase}, iteration {}", p["iteration"]);
                     if let Some(o) = p["objective"].as_f64() {
-                        msg.push_str(&format!(", objective {o:.6}"));
+                        // A cg fit's relative residual runs down to 1e-8: fixed
+                        // decimals would show it as 0.000000.
+                        let shown = if o != 0.0 && o.abs() < 1e-3 { format!("{o:.3e}") } else { format!("{o:.6}") };
+                        msg.push_str(&format!(", objective {shown}"));
                     }
                 }
                 bar.set_message(msg);

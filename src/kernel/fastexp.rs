@@ -4,11 +4,12 @@
 //! The arithmetic is wide's (its range reduction by ln 2 in two parts, the same
 //! polynomials, 2^k built in the exponent bits), so that results are bit for bit its own
 //! wherever 2^k is a normal number; what is left out is what a kernel never needs:
-//! positive overflow, infinities, NaN and subnormal results. Arguments below the
-//! smallest normal power of two are clamped there: exp(-708) = 3e-308 in double,
-//! exp(-87.3) = 1.2e-38 in single, in place of numbers smaller still. wide's general exp
-//! spends more than half its instructions on those cases; in the kernel blocks of the
-//! conjugate-gradient solver the exponential is most of the time.
+//! positive overflow, infinities and NaN. wide's general exp spends more than half its
+//! instructions on those cases; in the kernel blocks of the conjugate-gradient solver
+//! the exponential is most of the time. Below the normal range (x < -708 in double) the
+//! double version hands the four lanes to wide's exp, so that results stay wide's
+//! everywhere (Nadaraya-Watson tells weights that underflow to 0 from tiny ones); the
+//! single version, which only the solver's blocks use, returns 0 below -87.3.
 
 use wide::{f32x8, f64x4, i32x8, i64x4};
 
@@ -31,7 +32,9 @@ pub fn exp_nonpos4(x: f64x4) -> f64x4 {
         1.0 / 6227020800.0,
     ];
     let c = |i: usize| f64x4::splat(P[i]);
-    let x = x.max(f64x4::splat(-708.0));
+    if x.simd_lt(f64x4::splat(-708.0)).any() {
+        return x.exp();
+    }
     let r = (x * f64x4::splat(std::f64::consts::LOG2_E)).round_ties_even();
     let y = r.mul_neg_add(f64x4::splat(0.693145751953125), x);
     let y = r.mul_neg_add(f64x4::splat(1.42860682030941723212E-6), y);
@@ -52,6 +55,7 @@ pub fn exp_nonpos4(x: f64x4) -> f64x4 {
 pub fn exp_nonpos8(x: f32x8) -> f32x8 {
     const P: [f32; 6] = [1.0 / 2.0, 1.0 / 6.0, 1.0 / 24.0, 1.0 / 120.0, 1.0 / 720.0, 1.0 / 5040.0];
     let c = |i: usize| f32x8::splat(P[i]);
+    let low = x.simd_lt(f32x8::splat(-87.3));
     let x = x.max(f32x8::splat(-87.3));
     let r = (x * f32x8::splat(std::f32::consts::LOG2_E)).round_ties_even();
     let y = r.mul_neg_add(f32x8::splat(0.693359375), x);
@@ -61,7 +65,7 @@ pub fn exp_nonpos8(x: f32x8) -> f32x8 {
     let z = z.mul_add(y2, y);
     let biased = r + f32x8::splat(127.0 + 8388608.0);
     let bits: i32x8 = bytemuck::cast::<f32x8, i32x8>(biased) << 23;
-    (z + 1.0) * bytemuck::cast::<i32x8, f32x8>(bits)
+    low.select(f32x8::splat(0.0), (z + 1.0) * bytemuck::cast::<i32x8, f32x8>(bits))
 }
 
 #[cfg(test)]
@@ -81,8 +85,12 @@ mod tests {
             assert_eq!(exp_nonpos8(w).to_array(), w.exp().to_array(), "{x}");
             x -= 0.731;
         }
-        assert_eq!(exp_nonpos4(f64x4::splat(-1e6)).to_array()[0], f64x4::splat(-708.0).exp().to_array()[0]);
-        assert_eq!(exp_nonpos8(f32x8::splat(-1e6)).to_array()[0], f32x8::splat(-87.3).exp().to_array()[0]);
-        assert!(exp_nonpos8(f32x8::splat(-1e6)).to_array()[0] > 0.0);
+        // Below the normal range: wide's own (subnormals, then 0) in double; 0 in single.
+        for x in [-708.5, -720.0, -745.0, -800.0, -1e6] {
+            let v = f64x4::new([x, -1.0, 0.0, x]);
+            assert_eq!(exp_nonpos4(v).to_array(), v.exp().to_array(), "{x}");
+        }
+        assert_eq!(exp_nonpos8(f32x8::splat(-90.0)).to_array()[0], 0.0);
+        assert_eq!(exp_nonpos8(f32x8::splat(-1e6)).to_array()[0], 0.0);
     }
 }

@@ -82,6 +82,50 @@ def test_kernel_ridge_sample_weight_and_outputs(regression):
     np.testing.assert_allclose(ours.predict(X[60:]), theirs.predict(X[60:]), rtol=1e-9, atol=1e-10)
 
 
+# The same M = 20 inducing rows for every fit below (uniform selection, one seed); with
+# rbf gamma 0.3 on the standardised rows K_MM is well conditioned (cond about 1e2),
+# where mercer promises that a converged cg fit predicts as the direct fit to 1e-6.
+NYSTROM = dict(alpha=0.5, kernel="rbf", gamma=0.3, approximation="nystrom", n_components=20,
+               inducing_selection="uniform", seed=0)
+
+
+def test_kernel_ridge_nystrom_cg_predicts_as_direct(regression):
+    """Falkon-preconditioned conjugate gradients and the direct solve of one Nystrom
+    system: the params reach the server (its echo and report say cg), and the
+    predictions agree to 1e-6 relative to the largest."""
+    X, y = regression
+    cg = KernelRidge(solver="cg", **NYSTROM).fit(X[:60], y[:60])
+    direct = KernelRidge(solver="direct", **NYSTROM).fit(X[:60], y[:60])
+    training = cg.model_["training"]
+    assert training["approximation"] == "nystrom" and training["inducing_points"] == 20
+    assert training["solver"] == "cg" and cg.model_["params"]["solver"] == "cg"
+    assert training["converged"] is True and 0 <= training["residual"] <= 1e-8
+    assert cg.n_iter_ == training["iterations"] >= 1
+    assert cg.model_["params"]["inducing_selection"] == "uniform" and cg.model_["params"]["seed"] == 0
+    assert direct.model_["training"]["solver"] == "direct"
+    assert training["inducing_indices"] == direct.model_["training"]["inducing_indices"]
+    want = direct.predict(X[60:])
+    np.testing.assert_allclose(cg.predict(X[60:]), want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
+
+
+def test_kernel_ridge_nystrom_cg_options(regression):
+    """max_iter, tol and precision reach the server: one iteration cannot reach a tol of
+    1e-14 (the model is still ready, not converged); float32 kernel blocks agree with
+    float64 to about 1e-4 (checked at 1e-3); the solver keys on an exact fit are 422."""
+    X, y = regression
+    capped = KernelRidge(solver="cg", max_iter=1, tol=1e-14, **NYSTROM).fit(X[:60], y[:60])
+    assert capped.model_["params"]["max_iter"] == 1 and capped.model_["params"]["tol"] == 1e-14
+    assert capped.model_["training"]["iterations"] == 1
+    assert capped.model_["training"]["converged"] is False and capped.model_["training"]["residual"] > 1e-14
+    single = KernelRidge(solver="cg", precision="float32", **NYSTROM).fit(X[:60], y[:60])
+    assert single.model_["params"]["precision"] == "float32"
+    want = KernelRidge(solver="cg", **NYSTROM).fit(X[:60], y[:60]).predict(X[60:])
+    np.testing.assert_allclose(single.predict(X[60:]), want, rtol=1e-3, atol=1e-3 * np.abs(want).max())
+    with pytest.raises(MercerError) as error:
+        KernelRidge(kernel="rbf", solver="cg").fit(X[:60], y[:60])  # auto: exact at 60 rows
+    assert error.value.status == 422 and error.value.pointers == ["/params/solver"]
+
+
 @pytest.mark.parametrize("normalize_y", [False, True])
 def test_gaussian_process_equals_scikit_learn(regression, normalize_y):
     """Mean, std, covariance and the log marginal likelihood with the kernel's

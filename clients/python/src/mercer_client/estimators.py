@@ -244,7 +244,26 @@ class KernelRidge(RegressorMixin, _NamedKernel, _MercerEstimator):
     """Kernel ridge regression (mercer's ``kernel_ridge``), as scikit-learn's
     ``KernelRidge``: ``alpha`` is mercer's ``lambda``; ``kernel``, ``gamma``,
     ``degree``, ``coef0``, ``kernel_params`` as scikit-learn's (``gamma=None`` is
-    1 / n_features). ``y`` may be 2-D (several outputs over one kernel)."""
+    1 / n_features). ``y`` may be 2-D (several outputs over one kernel).
+
+    The Nystrom approximation, mercer's own parameters (each ``None`` by default: left
+    out of the request, so that the server's default applies):
+
+    - ``approximation``: ``"auto"`` (the server's default: exact up to its row limit,
+      else nystrom), ``"exact"`` or ``"nystrom"``;
+    - ``n_components``: M, the number of inducing points (mercer's ``inducing_points``,
+      as scikit-learn's ``Nystroem(n_components=)``; default min(n, 1024));
+    - ``inducing_selection``: ``"kmeans"`` or ``"uniform"``; ``seed``: draws the
+      inducing points (an integer, or a ``RandomState`` to draw one from);
+    - nystrom fits only (the server answers 422 for them on an exact fit): ``solver``
+      (``"auto"``: ``"cg"`` when M > 4096, else ``"direct"``; ``"direct"``: the M x M
+      system formed and factorised; ``"cg"``: Falkon-preconditioned conjugate
+      gradients), and for ``"cg"`` ``max_iter`` (default 100), ``tol`` (default 1e-8,
+      on the relative preconditioned residual) and ``precision`` (``"float64"`` or
+      ``"float32"``).
+
+    The fit's report is ``model_["training"]`` (``solver``, and for cg ``iterations``,
+    ``converged``, ``residual``); a cg fit's iterations are also ``n_iter_``."""
 
     _model = "kernel_ridge"
 
@@ -257,6 +276,14 @@ class KernelRidge(RegressorMixin, _NamedKernel, _MercerEstimator):
         degree=3,
         coef0=1,
         kernel_params=None,
+        approximation=None,
+        n_components=None,
+        inducing_selection=None,
+        seed=None,
+        solver=None,
+        max_iter=None,
+        tol=None,
+        precision=None,
         search=None,
         url=None,
         token=None,
@@ -267,15 +294,37 @@ class KernelRidge(RegressorMixin, _NamedKernel, _MercerEstimator):
         self.degree = degree
         self.coef0 = coef0
         self.kernel_params = kernel_params
+        self.approximation = approximation
+        self.n_components = n_components
+        self.inducing_selection = inducing_selection
+        self.seed = seed
+        self.solver = solver
+        self.max_iter = max_iter
+        self.tol = tol
+        self.precision = precision
         self.search = search
         self.url = url
         self.token = token
+
+    def _approximation_params(self) -> dict:
+        """mercer's approximation and solver params; ``None`` ones are left out of the
+        request (``_fit_model`` drops them), so the server's defaults apply."""
+        return {
+            "approximation": self.approximation,
+            "inducing_points": None if self.n_components is None else int(self.n_components),
+            "inducing_selection": self.inducing_selection,
+            "seed": _seed(self.seed),
+            "solver": self.solver,
+            "max_iter": None if self.max_iter is None else int(self.max_iter),
+            "tol": None if self.tol is None else float(self.tol),
+            "precision": self.precision,
+        }
 
     def fit(self, X, y, sample_weight=None):
         """Fits on the server (``sample_weight`` is mercer's ``params.sample_weight``)."""
         X, y = validate_data(self, X, y, dtype=np.float64, multi_output=True, y_numeric=True)
         weights = None if sample_weight is None else _check_sample_weight(sample_weight, X).tolist()
-        params = {"lambda": float(self.alpha), "sample_weight": weights}
+        params = {"lambda": float(self.alpha), "sample_weight": weights, **self._approximation_params()}
         self._fit_model(X, y, self._kernel_json(X), params)
         return self
 
