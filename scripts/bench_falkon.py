@@ -7,14 +7,21 @@ M = 1024, and scikit-learn's Nystroem + ridge at M = 10,000 on 100,000 rows.
         [--max-iter 20] [--precision float32] [--compare-rows 100000] [--skip-sklearn]
         [--skip-large] [--converged M ...] [--json OUT.json] [--workdir DIR]
 
+Inducing points are drawn uniformly (--selection; Falkon's choice, and on these rows both
+better and faster to converge than k-means centres, which shrink toward the middle of
+the cube), the same for every fit.
+
 Data: d = 10, x ~ U(-2, 2)^10, y = f(x) + N(0, 0.1^2) with f varying on a scale of about
 one unit in five of the features (fine_target): fine enough that M matters, the point of
-a large M. Held-out RMSE on 10,000 noiseless-target rows. rbf, length scale 1.5; lambda =
-0.01, the noise variance (the GP mean's ridge).
+a large M. Held-out RMSE on 10,000 noiseless-target rows. rbf with a length scale per
+feature (0.7 on the five features f depends on, 100 on the others); lambda = 0.01, the
+noise variance (the GP mean's ridge).
 
 Measured, each fit on a fresh server (peak RSS from VmHWM after its request):
-- the direct nystrom fit at M = 1024 (k-means inducing points, the default);
-- cg at each --m (k-means, --precision, --max-iter), its time, RSS, iterations, residual;
+- the direct nystrom fit at M = 1024;
+- cg at each --m (--precision, --max-iter), its time, RSS, iterations, residual;
+- the cost of k-means selection at the first --m: a one-iteration cg fit with k-means
+  inducing points against one with uniform ones;
 - with --converged M, that M's fit again to tol 1e-6 (at most --converged-iter
   iterations), for the RMSE that --max-iter must come within 0.1% of;
 - on the first --compare-rows rows, cg at M = 10,000 with uniform inducing points, and
@@ -39,7 +46,10 @@ import argparse, json, shutil, signal, tempfile, time  # noqa: E402
 import bench_scale  # noqa: E402
 import numpy as np  # noqa: E402
 
-SEED, D, NOISE_SD, TEST_N, LENGTH_SCALE, LAM = 20261127, 10, 0.1, 10_000, 1.5, 0.01
+SEED, D, NOISE_SD, TEST_N, LAM = 20261127, 10, 0.1, 10_000, 0.01
+# One length scale per feature: 0.7 on the five that carry f, 100 on the five that do not
+# (an isotropic kernel spends its resolution on the noise features).
+LENGTH_SCALE = [0.7] * 5 + [100.0] * 5
 MB = 1e6
 
 
@@ -57,7 +67,7 @@ def make(n, stream, noise=True):
     return X, y
 
 
-def body(dataset, m, solver, selection="kmeans", **extra):
+def body(dataset, m, solver, selection="uniform", **extra):
     params = {"lambda": LAM, "approximation": "nystrom", "inducing_points": m, "inducing_selection": selection,
               "seed": 0, "solver": solver, **extra}
     return {"model": "kernel_ridge", "kernel": {"type": "rbf", "length_scale": LENGTH_SCALE},
@@ -99,6 +109,7 @@ def main():
     ap.add_argument("--compare-rows", type=int, default=100_000)
     ap.add_argument("--compare-m", type=int, default=10_000)
     ap.add_argument("--compare-max-iter", type=int, default=20)
+    ap.add_argument("--selection", choices=("uniform", "kmeans"), default="uniform")
     ap.add_argument("--skip-sklearn", action="store_true")
     ap.add_argument("--skip-large", action="store_true")
     ap.add_argument("--converged", type=int, nargs="*", default=[], metavar="M",
@@ -122,13 +133,18 @@ def main():
             if not os.path.exists(path):
                 bench_scale.write_csv(path, X, y)
             ds = upload(binary, work, data_dir, path, "falkon")
-            fit(binary, work, data_dir, "direct_1024", body(ds, 1024, "direct"), Xt, yt, R)
+            sel = a.selection
+            fit(binary, work, data_dir, "direct_1024", body(ds, 1024, "direct", sel), Xt, yt, R)
             for m in a.m:
                 fit(binary, work, data_dir, f"cg_{m}",
-                    body(ds, m, "cg", max_iter=a.max_iter, precision=a.precision), Xt, yt, R)
+                    body(ds, m, "cg", sel, max_iter=a.max_iter, precision=a.precision), Xt, yt, R)
                 if m in a.converged:
                     fit(binary, work, data_dir, f"cg_{m}_converged",
-                        body(ds, m, "cg", max_iter=a.converged_iter, tol=1e-6, precision=a.precision), Xt, yt, R)
+                        body(ds, m, "cg", sel, max_iter=a.converged_iter, tol=1e-6, precision=a.precision),
+                        Xt, yt, R)
+            for how in ("kmeans", "uniform"):
+                fit(binary, work, data_dir, f"one_iteration_{how}_{a.m[0]}",
+                    body(ds, a.m[0], "cg", how, max_iter=1, precision=a.precision), Xt, yt, R)
         n_cmp, m_cmp = a.compare_rows, a.compare_m
         path = os.path.join(work, f"train-{n_cmp}.csv")
         if not os.path.exists(path):
@@ -141,13 +157,16 @@ def main():
             from sklearn.linear_model import Ridge
             idx = np.asarray(res["training"]["inducing_indices"])
             t = time.perf_counter()
-            ny = Nystroem(kernel="rbf", gamma=1 / (2 * LENGTH_SCALE ** 2), n_components=len(idx), random_state=0)
-            ny.fit(X[idx])
-            features = ny.transform(X[:n_cmp])
+            # The per-feature length scales as scikit-learn's rbf takes them: rows divided
+            # by them, gamma = 1/2 (the division is inside the timed part).
+            ls = np.asarray(LENGTH_SCALE)
+            ny = Nystroem(kernel="rbf", gamma=0.5, n_components=len(idx), random_state=0)
+            ny.fit(X[idx] / ls)
+            features = ny.transform(X[:n_cmp] / ls)
             ridge = Ridge(alpha=LAM, fit_intercept=False).fit(features, y[:n_cmp])
             R["sklearn_s"] = time.perf_counter() - t
             del features
-            pred = ridge.predict(ny.transform(Xt))
+            pred = ridge.predict(ny.transform(Xt / ls))
             R["sklearn_rmse"] = float(np.sqrt(np.mean((pred - yt) ** 2)))
             say(f"scikit-learn Nystroem({len(idx)}) + Ridge at {n_cmp:,}: {R['sklearn_s']:.1f} s, "
                 f"RMSE {R['sklearn_rmse']:.5f}")
