@@ -14,8 +14,11 @@ the cube), the same for every fit.
 Data: d = 10, x ~ U(-2, 2)^10, y = f(x) + N(0, 0.1^2) with f varying on a scale of about
 one unit in five of the features (fine_target): fine enough that M matters, the point of
 a large M. Held-out RMSE on 10,000 noiseless-target rows. rbf with a length scale per
-feature (0.7 on the five features f depends on, 100 on the others); lambda = 0.01, the
-noise variance (the GP mean's ridge).
+feature (0.7 on the five features f depends on, 100 on the others); lambda = 0.1. At
+100,000 rows and M = 4000 the direct fit's held-out RMSE was 0.09113 at lambda = 0.01
+(the noise variance), 0.09125 at 0.1 and 0.0987 at 1: 0.1 is as accurate as 0.01, and
+its system converges in fewer iterations (at a million rows and M = 10,000, lambda =
+0.01 stood 1.46% above its 100-iteration RMSE after 40 iterations).
 
 Measured, each fit on a fresh server (peak RSS from VmHWM after its request):
 - the direct nystrom fit at M = 1024;
@@ -46,7 +49,7 @@ import argparse, json, shutil, signal, tempfile, time  # noqa: E402
 import bench_scale  # noqa: E402
 import numpy as np  # noqa: E402
 
-SEED, D, NOISE_SD, TEST_N, LAM = 20261127, 10, 0.1, 10_000, 0.01
+SEED, D, NOISE_SD, TEST_N, LAM = 20261127, 10, 0.1, 10_000, 0.1
 # One length scale per feature: 0.7 on the five that carry f, 100 on the five that do not
 # (an isotropic kernel spends its resolution on the noise features).
 LENGTH_SCALE = [0.7] * 5 + [100.0] * 5
