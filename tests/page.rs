@@ -80,7 +80,9 @@ async fn a_sample_holds_training_rows_with_their_targets_and_the_kept_points() {
 async fn a_sample_is_stored_with_its_model_and_answers_409_while_training() {
     let dir = std::env::temp_dir().join(format!("mercer-sample-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).unwrap();
-    let config = || Config { data_dir: dir.display().to_string(), ..Config::for_tests() };
+    // One fit worker, so that blocking it keeps the next fit queued: with one per core a
+    // free worker could finish the two-row fit before the sample is asked for (CI saw it).
+    let config = || Config { data_dir: dir.display().to_string(), fit_workers: 1, ..Config::for_tests() };
     let s = TestServer::start(config()).await;
     s.service().wait_ready().await;
     let m = s.train(&json!({"model": "kernel_ridge", "x": [[1.0], [2.0], [3.0]], "y": [1, 4, 9]})).await;
