@@ -239,6 +239,15 @@ async fn a_long_fit_reports_progress_and_stops_when_deleted() {
     let (x, y) = rows(60_000);
     let body = json!({"model": "gaussian_process", "params": {"noise": 0.1, "approximation": "nystrom", "optimize": true,
                       "restarts": 50, "inducing_points": 200}, "x": x, "y": y});
+    let (id, seen) = start_and_watch(&s, &body, "optimize").await;
+    let p = &seen["progress"];
+    assert!(p["elapsed_ms"].as_f64().unwrap() > 0.0 && p["objective"].as_f64().unwrap().is_finite(), "{p}");
+    delete_and_see_it_stop(&s, &id).await;
+}
+
+/// Posts `body` with ?wait=false and returns its id and the model resource once it is
+/// training in `phase` past its first iteration.
+async fn start_and_watch(s: &TestServer, body: &Value, phase: &str) -> (String, Value) {
     let r = s.http.post(s.url("/models?wait=false")).body(body.to_string()).send().await.unwrap();
     assert_eq!(r.status(), 202);
     let id = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
@@ -246,7 +255,7 @@ async fn a_long_fit_reports_progress_and_stops_when_deleted() {
         loop {
             let m: Value = s.get(&format!("/models/{id}")).await.json().await.unwrap();
             if m["status"] == "training"
-                && m["progress"]["phase"] == "optimize"
+                && m["progress"]["phase"] == phase
                 && m["progress"]["iteration"].as_u64() > Some(1)
             {
                 return m;
@@ -256,9 +265,12 @@ async fn a_long_fit_reports_progress_and_stops_when_deleted() {
         }
     })
     .await
-    .expect("the search starts");
-    let p = &seen["progress"];
-    assert!(p["elapsed_ms"].as_f64().unwrap() > 0.0 && p["objective"].as_f64().unwrap().is_finite(), "{p}");
+    .expect("the phase starts");
+    (id, seen)
+}
+
+/// DELETE of a training model: 204, the worker free again soon after, then 404.
+async fn delete_and_see_it_stop(s: &TestServer, id: &str) {
     assert_eq!(s.delete(&format!("/models/{id}")).await.status(), 204);
     let pool = s.service().pool.clone();
     tokio::time::timeout(Duration::from_secs(30), async {
@@ -319,34 +331,8 @@ async fn cg_fits_report_progress_errors_and_memory() {
     let long = json!({"model": "kernel_ridge", "x": x, "y": y, "params": {"lambda": 1e-6, "approximation": "nystrom",
                       "inducing_points": 1500, "inducing_selection": "uniform", "solver": "cg",
                       "tol": 1e-300, "max_iter": 10000}});
-    let r = s.http.post(s.url("/models?wait=false")).body(long.to_string()).send().await.unwrap();
-    assert_eq!(r.status(), 202);
-    let id = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
-    let seen = tokio::time::timeout(Duration::from_secs(120), async {
-        loop {
-            let m: Value = s.get(&format!("/models/{id}")).await.json().await.unwrap();
-            if m["status"] == "training"
-                && m["progress"]["phase"] == "solve"
-                && m["progress"]["iteration"].as_u64() > Some(1)
-            {
-                return m;
-            }
-            assert!(matches!(m["status"].as_str(), Some("queued" | "training")), "{m}");
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("the iterations start");
+    let (id, seen) = start_and_watch(&s, &long, "solve").await;
     let r = seen["progress"]["objective"].as_f64().unwrap();
     assert!(r > 0.0 && r < 1.0, "the relative residual: {}", seen["progress"]);
-    assert_eq!(s.delete(&format!("/models/{id}")).await.status(), 204);
-    let pool = s.service().pool.clone();
-    tokio::time::timeout(Duration::from_secs(30), async {
-        while pool.running() > 0 {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("the deleted fit stops");
-    assert_eq!(s.get(&format!("/models/{id}")).await.status(), 404);
+    delete_and_see_it_stop(&s, &id).await;
 }
