@@ -263,7 +263,8 @@ class KernelRidge(RegressorMixin, _NamedKernel, _MercerEstimator):
       ``"float32"``).
 
     The fit's report is ``model_["training"]`` (``solver``, and for cg ``iterations``,
-    ``converged``, ``residual``); a cg fit's iterations are also ``n_iter_``."""
+    ``converged``, ``residual``); ``n_iter_`` is a cg fit's iterations, and 1 for the
+    single factorisation of an exact or direct solve."""
 
     _model = "kernel_ridge"
 
@@ -326,6 +327,9 @@ class KernelRidge(RegressorMixin, _NamedKernel, _MercerEstimator):
         weights = None if sample_weight is None else _check_sample_weight(sample_weight, X).tolist()
         params = {"lambda": float(self.alpha), "sample_weight": weights, **self._approximation_params()}
         self._fit_model(X, y, self._kernel_json(X), params)
+        # An estimator with max_iter has n_iter_ (scikit-learn's convention and checks):
+        # cg's iterations, else 1 for the one factorisation of an exact or direct solve.
+        self.n_iter_ = getattr(self, "n_iter_", 1)
         return self
 
     def predict(self, X):
