@@ -217,20 +217,29 @@ impl KernelRidge {
             ctx,
         )?;
         let report = TrainingReport { solver: Some("direct".into()), ..super::nystrom::report(z.n(), jitter) };
-        Ok(KernelRidgeModel {
+        Ok(self.nystrom_model(z, weights, data, report))
+    }
+
+    /// A Nystrom model: weights over the M inducing points, no kept targets or factor.
+    fn nystrom_model(
+        &self,
+        z: Points,
+        alpha: Vec<f64>,
+        data: &TrainingSet,
+        report: TrainingReport,
+    ) -> KernelRidgeModel {
+        KernelRidgeModel {
             spec: self.clone(),
             x: z,
-            alpha: weights,
+            alpha,
             y: None,
             outputs: data.outputs,
             chol: None,
             z: None,
             report,
-        })
+        }
     }
-}
 
-impl KernelRidge {
     /// The Nystrom fit by preconditioned conjugate gradients (`falkon.rs`).
     fn fit_cg_at(
         &self,
@@ -250,16 +259,7 @@ impl KernelRidge {
             residual: Some(out.residual),
             ..super::nystrom::report(z.n(), out.jitter)
         };
-        Ok(KernelRidgeModel {
-            spec: self.clone(),
-            x: z,
-            alpha: out.weights,
-            y: None,
-            outputs: data.outputs,
-            chol: None,
-            z: None,
-            report,
-        })
+        Ok(self.nystrom_model(z, out.weights, data, report))
     }
 }
 
