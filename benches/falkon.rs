@@ -10,7 +10,7 @@ mod common;
 
 use common::{median_ms, points};
 use faer::{Accum, Mat, Par};
-use mercer::estimator::{falkon, FitContext};
+use mercer::estimator::{kernel_ridge::falkon, FitContext};
 use mercer::kernel::{exp_nonpos4, exp_nonpos8, Kernel};
 use mercer::linalg::Parallelism;
 use nalgebra::DMatrix;

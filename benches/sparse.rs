@@ -9,9 +9,9 @@
 mod common;
 
 use common::{median_ms, points};
-use mercer::estimator::approx::Selection;
+use mercer::estimator::nystrom::approx::Selection;
 use mercer::estimator::{
-    inducing, FitContext, GaussianProcess, KernelRidge, PredictOptions, Predictor, SparseGpModel, TrainingSet,
+    nystrom::inducing, FitContext, GaussianProcess, KernelRidge, PredictOptions, Predictor, SparseGpModel, TrainingSet,
 };
 use mercer::kernel::Kernel;
 use mercer::linalg::Parallelism;

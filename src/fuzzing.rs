@@ -111,7 +111,7 @@ pub fn posterior_body(data: &[u8]) {
     for model in models().iter().filter(|m| m.kind() == crate::estimator::ModelKind::GaussianProcess) {
         let Ok(points) = service().check_query(model, &body.x, &opts) else { continue };
         let p = model.predictor().predict(&points, &opts, Parallelism::Sequential);
-        use crate::estimator::posterior::{draw_prediction, Draws};
+        use crate::estimator::gaussian_process::posterior::{draw_prediction, Draws};
         let drawn = draw_prediction(&p, n_samples as usize, body.seed.unwrap_or(0), Parallelism::Sequential);
         let shape = (points.n(), n_samples as usize);
         match &drawn {

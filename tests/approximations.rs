@@ -213,7 +213,7 @@ async fn nystrom_models_survive_a_restart_bit_for_bit() {
 #[tokio::test]
 async fn the_sparse_search_runs_on_a_subset_of_many_rows() {
     let s = TestServer::default().await;
-    let n = mercer::estimator::sparse_gp::OPTIMIZE_SUBSET_ROWS + 500;
+    let n = mercer::estimator::gaussian_process::sparse::OPTIMIZE_SUBSET_ROWS + 500;
     let x: Vec<Vec<f64>> = (0..n).map(|i| vec![(i as f64 * 0.618_034).rem_euclid(10.0)]).collect();
     let y: Vec<f64> = x.iter().enumerate().map(|(i, r)| r[0].sin() + 0.1 * ((i as f64 * 0.7).sin())).collect();
     let base = json!({"model": "gaussian_process", "kernel": {"type": "rbf", "length_scale": 5.0},
@@ -223,7 +223,10 @@ async fn the_sparse_search_runs_on_a_subset_of_many_rows() {
     search["params"]["optimize"] = json!(true);
     let m = s.train(&search).await;
     let t = &m["training"];
-    assert_eq!(t["optimized_on_rows"].as_u64(), Some(mercer::estimator::sparse_gp::OPTIMIZE_SUBSET_ROWS as u64));
+    assert_eq!(
+        t["optimized_on_rows"].as_u64(),
+        Some(mercer::estimator::gaussian_process::sparse::OPTIMIZE_SUBSET_ROWS as u64)
+    );
     assert_eq!((m["n_train"].as_u64(), t["approximation"].as_str()), (Some(n as u64), Some("nystrom")));
     assert!(t["iterations"].as_u64().unwrap() > 0, "{t}");
     let (b0, b1) =

@@ -6,7 +6,8 @@
 //! M = n equals the exact one; features streamed in chunks give the cached fit's model;
 //! a stored model predicts as the fitted one.
 
-use mercer::estimator::linear::{hinge, logistic};
+use mercer::estimator::kernel_logistic::nystrom as logistic;
+use mercer::estimator::svm::nystrom as hinge;
 use mercer::estimator::{
     ClassLabels, ClassificationSet, FitContext, FittedModel, KernelLogistic, ModelKind, ModelSpec, PredictOptions,
     Prediction, Svm, Target, TrainingData,

@@ -3,7 +3,7 @@
 //! Nystroem + Ridge, GPflow's SGPR formulas in numpy, and central differences of the bound)
 //! with the inducing points given, and the exact fits they must equal when M = n.
 
-use mercer::estimator::sparse_gp::bound_and_gradient;
+use mercer::estimator::gaussian_process::sparse::bound_and_gradient;
 use mercer::estimator::{
     Estimator, FitContext, GaussianProcess, KernelRidge, PredictOptions, Predictor, SparseGpModel, TrainingSet,
 };
@@ -190,7 +190,7 @@ fn sparse_gp_with_every_row_as_inducing_point_is_the_exact_gp() {
     // Uniform selection of all n rows takes them in order: Z = X.
     let sparse = SparseGpModel::fit(&spec, &train, &FitContext::sequential()).unwrap();
     let mut exact_spec = spec.clone();
-    exact_spec.approx.mode = mercer::estimator::approx::Mode::Exact;
+    exact_spec.approx.mode = mercer::estimator::nystrom::approx::Mode::Exact;
     let exact = exact_spec.fit(&train, &FitContext::sequential()).unwrap();
     let opts = PredictOptions { covariance: true, ..Default::default() };
     let (a, b) =
@@ -217,7 +217,7 @@ fn a_noise_per_row_in_the_sparse_gp() {
     let q = points(&case["xq"]);
     let sparse = SparseGpModel::fit(&spec, &train, &FitContext::sequential()).unwrap();
     let mut exact_spec = spec.clone();
-    exact_spec.approx.mode = mercer::estimator::approx::Mode::Exact;
+    exact_spec.approx.mode = mercer::estimator::nystrom::approx::Mode::Exact;
     let exact = exact_spec.fit(&train, &FitContext::sequential()).unwrap();
     let opts = PredictOptions { covariance: true, ..Default::default() };
     let (a, b) =

@@ -143,10 +143,10 @@ pub enum Samples {
 }
 
 impl SamplesResponse {
-    pub fn new(d: &crate::estimator::posterior::Draws) -> SamplesResponse {
+    pub fn new(d: &crate::estimator::gaussian_process::posterior::Draws) -> SamplesResponse {
         let samples = match d {
-            crate::estimator::posterior::Draws::Single(m) => Samples::Single(rows_of(m)),
-            crate::estimator::posterior::Draws::PerOutput(ms) => {
+            crate::estimator::gaussian_process::posterior::Draws::Single(m) => Samples::Single(rows_of(m)),
+            crate::estimator::gaussian_process::posterior::Draws::PerOutput(ms) => {
                 let m = ms.first().map_or(0, |d| d.nrows());
                 Samples::PerOutput(
                     (0..m).map(|i| ms.iter().map(|d| d.row(i).iter().copied().collect()).collect()).collect(),

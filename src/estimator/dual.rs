@@ -4,8 +4,8 @@
 //! in how they train a machine and in what they answer from the decision values
 //! ([`DualSpec`]); [`DualClassifier`] is the rest.
 
-use super::labels::{ClassLabels, ClassificationSet};
 use super::{FitError, PredictOptions, Prediction, Predictor, RestoreError, StoredArrays, StoredFit, TrainingReport};
+use crate::estimator::targets::labels::{ClassLabels, ClassificationSet};
 use crate::kernel::{Kernel, Points};
 use crate::linalg::Parallelism;
 use nalgebra::DMatrix;

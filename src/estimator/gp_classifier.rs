@@ -14,11 +14,11 @@
 //! likelihood is the machines' mean (as scikit-learn).
 
 use super::dual;
-use super::labels::{ClassLabels, ClassificationSet};
 use super::{
     log1p_exp, sigmoid, Estimator, FitContext, FitError, HyperSearch, PredictOptions, Prediction, Predictor,
     TrainingReport,
 };
+use crate::estimator::targets::labels::{ClassLabels, ClassificationSet};
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{Cholesky, Parallelism};
 use crate::spec::{FieldError, ObjectReader};
@@ -56,7 +56,7 @@ impl GpClassifier {
         if !(1..=10_000).contains(&max_iter) {
             return Err(FieldError::invalid(obj.pointer("max_iter"), "must be in 1..=10000"));
         }
-        super::approx::Approximation::read_exact_only(&mut obj)?;
+        crate::estimator::nystrom::approx::Approximation::read_exact_only(&mut obj)?;
         obj.finish()?;
         Ok(GpClassifier { kernel, optimize, restarts, seed, max_iter })
     }

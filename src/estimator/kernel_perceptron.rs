@@ -9,8 +9,8 @@
 //! memory stays O(n) and a mistake costs O(n d).
 
 use super::dual::{DualClassifier, DualSpec, MachineFit};
-use super::labels::ClassificationSet;
 use super::{Decision, Estimator, FitContext, FitError, PredictOptions, Prediction};
+use crate::estimator::targets::labels::ClassificationSet;
 use crate::kernel::column::ColumnKernel;
 use crate::kernel::Kernel;
 
@@ -37,7 +37,7 @@ impl KernelPerceptron {
             return Err(FieldError::invalid(obj.pointer("max_epochs"), format!("must be in 1..={MAX_EPOCHS}")));
         }
         let seed = obj.u64("seed")?.unwrap_or(0);
-        super::approx::Approximation::read_exact_only(&mut obj)?;
+        crate::estimator::nystrom::approx::Approximation::read_exact_only(&mut obj)?;
         obj.finish()?;
         Ok(KernelPerceptron { kernel, max_epochs, seed })
     }
@@ -120,7 +120,7 @@ impl DualSpec for KernelPerceptron {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::estimator::labels::ClassLabels;
+    use crate::estimator::targets::labels::ClassLabels;
     use crate::estimator::Predictor;
     use crate::estimator::Target;
     use crate::kernel::Points;

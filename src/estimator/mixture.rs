@@ -8,8 +8,8 @@
 //! added (scikit-learn's reg_covar), so a component on one repeated point stays proper.
 //! Every probability is handled in log space through log-sum-exp.
 
-use super::inducing::{assign, kmeans_plus_plus, lloyd};
 use super::{FitContext, FitError};
+use crate::estimator::nystrom::inducing::{assign, kmeans_plus_plus, lloyd};
 use crate::kernel::{Mixture, MixtureKernel, Points};
 use crate::spec::FieldError;
 use nalgebra::DMatrix;

@@ -6,31 +6,24 @@
 //! solver. [`ModelSpec`] and [`FittedModel`] are the closed sets the service dispatches
 //! over; adding a model adds one arm to each.
 
-pub mod approx;
 mod context;
 pub mod dual;
-pub mod falkon;
 pub mod gaussian_process;
 pub mod gp_classifier;
-pub mod inducing;
 pub mod kernel_logistic;
 pub mod kernel_perceptron;
 pub mod kernel_ridge;
-pub mod labels;
-pub mod linear;
 pub mod mixture;
 mod model_spec;
 pub mod nadaraya_watson;
-pub(crate) mod nystrom;
+pub mod nystrom;
 pub mod online;
-mod outputs;
-pub mod posterior;
 pub mod rbf_network;
-mod search;
-pub mod sparse_gp;
 mod stored;
 pub mod svm;
+pub mod targets;
 pub mod transform;
+pub mod weights;
 
 use crate::kernel::{Kernel, Points, RowKind};
 use crate::linalg::Parallelism;
@@ -39,21 +32,21 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use context::{CancelToken, FitContext, FitError, Progress, ProgressState};
+pub(crate) use gaussian_process::search::HyperSearch;
+pub use gaussian_process::sparse::SparseGpModel;
 pub use gaussian_process::{GaussianProcess, GaussianProcessModel};
 pub use gp_classifier::{GpClassifier, GpClassifierModel};
 pub use kernel_logistic::{KernelLogistic, KernelLogisticModel};
 pub use kernel_perceptron::{KernelPerceptron, KernelPerceptronModel};
 pub use kernel_ridge::{KernelRidge, KernelRidgeModel};
-pub use labels::{ClassLabels, ClassificationSet, Target};
 pub use model_spec::ModelSpec;
 pub use nadaraya_watson::{NadarayaWatson, NadarayaWatsonModel};
-pub use outputs::Outputs;
 pub use rbf_network::{RbfNetwork, RbfNetworkModel};
-pub(crate) use search::HyperSearch;
-pub use sparse_gp::SparseGpModel;
 pub(crate) use stored::StoredArrays;
 pub use stored::{AppendRows, FittedModel, RestoreError, StoredAppend, StoredFit, StoredRows};
 pub use svm::{OneClassModel, OneClassSvm, Svm, SvmModel, Svr, SvrModel};
+pub use targets::labels::{ClassLabels, ClassificationSet, Target};
+pub use targets::outputs::Outputs;
 pub use transform::{KernelPca, KernelPcaModel};
 
 /// The model names of the contract.

@@ -3,7 +3,7 @@
 //! dispatch to its estimator (with the kernel's mixtures fitted first).
 
 use super::{
-    approx, mixture, nystrom, Estimator, FitContext, FitError, FittedModel, GaussianProcess, GpClassifier,
+    mixture, nystrom, nystrom::approx, Estimator, FitContext, FitError, FittedModel, GaussianProcess, GpClassifier,
     KernelLogistic, KernelPca, KernelPerceptron, KernelRidge, ModelKind, NadarayaWatson, OneClassSvm, RbfNetwork,
     SparseGpModel, Svm, Svr, TrainingData,
 };
@@ -284,13 +284,16 @@ impl ModelSpec {
     pub fn fit_memory_estimate(&self, n: usize, d: usize) -> usize {
         if let Some(a) = self.approximation().filter(|a| a.mode == approx::Mode::Nystrom) {
             if matches!(self, ModelSpec::Svm(_) | ModelSpec::KernelLogistic(_)) {
-                return super::linear::fit_memory_estimate(n, d, a.m(n));
+                return crate::estimator::nystrom::classifiers::fit_memory_estimate(n, d, a.m(n));
             }
             if let ModelSpec::KernelRidge(p) = self {
                 return p.nystrom_memory_estimate(n, d);
             }
             let search = match self {
-                ModelSpec::GaussianProcess(gp) if gp.optimize => Some(gp.theta().len()),
+                ModelSpec::GaussianProcess(gp) if gp.optimize => Some(nystrom::SearchSize {
+                    params: gp.theta().len(),
+                    subset_rows: super::gaussian_process::sparse::OPTIMIZE_SUBSET_ROWS,
+                }),
                 _ => None,
             };
             return nystrom::fit_memory_estimate(n, d, a.m(n), search);
@@ -379,7 +382,7 @@ impl ModelSpec {
                 FittedModel::GaussianProcess(p.fit(d, ctx)?)
             }
             (ModelSpec::Svm(p), TrainingData::Classification(d)) if p.approx.is_nystrom() => {
-                FittedModel::NystromSvm(super::linear::hinge::fit(p, d, ctx)?)
+                FittedModel::NystromSvm(crate::estimator::svm::nystrom::fit(p, d, ctx)?)
             }
             (ModelSpec::Svm(p), TrainingData::Classification(d)) => FittedModel::Svm(p.fit(d, ctx)?),
             (ModelSpec::KernelPerceptron(p), TrainingData::Classification(d)) => {

@@ -162,7 +162,11 @@ pub(super) fn grow_all<E: Copy>(
 /// The training set with `new` appended to `x`, `y` (n x t column-major, t being
 /// `new`'s outputs).
 pub(super) fn grown_set(x: &Points, y: &[f64], new: &TrainingSet) -> TrainingSet {
-    TrainingSet { x: Points::concat(&[x, &new.x]), y: super::outputs::stack_targets(y, new), outputs: new.outputs }
+    TrainingSet {
+        x: Points::concat(&[x, &new.x]),
+        y: crate::estimator::targets::outputs::stack_targets(y, new),
+        outputs: new.outputs,
+    }
 }
 
 #[cfg(test)]

@@ -4,11 +4,10 @@
 
 use super::online::AppendError;
 use super::{
-    linear::hinge::NystromSvmModel, ClassLabels, GaussianProcess, GaussianProcessModel, GpClassifier,
-    GpClassifierModel, KernelLogistic, KernelLogisticModel, KernelPca, KernelPcaModel, KernelPerceptron,
-    KernelPerceptronModel, KernelRidge, KernelRidgeModel, ModelKind, NadarayaWatson, NadarayaWatsonModel,
-    OneClassModel, OneClassSvm, Predictor, RbfNetwork, RbfNetworkModel, SparseGpModel, Svm, SvmModel, Svr, SvrModel,
-    TrainingReport, TrainingSet,
+    svm::nystrom::NystromSvmModel, ClassLabels, GaussianProcess, GaussianProcessModel, GpClassifier, GpClassifierModel,
+    KernelLogistic, KernelLogisticModel, KernelPca, KernelPcaModel, KernelPerceptron, KernelPerceptronModel,
+    KernelRidge, KernelRidgeModel, ModelKind, NadarayaWatson, NadarayaWatsonModel, OneClassModel, OneClassSvm,
+    Predictor, RbfNetwork, RbfNetworkModel, SparseGpModel, Svm, SvmModel, Svr, SvrModel, TrainingReport, TrainingSet,
 };
 use crate::kernel::{Kernel, Points, RowKind};
 use crate::linalg::Parallelism;
@@ -396,13 +395,13 @@ impl FittedModel {
             }
             ModelKind::GaussianProcess if nystrom => {
                 let spec = GaussianProcess::from_json(kernel, &params, "/params").map_err(bad)?;
-                let norm = super::outputs::Normalisation::restore(outputs, &s, &mut arrays)?;
+                let norm = crate::estimator::targets::outputs::Normalisation::restore(outputs, &s, &mut arrays)?;
                 let v = factor_of(s.factor, x.n(), 0.0)?;
                 Ok(FittedModel::SparseGp(SparseGpModel::restore(spec, x, s.alpha, v, (outputs, norm), report)))
             }
             ModelKind::GaussianProcess => {
                 let spec = GaussianProcess::from_json(kernel, &params, "/params").map_err(bad)?;
-                let norm = super::outputs::Normalisation::restore(outputs, &s, &mut arrays)?;
+                let norm = crate::estimator::targets::outputs::Normalisation::restore(outputs, &s, &mut arrays)?;
                 let factor = factor_of(s.factor, x.n(), s.jitter)?;
                 let z = arrays.take("z", Some(x.n() * t)).ok();
                 Ok(FittedModel::GaussianProcess(GaussianProcessModel::restore(

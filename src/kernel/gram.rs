@@ -425,44 +425,10 @@ fn fill(
         chunks.enumerate().for_each(|(b, c)| fill(b, c));
     }
     if symmetric && half == Half::Full {
-        mirror_lower(&mut out, par);
+        crate::linalg::mirror_lower(&mut out, par);
     }
     out
 }
-
-/// Copies the strict lower triangle onto the upper, in square tiles so that both the
-/// reads (along rows) and the writes stay within a few cache lines.
-pub(super) fn mirror_lower(a: &mut DMatrix<f64>, par: Parallelism) {
-    const TILE: usize = 64;
-    let n = a.nrows();
-    let ptr = SyncPtr(a.as_mut_ptr());
-    let tile_col = |tj: usize| {
-        let p = &ptr;
-        let j0 = tj * TILE;
-        let j1 = (j0 + TILE).min(n);
-        // Upper entries (i, j) with i < j, j in this tile column, read from (j, i).
-        for ti in (0..=tj).map(|t| t * TILE) {
-            let i1 = (ti + TILE).min(n);
-            for j in j0..j1 {
-                for i in ti..i1.min(j) {
-                    // SAFETY: each (i, j) with i < j is written by exactly one task (the one
-                    // owning column tile j / TILE), and (j, i) with j > i is only ever read.
-                    unsafe { *p.0.add(i + j * n) = *p.0.add(j + i * n) };
-                }
-            }
-        }
-    };
-    let tiles = n.div_ceil(TILE);
-    if par.is_parallel() {
-        (0..tiles).into_par_iter().for_each(tile_col);
-    } else {
-        (0..tiles).for_each(tile_col);
-    }
-}
-
-struct SyncPtr(*mut f64);
-// SAFETY: used only by `mirror_lower`, whose tasks write disjoint entries.
-unsafe impl Sync for SyncPtr {}
 
 #[cfg(test)]
 mod tests {

@@ -16,6 +16,7 @@ mod cholesky;
 mod eigen;
 mod leading;
 mod memory;
+mod mirror;
 mod preconditioner;
 
 pub use blocks::{SymmetricBlocks, SymmetricOperator, BLOCK_ROWS};
@@ -23,6 +24,7 @@ pub use cholesky::Cholesky;
 pub use eigen::SymmetricEigen;
 pub use leading::{leading_exact, leading_randomized, Leading};
 pub use memory::{clear_upper_vector_state, copy_of, zeroed_bytes, zeros};
+pub use mirror::mirror_lower;
 pub use preconditioner::TwoFactors;
 
 use faer::{MatMut, MatRef, Par};

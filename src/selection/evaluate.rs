@@ -5,7 +5,7 @@
 //! solved over columns read from that table ([`svm`]).
 
 use super::scoring::{Held, HeldClasses, Needs};
-use crate::estimator::gaussian_process::normalisation;
+use crate::estimator::targets::outputs::normalisation;
 use crate::estimator::{
     ClassificationSet, Decision, FitContext, FitError, ModelSpec, PredictOptions, Prediction, Svm, TrainingData,
     TrainingSet,
@@ -164,7 +164,7 @@ pub struct Ridge {
 impl Ridge {
     /// The exact models whose fold fits need nothing but K + s I.
     pub fn of(spec: &ModelSpec) -> Option<Ridge> {
-        use crate::estimator::approx::Mode;
+        use crate::estimator::nystrom::approx::Mode;
         match spec {
             ModelSpec::KernelRidge(p) if p.approx.mode == Mode::Exact && p.sample_weight.is_none() => Some(Ridge {
                 kernel: p.kernel.clone(),

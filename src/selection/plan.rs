@@ -141,7 +141,8 @@ impl Plan {
 fn closed_form_loo(spec: &ModelSpec, n: usize) -> bool {
     // Specs reach the plan with `auto` resolved against all n rows.
     let _ = n;
-    let exact = |a: &crate::estimator::approx::Approximation| a.mode == crate::estimator::approx::Mode::Exact;
+    let exact =
+        |a: &crate::estimator::nystrom::approx::Approximation| a.mode == crate::estimator::nystrom::approx::Mode::Exact;
     match spec {
         ModelSpec::KernelRidge(p) => exact(&p.approx),
         ModelSpec::GaussianProcess(p) => exact(&p.approx) && !p.optimize,

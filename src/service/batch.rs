@@ -205,7 +205,7 @@ mod tests {
     /// A model of `kind` over `n` seeded points in 2-D: a regression on a smooth target,
     /// or three classes by angle.
     fn fitted(kind: &str, kernel: serde_json::Value, params: serde_json::Value, n: usize) -> Arc<FittedModel> {
-        use crate::estimator::labels::{ClassLabels, ClassificationSet};
+        use crate::estimator::targets::labels::{ClassLabels, ClassificationSet};
         use crate::estimator::{FitContext, ModelKind, ModelSpec, TrainingData, TrainingSet};
         let m = crate::test_support::seeded_matrix(n, 2, 7);
         let rows: Vec<Vec<f64>> = m.row_iter().map(|r| r.iter().copied().collect()).collect();

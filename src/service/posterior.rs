@@ -3,7 +3,7 @@
 //! m^2 n and m^3 work, so both run on a blocking thread under the heavy-predict limit.
 
 use super::{QueryRows, Service, ServiceError};
-use crate::estimator::posterior::{self, Draws, MAX_DRAWN};
+use crate::estimator::gaussian_process::posterior::{self, Draws, MAX_DRAWN};
 use crate::estimator::{ModelKind, PredictOptions};
 use crate::linalg::Parallelism;
 use crate::spec::FieldError;

@@ -11,12 +11,15 @@
 
 mod likelihood;
 mod model;
+pub mod posterior;
+pub(crate) mod search;
+pub mod sparse;
 
 pub use model::GaussianProcessModel;
 
-use super::approx::Approximation;
-use super::outputs::Normalisation;
 use super::{regularised_gram, Estimator, FitContext, FitError, TrainingReport, TrainingSet};
+use crate::estimator::nystrom::approx::Approximation;
+use crate::estimator::targets::outputs::Normalisation;
 use crate::kernel::hyper::Hyper;
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{Cholesky, Parallelism};
@@ -142,15 +145,6 @@ fn log_marginal_likelihood_of(y: &DMatrix<f64>, alpha: &DMatrix<f64>, chol: &Cho
     -0.5 * y.dot(alpha) - t * (0.5 * chol.log_det() + 0.5 * n * (2.0 * std::f64::consts::PI).ln())
 }
 
-/// Mean and ddof-0 standard deviation of y, with scikit-learn's rule that a zero
-/// standard deviation becomes 1 (a constant target must not divide by zero).
-pub fn normalisation(y: &[f64]) -> (f64, f64) {
-    let n = y.len() as f64;
-    let mean = y.iter().sum::<f64>() / n;
-    let var = y.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
-    let std = var.sqrt();
-    (mean, if std == 0.0 { 1.0 } else { std })
-}
 impl Estimator for GaussianProcess {
     type Data = TrainingSet;
     type Fitted = GaussianProcessModel;
@@ -297,7 +291,7 @@ mod tests {
         for v in &mut data.y {
             *v = 100.0 + 20.0 * *v;
         }
-        let (_, std) = normalisation(&data.y);
+        let (_, std) = crate::estimator::targets::outputs::normalisation(&data.y);
         let model = gp(json!({"noise": 0.01, "normalize_y": true})).fit(&data, &FitContext::sequential()).unwrap();
         let q = Points::from_rows(&[vec![1.0, 0.2]]);
         let plain = model.predict(&q, &PredictOptions::default(), Parallelism::Sequential);

@@ -3,7 +3,7 @@
 
 use super::GaussianProcess;
 use crate::estimator::online::{self, AppendError};
-use crate::estimator::outputs::{gp_prediction, mean_rows, Normalisation};
+use crate::estimator::targets::outputs::{gp_prediction, mean_rows, Normalisation};
 use crate::estimator::{Outputs, PredictOptions, Prediction, Predictor, TrainingReport, TrainingSet};
 use crate::kernel::Points;
 use crate::linalg::{self, Cholesky, Parallelism};

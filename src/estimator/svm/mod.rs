@@ -11,17 +11,18 @@
 
 mod expansion;
 mod model;
+pub mod nystrom;
 mod one_class;
 mod probability;
 mod regression;
 mod svc;
-mod weights;
+mod svc_fit;
 
+pub use crate::estimator::weights::{ClassWeight, SampleWeight};
 pub use model::SvmModel;
 pub use one_class::{OneClassModel, OneClassSvm};
 pub use regression::{Svr, SvrModel};
 pub use svc::Svm;
-pub use weights::{ClassWeight, SampleWeight};
 
 use crate::kernel::column::ColumnKernel;
 use crate::kernel::{GramTable, Kernel, Points};

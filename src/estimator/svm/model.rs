@@ -3,7 +3,7 @@
 
 use super::probability::{pairwise_coupling, sigmoid_predict, MIN_PROB};
 use super::Svm;
-use crate::estimator::labels::ClassLabels;
+use crate::estimator::targets::labels::ClassLabels;
 use crate::estimator::{Decision, PredictOptions, Prediction, Predictor, TrainingReport};
 use crate::kernel::Points;
 use crate::linalg::Parallelism;

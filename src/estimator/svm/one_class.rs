@@ -5,8 +5,8 @@
 //! +1 / -1, score_samples = decision_function + rho. No targets.
 
 use super::expansion::Expansion;
-use super::weights::{rows_and_weights, SampleWeight};
 use super::{read_nu, support, SolverParams, Source};
+use crate::estimator::weights::{rows_and_weights, SampleWeight};
 use crate::estimator::{
     Decision, FitContext, FitError, PredictOptions, Prediction, Predictor, RestoreError, StoredFit, TrainingReport,
 };
@@ -31,7 +31,7 @@ impl OneClassSvm {
         let nu = read_nu(&mut obj)?;
         let solver = SolverParams::read(&mut obj)?;
         let sample_weight = SampleWeight::read(&mut obj)?;
-        crate::estimator::approx::Approximation::read_exact_only(&mut obj)?;
+        crate::estimator::nystrom::approx::Approximation::read_exact_only(&mut obj)?;
         obj.finish()?;
         Ok(OneClassSvm { kernel, nu, solver, sample_weight })
     }

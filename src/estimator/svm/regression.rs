@@ -6,8 +6,8 @@
 //! variables by C x weight.
 
 use super::expansion::Expansion;
-use super::weights::{rows_and_weights, SampleWeight};
 use super::{positive, read_nu, support, SolverParams, Source};
+use crate::estimator::weights::{rows_and_weights, SampleWeight};
 use crate::estimator::{
     Estimator, FitContext, FitError, PredictOptions, Prediction, Predictor, RestoreError, StoredFit, TrainingReport,
     TrainingSet,
@@ -55,7 +55,7 @@ impl Svr {
         let c = positive(&mut obj, "c", 1.0)?;
         let solver = SolverParams::read(&mut obj)?;
         let sample_weight = SampleWeight::read(&mut obj)?;
-        crate::estimator::approx::Approximation::read_exact_only(&mut obj)?;
+        crate::estimator::nystrom::approx::Approximation::read_exact_only(&mut obj)?;
         obj.finish()?;
         Ok(Svr { kernel, c, epsilon, nu, solver, sample_weight })
     }

@@ -129,7 +129,7 @@ impl<K: Hash + Eq> Index<K> {
             out.as_mut_slice().chunks_mut(n).enumerate().for_each(fill);
         }
         if symmetric {
-            super::super::gram::mirror_lower(&mut out, par);
+            crate::linalg::mirror_lower(&mut out, par);
         }
         out
     }

@@ -167,7 +167,7 @@ pub(super) fn subsequence(
         out.as_mut_slice().chunks_mut(n).enumerate().for_each(|c| fill(&mut scratch, c));
     }
     if symmetric {
-        super::super::gram::mirror_lower(&mut out, par);
+        crate::linalg::mirror_lower(&mut out, par);
     }
     if normalize {
         let xd = subsequence_selfs(p, lambda, xp, par);

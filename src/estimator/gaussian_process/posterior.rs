@@ -55,7 +55,7 @@ impl Draws {
 /// Draws from a Gaussian process's prediction with its covariance (one output, or each
 /// of several: [`draw_outputs`]).
 pub fn draw_prediction(
-    p: &super::Prediction,
+    p: &crate::estimator::Prediction,
     n_samples: usize,
     seed: u64,
     par: Parallelism,

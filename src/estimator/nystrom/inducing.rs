@@ -13,8 +13,8 @@
 //! Every step is deterministic for a given seed, whatever the thread count: rows are
 //! assigned independently and centres are summed in row order.
 
-use super::approx::Selection;
-use super::{FitContext, FitError};
+use crate::estimator::nystrom::approx::Selection;
+use crate::estimator::{FitContext, FitError};
 use crate::kernel::Points;
 use crate::linalg::Parallelism;
 use crate::optimize::SplitMix64;
@@ -106,7 +106,7 @@ fn kmeans(x: &Points, m: usize, seed: u64, ctx: &FitContext) -> Result<Points, F
 
 /// k-means++ (Arthur & Vassilvitskii 2007): each new centre drawn with probability
 /// proportional to its squared distance from the nearest centre so far.
-pub(super) fn kmeans_plus_plus(x: &Points, m: usize, seed: u64, par: Parallelism) -> Points {
+pub(crate) fn kmeans_plus_plus(x: &Points, m: usize, seed: u64, par: Parallelism) -> Points {
     let (n, d) = (x.n(), x.d());
     let mut rng = SplitMix64::new(seed);
     let mut chosen = Vec::with_capacity(m);
@@ -143,7 +143,7 @@ pub(super) fn kmeans_plus_plus(x: &Points, m: usize, seed: u64, par: Parallelism
 }
 
 /// For each row, the index of its nearest centre.
-pub(super) fn assign(x: &Points, centres: &Points, par: Parallelism) -> Vec<u32> {
+pub(crate) fn assign(x: &Points, centres: &Points, par: Parallelism) -> Vec<u32> {
     let (n, d, m) = (x.n(), x.d(), centres.n());
     let c_norms: Vec<f64> = (0..m).map(|j| centres.point(j).iter().map(|v| v * v).sum()).collect();
     let block_rows = assign_block(m);
@@ -202,7 +202,7 @@ fn nearest_centre(dots: &[f64], c_norms: &[f64]) -> u32 {
 
 /// Lloyd's iterations from `centres` until the assignment is stable, the centres move
 /// less than the tolerance, or the iteration cap. An empty cluster keeps its centre.
-pub(super) fn lloyd(x: &Points, centres: &mut Points, ctx: &FitContext) -> Result<(), FitError> {
+pub(crate) fn lloyd(x: &Points, centres: &mut Points, ctx: &FitContext) -> Result<(), FitError> {
     let (n, d, m) = (x.n(), x.d(), centres.n());
     let mean = x.as_matrix().column_mean();
     let variance: f64 =

@@ -8,12 +8,14 @@
 //! whose solution solves the full one even when K is singular, and which needs no K^-1.
 //! More than two classes: one machine per class against the rest, probabilities
 //! normalised over the classes. With `approximation: nystrom` the same objective is
-//! solved over the span of M inducing points (`linear/logistic.rs`).
+//! solved over the span of M inducing points (`nystrom.rs`).
 
-use super::approx::Approximation;
+pub mod nystrom;
+
 use super::dual::{DualClassifier, DualSpec, MachineFit};
-use super::labels::ClassificationSet;
 use super::{log1p_exp, sigmoid, Estimator, FitContext, FitError, PredictOptions, Prediction};
+use crate::estimator::nystrom::approx::Approximation;
+use crate::estimator::targets::labels::ClassificationSet;
 use crate::kernel::Kernel;
 use crate::linalg;
 use crate::spec::{FieldError, ObjectReader};
@@ -28,7 +30,7 @@ pub struct KernelLogistic {
     pub kernel: Kernel,
     pub lambda: f64,
     pub max_iter: u64,
-    /// `approximation: nystrom` fits on Nystrom features (`linear/logistic.rs`).
+    /// `approximation: nystrom` fits on Nystrom features (`nystrom.rs` here).
     pub approx: Approximation,
     /// Draws the inducing points.
     pub seed: u64,
@@ -131,7 +133,7 @@ impl Estimator for KernelLogistic {
 
     fn fit(&self, data: &ClassificationSet, ctx: &FitContext) -> Result<KernelLogisticModel, FitError> {
         if self.approx.is_nystrom() {
-            return super::linear::logistic::fit(self, data, ctx);
+            return crate::estimator::kernel_logistic::nystrom::fit(self, data, ctx);
         }
         let gram = self.kernel.gram(&data.x, ctx.par);
         DualClassifier::fit(self, data, |y| self.train_machine(&gram, y, ctx))
@@ -176,7 +178,7 @@ impl DualSpec for KernelLogistic {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::estimator::labels::ClassLabels;
+    use crate::estimator::targets::labels::ClassLabels;
     use crate::estimator::Predictor;
     use crate::kernel::Points;
     use crate::linalg::Parallelism;

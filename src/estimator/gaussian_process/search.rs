@@ -1,7 +1,7 @@
 //! The hyperparameter search the Gaussian-process models share: L-BFGS-B from the
 //! given start and from seeded restarts, best start kept, reported in `training`.
 
-use super::{FitContext, FitError, TrainingReport};
+use crate::estimator::{FitContext, FitError, TrainingReport};
 
 /// A search for the hyperparameters (log space) that maximise a log marginal likelihood:
 /// from `theta`, then from `restarts` more starts drawn log-uniformly within `bounds`

@@ -3,8 +3,8 @@
 //! row, even when t = 1, as scikit-learn keeps the axis of a 2-D y. The outputs share
 //! one kernel and one factorisation: each is one more right-hand side.
 
-use super::stored::{RestoreError, StoredArrays, StoredFit};
-use super::TrainingSet;
+use crate::estimator::stored::{RestoreError, StoredArrays, StoredFit};
+use crate::estimator::TrainingSet;
 use nalgebra::DMatrix;
 
 /// How many outputs a regression has.
@@ -60,7 +60,7 @@ impl Normalisation {
         if !normalize {
             return Normalisation::identity(t);
         }
-        let (mean, std) = (0..t).map(|k| super::gaussian_process::normalisation(data.output(k))).unzip();
+        let (mean, std) = (0..t).map(|k| normalisation(data.output(k))).unzip();
         Normalisation { mean, std }
     }
 
@@ -129,7 +129,7 @@ pub(crate) fn push_rows(out: &mut Vec<f64>, m: &DMatrix<f64>) {
 /// column-major.
 pub(crate) fn mean_rows(cross: &DMatrix<f64>, alpha: &[f64], t: usize, par: crate::linalg::Parallelism) -> Vec<f64> {
     if t == 1 {
-        return super::weighted_columns(cross, alpha);
+        return crate::estimator::weighted_columns(cross, alpha);
     }
     let a = DMatrix::from_column_slice(cross.nrows(), t, alpha);
     let mut out = Vec::with_capacity(cross.ncols() * t);
@@ -156,7 +156,7 @@ pub(crate) fn gp_prediction(
     cov: Option<DMatrix<f64>>,
     var: Option<Vec<f64>>,
     noise: f64,
-) -> super::Prediction {
+) -> crate::estimator::Prediction {
     let t = outputs.t();
     let values = mean.iter().enumerate().map(|(j, v)| norm.unscale(j % t, *v)).collect();
     let cov = cov.map(|mut c| {
@@ -171,13 +171,13 @@ pub(crate) fn gp_prediction(
     };
     let scales = norm.variance_scales();
     match outputs {
-        Outputs::Single => super::Prediction {
+        Outputs::Single => crate::estimator::Prediction {
             values,
             variance: base.map(|v| v.into_iter().map(|v| v * scales[0]).collect()),
             covariance: cov.map(|c| c * scales[0]),
             ..Default::default()
         },
-        Outputs::Multi(t) => super::Prediction {
+        Outputs::Multi(t) => crate::estimator::Prediction {
             values,
             variance: base.map(|v| v.iter().flat_map(|v| scales.iter().map(move |s| v * s)).collect()),
             covariance: cov,
@@ -186,4 +186,14 @@ pub(crate) fn gp_prediction(
             ..Default::default()
         },
     }
+}
+
+/// Mean and ddof-0 standard deviation of y, with scikit-learn's rule that a zero
+/// standard deviation becomes 1 (a constant target must not divide by zero).
+pub fn normalisation(y: &[f64]) -> (f64, f64) {
+    let n = y.len() as f64;
+    let mean = y.iter().sum::<f64>() / n;
+    let var = y.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+    let std = var.sqrt();
+    (mean, if std == 0.0 { 1.0 } else { std })
 }

@@ -2,7 +2,7 @@
 //! LIBSVM: a class's weight multiplies C for that class's rows, a row's weight multiplies
 //! its C, and rows of weight 0 are left out of the fit.
 
-use super::super::labels::ClassLabels;
+use super::targets::labels::ClassLabels;
 use crate::spec::{json_type_name, FieldError, ObjectReader};
 use serde_json::{Map, Value};
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! Sparse Gaussian-process regression: Titsias' variational free energy (VFE, GPflow's
 //! SGPR) with M inducing points Z, for `gaussian_process` with `approximation: nystrom`.
 //!
-//! With K_MM = L L', G = A A' for A = L^-1 K_Mn (streamed as in `nystrom.rs`),
+//! With K_MM = L L', G = A A' for A = L^-1 K_Mn (streamed as in `nystrom/mod.rs`),
 //! B = I + G / s (s the noise variance) = L_B L_B', and c = L_B^-1 L^-1 K_Mn y / s, the
 //! collapsed bound is
 //!
@@ -22,10 +22,10 @@
 //! [`OPTIMIZE_SUBSET_ROWS`], the search runs on a seeded uniform subset of that many rows
 //! (inducing points fixed) and the final fit on every row (`training.optimized_on_rows`).
 
-use super::gaussian_process::GaussianProcess;
-use super::nystrom::{factor_kmm, over_row_blocks, weighted_moments, whiten, Moments};
-use super::outputs::{gp_prediction, mean_rows, Normalisation};
-use super::{
+use crate::estimator::gaussian_process::GaussianProcess;
+use crate::estimator::nystrom::{factor_kmm, over_row_blocks, weighted_moments, whiten, Moments};
+use crate::estimator::targets::outputs::{gp_prediction, mean_rows, Normalisation};
+use crate::estimator::{
     FitContext, FitError, Outputs, PredictOptions, Prediction, Predictor, Progress, TrainingReport, TrainingSet,
 };
 use crate::kernel::{Kernel, Points};
@@ -286,7 +286,7 @@ impl SparseGpModel {
     /// if asked for (on a subset of rows beyond [`OPTIMIZE_SUBSET_ROWS`]), then the fit.
     pub fn fit(spec: &GaussianProcess, data: &TrainingSet, ctx: &FitContext) -> Result<SparseGpModel, FitError> {
         noise_of(spec)?;
-        let (z, indices) = super::nystrom::inducing_points(&spec.approx, spec.seed, &data.x, ctx)?;
+        let (z, indices) = crate::estimator::nystrom::inducing_points(&spec.approx, spec.seed, &data.x, ctx)?;
         let mut model = Self::fit_at(spec, z, data, ctx)?;
         model.report.inducing_indices = indices;
         Ok(model)
@@ -316,7 +316,7 @@ impl SparseGpModel {
         }
         let report = TrainingReport {
             evidence_lower_bound: Some(fixed.bound),
-            ..super::nystrom::report(z.n(), fixed.jitter).merge_search(search)
+            ..crate::estimator::nystrom::report(z.n(), fixed.jitter).merge_search(search)
         };
         Ok(SparseGpModel { spec: fitted, z, v: fixed.v, weights: fixed.weights, outputs: data.outputs, norm, report })
     }
@@ -331,7 +331,8 @@ impl SparseGpModel {
         let n = x.n();
         let (xs, ys, on_rows, subset) = if n > OPTIMIZE_SUBSET_ROWS {
             // Another stream than the inducing points' draw from the same seed.
-            let rows = super::inducing::sample_rows(n, OPTIMIZE_SUBSET_ROWS, spec.seed ^ 0x0B7_1A1E_5EED);
+            let rows =
+                crate::estimator::nystrom::inducing::sample_rows(n, OPTIMIZE_SUBSET_ROWS, spec.seed ^ 0x0B7_1A1E_5EED);
             let ys = y.select_rows(&rows);
             // A noise per row is taken at the subset's rows.
             (std::borrow::Cow::Owned(x.select(&rows)), std::borrow::Cow::Owned(ys), spec.for_rows(&rows), true)
@@ -340,7 +341,7 @@ impl SparseGpModel {
         };
         // The passes inside each evaluation must not overwrite the search's progress.
         let inner = FitContext { progress: Progress::default(), ..ctx.clone() };
-        let search = super::HyperSearch {
+        let search = crate::estimator::HyperSearch {
             theta: spec.theta(),
             bounds: spec.theta_bounds(),
             pointers: spec.theta_pointers(),
@@ -355,7 +356,7 @@ impl SparseGpModel {
         Ok((spec.with_theta(&theta), report))
     }
 
-    pub(super) fn store_into(&self, s: &mut super::StoredFit) {
+    pub(crate) fn store_into(&self, s: &mut crate::estimator::StoredFit) {
         s.put_points(&self.z);
         s.alpha = self.weights.clone();
         s.factor = self.v.l().as_slice().to_vec();
@@ -364,7 +365,7 @@ impl SparseGpModel {
     }
 
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn restore(
+    pub(crate) fn restore(
         spec: GaussianProcess,
         z: Points,
         weights: Vec<f64>,
@@ -380,7 +381,7 @@ impl SparseGpModel {
     }
 
     /// The model's output axis.
-    pub fn outputs(&self) -> super::Outputs {
+    pub fn outputs(&self) -> crate::estimator::Outputs {
         self.outputs
     }
 
@@ -425,7 +426,7 @@ impl Predictor for SparseGpModel {
             linalg::sub_at_a(&mut cov, &a, par);
             return gp_prediction(self.outputs, &self.norm, mean, opts.variance, Some(cov), None, extra);
         }
-        let block = super::predict_block_rows(self.z.n());
+        let block = crate::estimator::predict_block_rows(self.z.n());
         let mut mean = Vec::with_capacity(x.n() * t);
         let mut variance = opts.variance.then(|| Vec::with_capacity(x.n()));
         for start in (0..x.n()).step_by(block) {
@@ -441,7 +442,7 @@ impl Predictor for SparseGpModel {
         gp_prediction(self.outputs, &self.norm, mean, opts.variance, None, variance, extra)
     }
 
-    super::spec_and_report_accessors!();
+    crate::estimator::spec_and_report_accessors!();
 
     fn n_support(&self) -> usize {
         self.z.n()

@@ -18,7 +18,7 @@
 //! of blocks and the partial sums are added in range order, so a fit is reproducible
 //! for a given thread count.
 
-use super::{FitContext, FitError};
+use crate::estimator::{FitContext, FitError};
 use crate::kernel::{BlockScratch, CrossBlocks, Element, Kernel, Points};
 use crate::linalg::{Cholesky, Parallelism, TwoFactors};
 use nalgebra::DMatrix;

@@ -3,20 +3,22 @@
 //! Matches scikit-learn's `KernelRidge` (its `alpha` is our `lambda`), which also solves
 //! by Cholesky. Only alpha and the training points are kept: the factor is not needed to
 //! predict. With `approximation: nystrom` the fitted state has the same form, over the M
-//! inducing points (`nystrom.rs` computes the weights).
+//! inducing points (`nystrom/mod.rs` computes the weights).
 //!
 //! `sample_weight` as scikit-learn applies it: with S = diag(sqrt(w)), b = (S K S +
 //! lambda I)^-1 S y and alpha = S b (rows of weight 0 get alpha 0 and move nothing).
 //! Nystrom: the weighted normal equations (A W A' + lambda I) c = A W y.
 
-use super::approx::{Approximation, Mode};
-use super::falkon::{Solver, SolverParams};
+pub mod falkon;
+
 use super::online::{self, AppendError};
 use super::svm::SampleWeight;
 use super::{
     regularised_gram, Estimator, FitContext, FitError, PredictOptions, Prediction, Predictor, TrainingReport,
     TrainingSet,
 };
+use crate::estimator::kernel_ridge::falkon::{Solver, SolverParams};
+use crate::estimator::nystrom::approx::{Approximation, Mode};
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{Cholesky, Parallelism};
 use crate::spec::{FieldError, ObjectReader};
@@ -81,8 +83,8 @@ impl KernelRidge {
         match self.solver.resolved(m) {
             Solver::Cg => {
                 let data = n * (d + 2) * 8 * 2;
-                data + super::falkon::memory_estimate(m, 1, self.solver.options().single)
-                    + super::inducing::sample_bytes(n, d, m)
+                data + crate::estimator::kernel_ridge::falkon::memory_estimate(m, 1, self.solver.options().single)
+                    + crate::estimator::nystrom::inducing::sample_bytes(n, d, m)
             }
             _ => super::nystrom::fit_memory_estimate(n, d, m, None),
         }
@@ -250,8 +252,15 @@ impl KernelRidge {
     ) -> Result<KernelRidgeModel, FitError> {
         let w = self.sample_weight.as_ref().map(|w| &w.0[..]);
         let y = data.y_matrix();
-        let problem = super::falkon::Problem { x: &data.x, y: &y, w, z_rows };
-        let out = super::falkon::ridge_weights(&self.kernel, self.lambda, &z, problem, self.solver.options(), ctx)?;
+        let problem = crate::estimator::kernel_ridge::falkon::Problem { x: &data.x, y: &y, w, z_rows };
+        let out = crate::estimator::kernel_ridge::falkon::ridge_weights(
+            &self.kernel,
+            self.lambda,
+            &z,
+            problem,
+            self.solver.options(),
+            ctx,
+        )?;
         let report = TrainingReport {
             solver: Some("cg".into()),
             iterations: Some(out.iterations),
@@ -430,7 +439,7 @@ impl Predictor for KernelRidgeModel {
         for start in (0..x.n()).step_by(block) {
             let q = x.slice(start, block.min(x.n() - start));
             let ks = self.spec.kernel.cross(&self.x, &q, par);
-            values.extend(super::outputs::mean_rows(&ks, &self.alpha, self.outputs.t(), par));
+            values.extend(crate::estimator::targets::outputs::mean_rows(&ks, &self.alpha, self.outputs.t(), par));
         }
         let outputs = self.outputs.is_multi().then_some(self.outputs.t());
         Prediction { values, outputs, ..Default::default() }

@@ -2,7 +2,7 @@
 //! linear model on Nystrom features phi(x) = [L^-1 k_M(x); 1], L the Cholesky factor of
 //! K_MM (the exact fits' jitter rule) and the constant feature last.
 //!
-//! This module owns the feature map ([`FeatureMap`]) and the fitted form; `hinge.rs` is
+//! This module owns the feature map ([`FeatureMap`]) and the fitted form; `svm/nystrom.rs` is
 //! the dual coordinate-descent C-SVM (LIBLINEAR's `-s 3 -B 1`), `logistic.rs` the Newton
 //! solver of the penalised logistic model.
 //!
@@ -16,13 +16,10 @@
 //! f(x) = (L^-T w)'k_M(x) + b, the same [`DualExpansion`] the exact one-vs-rest
 //! classifiers predict from.
 
-pub mod hinge;
-pub mod logistic;
-
-use super::dual::{DualClassifier, DualExpansion};
-use super::labels::ClassificationSet;
-use super::nystrom::{self, BLOCK_ROWS};
-use super::{approx::Approximation, FitContext, FitError};
+use crate::estimator::dual::{DualClassifier, DualExpansion};
+use crate::estimator::nystrom::{self, BLOCK_ROWS};
+use crate::estimator::targets::labels::ClassificationSet;
+use crate::estimator::{nystrom::approx::Approximation, FitContext, FitError};
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{Cholesky, Parallelism};
 use nalgebra::DMatrix;
@@ -196,7 +193,7 @@ pub fn fit_memory_estimate(n: usize, d: usize, m: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::estimator::approx::{Mode, Selection};
+    use crate::estimator::nystrom::approx::{Mode, Selection};
     use serde_json::json;
 
     /// The features computed in blocks equal the whitened kernel columns, and scores

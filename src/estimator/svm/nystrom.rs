@@ -15,9 +15,9 @@
 //! not fit either, a pass takes them in chunks that do, running a few epochs of the same
 //! loop on each (block minimisation, Yu et al. 2010).
 
-use super::{FeatureMap, FEATURE_BUDGET};
 use crate::estimator::dual::{self, DualClassifier, DualSpec};
-use crate::estimator::labels::ClassificationSet;
+use crate::estimator::nystrom::classifiers::{FeatureMap, FEATURE_BUDGET};
+use crate::estimator::targets::labels::ClassificationSet;
 use crate::estimator::{Decision, FitContext, FitError, PredictOptions, Prediction, Svm};
 use crate::kernel::{Kernel, Points};
 use crate::optimize::SplitMix64;
@@ -120,13 +120,14 @@ impl Problem<'_> {
         let width = self.map.width();
         let candidates: Vec<usize> = (0..n).filter(|&i| upper[i] > 0.0).collect();
         let mut state = Dual { alpha: vec![0.0; n], w: vec![0.0; width], rng: SplitMix64::new(seed) };
-        let chunk_rows = (self.budget / (8 * width)).max(super::BLOCK_ROWS);
+        let chunk_rows = (self.budget / (8 * width)).max(crate::estimator::nystrom::BLOCK_ROWS);
         // Without every row's features, start from the solution on as many rows (drawn
         // with the seed) as fit: it is a feasible point of the whole dual (the other
         // alphas 0), and after it most rows are found outside the margin by the check
         // below, without their features ever being computed.
         let mut active = if self.cache.is_none() && candidates.len() > chunk_rows {
-            let mut draw = crate::estimator::inducing::sample_rows(candidates.len(), chunk_rows, seed ^ WARM_SEED);
+            let mut draw =
+                crate::estimator::nystrom::inducing::sample_rows(candidates.len(), chunk_rows, seed ^ WARM_SEED);
             draw.iter_mut().for_each(|r| *r = candidates[*r]);
             draw
         } else {

@@ -22,10 +22,10 @@
 //! With M = n inducing points at the training rows, Phi = L' (in the rows' order) and
 //! |w|^2 = a'Ka for w = L'a: the exact model's objective, and its optimum.
 
-use super::{FeatureMap, FEATURE_BUDGET};
 use crate::estimator::dual;
-use crate::estimator::labels::ClassificationSet;
-use crate::estimator::nystrom::{mirror_lower, over_row_blocks, rank_update, whitened_block};
+use crate::estimator::nystrom::classifiers::{FeatureMap, FEATURE_BUDGET};
+use crate::estimator::nystrom::{over_row_blocks, rank_update, whitened_block};
+use crate::estimator::targets::labels::ClassificationSet;
 use crate::estimator::{log1p_exp, sigmoid, FitContext, FitError, KernelLogistic, KernelLogisticModel};
 use crate::kernel::Points;
 use nalgebra::{DMatrix, DVector};
@@ -57,8 +57,8 @@ pub fn fit_with_budget(
     let sample = match cache {
         Some(_) => None,
         None => {
-            let rows = (budget / (8 * map.width())).clamp(super::BLOCK_ROWS.min(n), n);
-            let draw = crate::estimator::inducing::sample_rows(n, rows, spec.seed ^ WARM_SEED);
+            let rows = (budget / (8 * map.width())).clamp(crate::estimator::nystrom::BLOCK_ROWS.min(n), n);
+            let draw = crate::estimator::nystrom::inducing::sample_rows(n, rows, spec.seed ^ WARM_SEED);
             ctx.progress.phase("kernel_pass");
             let phi = map.features(&data.x, &draw, ctx)?;
             Some((draw, phi))
@@ -228,7 +228,7 @@ const SLOW_STEP: f64 = 0.5;
 /// The per-thread sums added in range order, mirrored.
 fn total(parts: Vec<DMatrix<f64>>) -> DMatrix<f64> {
     let mut h = parts.into_iter().reduce(|a, b| a + b).expect("at least one part");
-    mirror_lower(&mut h);
+    crate::linalg::mirror_lower(&mut h, crate::linalg::Parallelism::Sequential);
     h
 }
 

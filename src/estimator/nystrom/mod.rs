@@ -1,5 +1,5 @@
 //! Nystrom kernel ridge regression, and the streamed kernel statistics it shares with
-//! the sparse GP (`sparse_gp.rs`).
+//! the sparse GP (`gaussian_process/sparse.rs`).
 //!
 //! With M inducing points Z and K_MM = L L' (the exact fits' jitter rule), the fit never
 //! holds K_nM: rows are taken in blocks of [`BLOCK_ROWS`]; each block's M x b matrix
@@ -21,10 +21,14 @@
 //! least lambda, never an inverse of K_MM. With M = n inducing points at the training
 //! rows, G = L'L and b = (K + lambda I)^-1 y: the exact fit.
 
-use super::approx::Approximation;
+pub mod approx;
+pub mod classifiers;
+pub mod inducing;
+
 use super::{FitContext, FitError, TrainingReport};
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{self, Cholesky, Parallelism};
+use approx::Approximation;
 use faer::linalg::matmul::triangular::BlockStructure;
 use faer::{Accum, MatMut, MatRef, Par};
 use nalgebra::DMatrix;
@@ -134,7 +138,7 @@ pub(crate) fn weighted_moments(
         total.yy += part.yy;
         total.trace += part.trace;
     }
-    mirror_lower(&mut total.g);
+    crate::linalg::mirror_lower(&mut total.g, Parallelism::Sequential);
     Ok(total)
 }
 
@@ -155,15 +159,6 @@ pub(crate) fn rank_update(p: &mut DMatrix<f64>, k: &DMatrix<f64>) {
         Par::Seq,
     );
     crate::linalg::clear_upper_vector_state();
-}
-
-pub(crate) fn mirror_lower(a: &mut DMatrix<f64>) {
-    let n = a.nrows();
-    for j in 0..n {
-        for i in j + 1..n {
-            a[(j, i)] = a[(i, j)];
-        }
-    }
 }
 
 /// L^-1 S L^-T for a symmetric S (M x M, computed once per fit), made exactly symmetric.
@@ -221,20 +216,28 @@ pub(crate) fn report(m: usize, jitter: f64) -> TrainingReport {
     }
 }
 
+/// A hyperparameter search's share of a Nystrom fit: its free hyperparameters and the
+/// rows of the subset it runs on.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SearchSize {
+    pub params: usize,
+    pub subset_rows: usize,
+}
+
 /// Bytes a Nystrom fit holds at its peak: the data (and the request's copy), each
 /// thread's blocks (with `search`, the kernel derivatives: one block per free
 /// hyperparameter) and M x M matrices, the search's subset, and k-means' sample.
-pub(crate) fn fit_memory_estimate(n: usize, d: usize, m: usize, search: Option<usize>) -> usize {
+pub(crate) fn fit_memory_estimate(n: usize, d: usize, m: usize, search: Option<SearchSize>) -> usize {
     let threads = rayon::current_num_threads().max(1);
     let data = n * (d + 2) * 8 * 2;
     let per_block = match search {
-        Some(p) => p + 3,
+        Some(s) => s.params + 3,
         None => 2,
     };
     let blocks = threads * BLOCK_ROWS * m * 8 * per_block;
-    let squares = (8 + threads + search.map_or(0, |p| p + 6)) * m * m * 8;
-    let subset = search.map_or(0, |_| super::sparse_gp::OPTIMIZE_SUBSET_ROWS.min(n) * (d + 1) * 8);
-    let sample = super::inducing::sample_bytes(n, d, m);
+    let squares = (8 + threads + search.map_or(0, |s| s.params + 6)) * m * m * 8;
+    let subset = search.map_or(0, |s| s.subset_rows.min(n) * (d + 1) * 8);
+    let sample = crate::estimator::nystrom::inducing::sample_bytes(n, d, m);
     data + blocks + squares + subset + sample
 }
 
@@ -253,5 +256,5 @@ pub(crate) fn inducing_points(
             format!("{m} inducing points requested but there are only {} training rows", x.n()),
         )));
     }
-    super::inducing::select(x, m, approx.selection_for(x.kind()), seed, ctx)
+    crate::estimator::nystrom::inducing::select(x, m, approx.selection_for(x.kind()), seed, ctx)
 }
