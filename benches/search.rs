@@ -28,7 +28,11 @@ fn plan(kind: ModelKind, body: &Value, data: &TrainingData) -> Plan {
     let check = |doc: &Document| {
         let kernel = Kernel::from_json(doc.kernel()).map_err(|e| e.under("/kernel"))?;
         let mut spec = ModelSpec::from_json(kind, kernel, Some(doc.params()))?;
-        spec.resolve_approximation(n, d, 20_000, u64::MAX)?;
+        spec.resolve_approximation(
+            n,
+            d,
+            mercer::estimator::Limits { exact_max_rows: 20_000, max_fit_bytes: u64::MAX },
+        )?;
         Ok(spec)
     };
     let classes = match data {

@@ -246,8 +246,8 @@ fn answer(model: &FittedModel, x: &Points, opts: &PredictOptions) {
         let body = PredictResponse::new(p, model.predictor().classes());
         serde_json::to_vec(&body).expect("a prediction serialises");
     }
-    // A kernel PCA's inverse map takes rows as wide as its components.
-    if let FittedModel::KernelPca(m) = model {
+    // A transform's inverse map takes rows as wide as its components.
+    if let Some(m) = model.transformer() {
         if m.has_inverse() && x.kind() == crate::kernel::RowKind::Numeric && x.d() == m.n_components() {
             let back = m.inverse_transform(x, Parallelism::Sequential).expect("it has one");
             assert_eq!(back.nrows(), x.n());

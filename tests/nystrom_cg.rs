@@ -52,7 +52,12 @@ fn flat(v: &Value) -> Vec<f64> {
 fn fit(kernel: &Value, params: Value, data: &TrainingSet, par: Parallelism) -> Result<FittedModel, FitError> {
     let kernel = Kernel::from_json(kernel).unwrap();
     let mut spec = ModelSpec::from_json(ModelKind::KernelRidge, kernel, Some(&params)).unwrap();
-    spec.resolve_approximation(data.x.n(), data.x.d(), 20_000, u64::MAX).unwrap();
+    spec.resolve_approximation(
+        data.x.n(),
+        data.x.d(),
+        mercer::estimator::Limits { exact_max_rows: 20_000, max_fit_bytes: u64::MAX },
+    )
+    .unwrap();
     spec.fit(&TrainingData::Regression(data.clone()), &FitContext::new(par))
 }
 
@@ -181,7 +186,12 @@ fn a_cancel_stops_the_iterations() {
     let kernel = Kernel::from_json(&case["kernel"]).unwrap();
     let params = case_params(case, json!({"solver": "cg", "tol": 1e-300, "max_iter": 10000}));
     let mut spec = ModelSpec::from_json(ModelKind::KernelRidge, kernel, Some(&params)).unwrap();
-    spec.resolve_approximation(data.x.n(), data.x.d(), 20_000, u64::MAX).unwrap();
+    spec.resolve_approximation(
+        data.x.n(),
+        data.x.d(),
+        mercer::estimator::Limits { exact_max_rows: 20_000, max_fit_bytes: u64::MAX },
+    )
+    .unwrap();
     let ctx = FitContext::new(Parallelism::Sequential);
     let watcher = {
         let (progress, cancel) = (ctx.progress.clone(), ctx.cancel.clone());
@@ -236,7 +246,8 @@ fn solver_params_are_checked_at_their_pointers() {
     // auto resolving to exact: any of them is 422; explicit direct with precision too.
     let resolve = |p: Value, n: usize| {
         let mut s = from(ModelKind::KernelRidge, p).unwrap();
-        s.resolve_approximation(n, 2, 20_000, u64::MAX).map(|_| s.params_json())
+        s.resolve_approximation(n, 2, mercer::estimator::Limits { exact_max_rows: 20_000, max_fit_bytes: u64::MAX })
+            .map(|_| s.params_json())
     };
     assert_eq!(resolve(json!({"max_iter": 5}), 100).unwrap_err().pointer, "/params/max_iter");
     assert_eq!(resolve(json!({"precision": "float32"}), 100).unwrap_err().pointer, "/params/precision");
@@ -316,7 +327,7 @@ proptest::proptest! {
         let kernel = mercer::kernel::default_kernel();
         match ModelSpec::from_json(ModelKind::KernelRidge, kernel.clone(), Some(&params)) {
             Err(e) => proptest::prop_assert!(names.iter().any(|k| e.pointer == format!("/params/{k}")), "{params}: {e:?}"),
-            Ok(mut spec) => match spec.resolve_approximation(n, 2, 5000, u64::MAX) {
+            Ok(mut spec) => match spec.resolve_approximation(n, 2, mercer::estimator::Limits { exact_max_rows: 5000, max_fit_bytes: u64::MAX }) {
                 Err(e) => proptest::prop_assert!(
                     names.iter().chain(&["inducing_points"]).any(|k| e.pointer == format!("/params/{k}")),
                     "{params}: {e:?}"

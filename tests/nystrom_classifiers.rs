@@ -56,7 +56,12 @@ fn fit(kind: ModelKind, case: &Value, extra: Value) -> FittedModel {
     let kernel = Kernel::from_json(&case["kernel"]).unwrap();
     let mut spec = ModelSpec::from_json(kind, kernel, Some(&params(case, extra))).unwrap();
     let d = data(case);
-    spec.resolve_approximation(d.y.len(), 2, 20_000, u64::MAX).unwrap();
+    spec.resolve_approximation(
+        d.y.len(),
+        2,
+        mercer::estimator::Limits { exact_max_rows: 20_000, max_fit_bytes: u64::MAX },
+    )
+    .unwrap();
     spec.fit(&TrainingData::Classification(d), &FitContext::new(Parallelism::Parallel)).unwrap()
 }
 
@@ -197,7 +202,7 @@ fn streamed_features_reach_the_cached_fit_and_models_survive_storage() {
         let cached = hinge::fit_with_budget(&spec, &d, usize::MAX, &ctx).unwrap();
         // 300 rows of (M + 1) features do not fit: chunks of 256 rows, then the rows in play.
         let streamed = hinge::fit_with_budget(&spec, &d, 8 * (m + 1) * 200, &ctx).unwrap();
-        let (a, b) = (FittedModel::NystromSvm(cached), FittedModel::NystromSvm(streamed));
+        let (a, b) = (FittedModel::new(cached), FittedModel::new(streamed));
         assert_close(
             case["name"].as_str().unwrap(),
             "streamed",
@@ -216,7 +221,7 @@ fn streamed_features_reach_the_cached_fit_and_models_survive_storage() {
         let q = points(&case["xq"]);
         let cached = logistic::fit_with_budget(&spec, &d, usize::MAX, &ctx).unwrap();
         let streamed = logistic::fit_with_budget(&spec, &d, 0, &ctx).unwrap();
-        let (a, b) = (FittedModel::KernelLogistic(cached), FittedModel::KernelLogistic(streamed));
+        let (a, b) = (FittedModel::new(cached), FittedModel::new(streamed));
         let (pa, pb) = (predict(&a, &q).probabilities.unwrap(), predict(&b, &q).probabilities.unwrap());
         assert!((&pa - &pb).amax() < 1e-6, "{}: {}", case["name"], (pa - pb).amax());
         let restored = FittedModel::from_stored(a.to_stored()).unwrap();
@@ -234,13 +239,24 @@ fn nystrom_classifier_params_are_checked() {
     assert_eq!(err(ModelKind::KernelLogistic, json!({"inducing_selection": "grid"})), "/params/inducing_selection");
     // auto resolving to nystrom: probability refused then, and LIBLINEAR's defaults taken.
     let mut s = ModelSpec::from_json(ModelKind::Svm, kernel.clone(), Some(&json!({"probability": true}))).unwrap();
-    assert_eq!(s.resolve_approximation(30_000, 2, 20_000, u64::MAX).unwrap_err().pointer, "/params/probability");
+    assert_eq!(
+        s.resolve_approximation(
+            30_000,
+            2,
+            mercer::estimator::Limits { exact_max_rows: 20_000, max_fit_bytes: u64::MAX }
+        )
+        .unwrap_err()
+        .pointer,
+        "/params/probability"
+    );
     let mut s = ModelSpec::from_json(ModelKind::Svm, kernel.clone(), Some(&json!({"tol": 0.01}))).unwrap();
-    s.resolve_approximation(30_000, 2, 20_000, u64::MAX).unwrap();
+    s.resolve_approximation(30_000, 2, mercer::estimator::Limits { exact_max_rows: 20_000, max_fit_bytes: u64::MAX })
+        .unwrap();
     let p = s.params_json();
     assert_eq!((&p["approximation"], &p["tol"], &p["max_iter"]), (&json!("nystrom"), &json!(0.01), &json!(1000)));
     let mut s = ModelSpec::from_json(ModelKind::Svm, kernel, Some(&json!({}))).unwrap();
-    s.resolve_approximation(500, 2, 20_000, u64::MAX).unwrap();
+    s.resolve_approximation(500, 2, mercer::estimator::Limits { exact_max_rows: 20_000, max_fit_bytes: u64::MAX })
+        .unwrap();
     let p = s.params_json();
     assert_eq!((&p["approximation"], &p["tol"], &p["max_iter"]), (&json!("exact"), &json!(0.001), &Value::Null));
 }

@@ -128,7 +128,7 @@ proptest! {
             }
             None => prop_assert!(!probability),
         }
-        let fitted = FittedModel::Svm(model);
+        let fitted = FittedModel::new(model);
         let restored = FittedModel::from_stored(fitted.to_stored()).unwrap();
         prop_assert_eq!(restored.predictor().predict(&x, &opts, Parallelism::Sequential), p);
     }
@@ -147,7 +147,7 @@ proptest! {
         }
         let opts = PredictOptions::default();
         let p = model.predict(&x, &opts, Parallelism::Sequential);
-        let fitted = FittedModel::Svr(model);
+        let fitted = FittedModel::new(model);
         let restored = FittedModel::from_stored(fitted.to_stored()).unwrap();
         prop_assert_eq!(restored.predictor().predict(&x, &opts, Parallelism::Sequential), p);
     }

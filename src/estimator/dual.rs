@@ -4,7 +4,10 @@
 //! in how they train a machine and in what they answer from the decision values
 //! ([`DualSpec`]); [`DualClassifier`] is the rest.
 
-use super::{FitError, PredictOptions, Prediction, Predictor, RestoreError, StoredArrays, StoredFit, TrainingReport};
+use super::{
+    FitError, Fitted, ModelKind, PredictOptions, Prediction, Predictor, RestoreError, Restoring, StoredArrays,
+    StoredFit, TrainingReport,
+};
 use crate::estimator::targets::labels::{ClassLabels, ClassificationSet};
 use crate::kernel::{Kernel, Points};
 use crate::linalg::Parallelism;
@@ -12,7 +15,9 @@ use nalgebra::DMatrix;
 use serde_json::Value;
 
 /// What a one-vs-rest dual classifier's checked parameters tell its fitted model.
-pub trait DualSpec: Clone + std::fmt::Debug {
+pub trait DualSpec: Clone + std::fmt::Debug + Send + Sync + 'static {
+    /// The kind whose fitted form this is.
+    const KIND: ModelKind;
     fn kernel(&self) -> &Kernel;
     fn params_json(&self) -> Value;
     /// The answer for decision values `f` (m x machines) and the classes they predict.
@@ -57,11 +62,11 @@ impl<S: DualSpec> DualClassifier<S> {
         })
     }
 
-    pub(super) fn store_into(&self, s: &mut StoredFit) {
+    pub(crate) fn store_into(&self, s: &mut StoredFit) {
         self.expansion.store_into(s);
     }
 
-    pub(super) fn restore(
+    pub(crate) fn restore(
         spec: S,
         classes: ClassLabels,
         points: Points,
@@ -200,4 +205,23 @@ pub fn predicted_classes(decision: &DMatrix<f64>) -> Vec<usize> {
             }
         })
         .collect()
+}
+
+impl<S: DualSpec> Fitted for DualClassifier<S> {
+    super::fitted_basics!();
+
+    fn kind(&self) -> ModelKind {
+        S::KIND
+    }
+}
+
+/// A stored one-vs-rest dual classifier of spec `S`, read by `read`.
+pub(crate) fn restore<S: DualSpec>(
+    mut r: Restoring,
+    read: fn(crate::kernel::Kernel, &Value, &str) -> Result<S, crate::spec::FieldError>,
+) -> Result<Box<dyn Fitted>, RestoreError> {
+    let spec = r.spec(read)?;
+    let classes = ClassLabels::restore(&r)?;
+    let x = r.points(false)?;
+    Ok(Box::new(DualClassifier::restore(spec, classes, x, r.arrays, r.report)?))
 }

@@ -15,8 +15,8 @@
 
 use super::dual;
 use super::{
-    log1p_exp, sigmoid, Estimator, FitContext, FitError, HyperSearch, PredictOptions, Prediction, Predictor,
-    TrainingReport,
+    log1p_exp, sigmoid, Estimator, FitContext, FitError, Fitted, HyperSearch, ModelKind, PredictOptions, Prediction,
+    Predictor, RestoreError, Restoring, Spec, TrainingData, TrainingReport,
 };
 use crate::estimator::targets::labels::{ClassLabels, ClassificationSet};
 use crate::kernel::{Kernel, Points};
@@ -398,6 +398,43 @@ impl Predictor for GpClassifierModel {
         let n = self.x.n();
         (self.machines.len() * m * n) as f64 * (n as f64 + self.kernel().pair_cost(&self.x) + 2.0)
     }
+}
+
+impl Spec for GpClassifier {
+    super::spec_basics!();
+
+    fn kind(&self) -> ModelKind {
+        ModelKind::GpClassifier
+    }
+
+    fn fit_memory_estimate(&self, n: usize, d: usize) -> usize {
+        GpClassifier::fit_memory_estimate(self, n, d)
+    }
+
+    fn for_rows(&self, _: &[usize]) -> Box<dyn Spec> {
+        Box::new(self.clone())
+    }
+
+    fn fit_checked(&self, data: &TrainingData, ctx: &FitContext) -> Result<Box<dyn Fitted>, FitError> {
+        let data = data.classification(self.kind())?;
+        Ok(Box::new(Estimator::fit(self, data, ctx)?))
+    }
+}
+
+impl Fitted for GpClassifierModel {
+    super::fitted_basics!();
+
+    fn kind(&self) -> ModelKind {
+        ModelKind::GpClassifier
+    }
+}
+
+/// A stored Gaussian process classifier.
+pub(crate) fn restore(mut r: Restoring) -> Result<Box<dyn Fitted>, RestoreError> {
+    let spec = r.spec(GpClassifier::from_json)?;
+    let classes = ClassLabels::restore(&r)?;
+    let x = r.points(false)?;
+    Ok(Box::new(GpClassifierModel::restore(spec, classes, x, r.arrays, r.report)?))
 }
 
 #[cfg(test)]

@@ -9,7 +9,10 @@
 //! memory stays O(n) and a mistake costs O(n d).
 
 use super::dual::{DualClassifier, DualSpec, MachineFit};
-use super::{Decision, Estimator, FitContext, FitError, PredictOptions, Prediction};
+use super::{
+    Decision, Estimator, FitContext, FitError, Fitted, ModelKind, PredictOptions, Prediction, RestoreError, Restoring,
+    Spec, TrainingData,
+};
 use crate::estimator::targets::labels::ClassificationSet;
 use crate::kernel::column::ColumnKernel;
 use crate::kernel::Kernel;
@@ -98,6 +101,8 @@ impl Estimator for KernelPerceptron {
 }
 
 impl DualSpec for KernelPerceptron {
+    const KIND: ModelKind = ModelKind::KernelPerceptron;
+
     fn kernel(&self) -> &Kernel {
         &self.kernel
     }
@@ -115,6 +120,32 @@ impl DualSpec for KernelPerceptron {
         };
         Prediction { classes: Some(classes), decision: Some(decision), ..Default::default() }
     }
+}
+
+impl Spec for KernelPerceptron {
+    crate::estimator::spec_basics!();
+
+    fn kind(&self) -> ModelKind {
+        ModelKind::KernelPerceptron
+    }
+
+    fn fit_memory_estimate(&self, n: usize, d: usize) -> usize {
+        n * (d + 4) * 8 * 2
+    }
+
+    fn for_rows(&self, _: &[usize]) -> Box<dyn Spec> {
+        Box::new(self.clone())
+    }
+
+    fn fit_checked(&self, data: &TrainingData, ctx: &FitContext) -> Result<Box<dyn Fitted>, FitError> {
+        let data = data.classification(self.kind())?;
+        Ok(Box::new(Estimator::fit(self, data, ctx)?))
+    }
+}
+
+/// A stored kernel perceptron.
+pub(crate) fn restore(r: Restoring) -> Result<Box<dyn Fitted>, RestoreError> {
+    super::dual::restore(r, KernelPerceptron::from_json)
 }
 
 #[cfg(test)]

@@ -6,7 +6,10 @@
 //! prediction is the y of the nearest training point, as the contract says. Nothing is
 //! fitted: the model keeps the training set.
 
-use super::{Estimator, FitContext, FitError, PredictOptions, Prediction, Predictor, TrainingReport, TrainingSet};
+use super::{
+    Estimator, FitContext, FitError, Fitted, ModelKind, PredictOptions, Prediction, Predictor, RestoreError, Restoring,
+    Spec, TrainingData, TrainingReport, TrainingSet,
+};
 use crate::kernel::{Kernel, Points, RowKind};
 use crate::linalg::Parallelism;
 use crate::spec::{FieldError, ObjectReader};
@@ -123,6 +126,43 @@ impl Predictor for NadarayaWatsonModel {
     fn predict_cost(&self, m: usize, _opts: &PredictOptions) -> f64 {
         (m * self.x.n()) as f64 * (self.kernel().pair_cost(&self.x) + 3.0)
     }
+}
+
+impl Spec for NadarayaWatson {
+    crate::estimator::spec_basics!();
+
+    fn kind(&self) -> ModelKind {
+        ModelKind::NadarayaWatson
+    }
+
+    fn fit_memory_estimate(&self, n: usize, d: usize) -> usize {
+        n * (d + 4) * 8 * 2
+    }
+
+    fn for_rows(&self, _: &[usize]) -> Box<dyn Spec> {
+        Box::new(self.clone())
+    }
+
+    fn fit_checked(&self, data: &TrainingData, ctx: &FitContext) -> Result<Box<dyn Fitted>, FitError> {
+        let data = data.regression(self.kind())?;
+        Ok(Box::new(Estimator::fit(self, data, ctx)?))
+    }
+}
+
+impl Fitted for NadarayaWatsonModel {
+    super::fitted_basics!();
+
+    fn kind(&self) -> ModelKind {
+        ModelKind::NadarayaWatson
+    }
+}
+
+/// A stored Nadaraya-Watson model: its rows and their targets.
+pub(crate) fn restore(mut r: Restoring) -> Result<Box<dyn Fitted>, RestoreError> {
+    let spec = r.spec(NadarayaWatson::from_json)?;
+    let x = r.points(false)?;
+    let (_, y, _) = super::targets::outputs::restore_columns(&mut r, x.n())?;
+    Ok(Box::new(NadarayaWatsonModel::restore(spec, x, y, r.report)))
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 //! has; otherwise (the grown matrix needs more jitter, or a mean diagonal moved the
 //! jitter's scale) the grown matrix is factorised anew, exactly as the refit would.
 
-use super::{FitError, TrainingSet};
+use super::{FitError, Outputs, RestoreError, StoredAppend, StoredFit, TrainingSet};
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{Cholesky, LinalgError, Parallelism};
 use nalgebra::DMatrix;
@@ -34,7 +34,7 @@ impl AppendError {
 }
 
 /// New rows must have the model's outputs (2-D y of its t columns, or 1-D y).
-pub(super) fn check_outputs(model: super::Outputs, new: &TrainingSet) -> Result<(), AppendError> {
+pub(super) fn check_outputs(model: Outputs, new: &TrainingSet) -> Result<(), AppendError> {
     if new.outputs == model {
         return Ok(());
     }
@@ -166,6 +166,82 @@ pub(super) fn grown_set(x: &Points, y: &[f64], new: &TrainingSet) -> TrainingSet
         x: Points::concat(&[x, &new.x]),
         y: crate::estimator::targets::outputs::stack_targets(y, new),
         outputs: new.outputs,
+    }
+}
+
+/// An append's rows, targets, noise variances and sample weights.
+pub type AppendRows = (TrainingSet, Option<Vec<f64>>, Option<Vec<f64>>);
+
+/// One batch of appended rows with the extra its kind takes.
+pub(crate) type Batch<'a> = (&'a TrainingSet, Option<&'a [f64]>);
+
+/// What a kind's appended rows carry besides their targets: a noise variance per row (a
+/// Gaussian process) or a sample weight per row (kernel ridge). The other is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Extra {
+    Noise,
+    Weights,
+}
+
+impl Extra {
+    /// The extra this kind takes of an append's, refusing the other.
+    pub(crate) fn pick<'a>(
+        self,
+        noise: Option<&'a [f64]>,
+        weights: Option<&'a [f64]>,
+    ) -> Result<Option<&'a [f64]>, AppendError> {
+        let (taken, other, name) = match self {
+            Extra::Noise => (noise, weights, "sample weights"),
+            Extra::Weights => (weights, noise, "noise"),
+        };
+        match other {
+            Some(_) => Err(AppendError::Unsupported(format!("this model takes no {name} with new rows"))),
+            None => Ok(taken),
+        }
+    }
+
+    /// Stored batches as (rows, this kind's extra), refused as one append would be.
+    pub(crate) fn batches(self, batches: &[AppendRows]) -> Result<Vec<Batch<'_>>, AppendError> {
+        batches.iter().map(|(x, noise, weights)| Ok((x, self.pick(noise.as_deref(), weights.as_deref())?))).collect()
+    }
+}
+
+impl StoredAppend {
+    pub fn of(new: &TrainingSet, noise: Option<&[f64]>, sample_weight: Option<&[f64]>) -> StoredAppend {
+        let mut points = StoredFit::default();
+        points.put_points(&new.x);
+        StoredAppend {
+            d: points.d,
+            x: points.x,
+            rows: points.rows,
+            y: new.y.clone(),
+            outputs: match new.outputs {
+                Outputs::Single => 0,
+                Outputs::Multi(t) => t as u64,
+            },
+            noise: noise.map(<[f64]>::to_vec),
+            sample_weight: sample_weight.map(<[f64]>::to_vec),
+        }
+    }
+
+    /// The rows back, checked for consistent lengths.
+    pub fn restore(self) -> Result<AppendRows, RestoreError> {
+        let mut points = StoredFit { d: self.d, x: self.x, rows: self.rows, ..StoredFit::default() };
+        let x = points.take_points(false)?;
+        let (outputs, t) = match self.outputs {
+            0 => (Outputs::Single, 1),
+            t => (Outputs::Multi(t as usize), t as usize),
+        };
+        let k = x.n();
+        if self.y.len() != k * t {
+            return Err(RestoreError(format!("{} targets for {k} rows of {t} outputs", self.y.len())));
+        }
+        for (name, v) in [("noise", &self.noise), ("sample_weight", &self.sample_weight)] {
+            if v.as_ref().is_some_and(|v| v.len() != k) {
+                return Err(RestoreError(format!("{name} does not have one entry per row")));
+            }
+        }
+        Ok((TrainingSet { x, y: self.y, outputs }, self.noise, self.sample_weight))
     }
 }
 

@@ -7,7 +7,10 @@
 //! [Phi; sqrt(lambda) I] w = [y; 0], which has the contract's normal equations as its
 //! optimality condition without squaring Phi's condition number.
 
-use super::{Estimator, FitContext, FitError, PredictOptions, Prediction, Predictor, TrainingReport, TrainingSet};
+use super::{
+    Estimator, FitContext, FitError, Fitted, ModelKind, PredictOptions, Prediction, Predictor, RestoreError, Restoring,
+    Spec, TrainingData, TrainingReport, TrainingSet,
+};
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{self, Parallelism};
 use crate::optimize::SplitMix64;
@@ -164,6 +167,53 @@ impl Predictor for RbfNetworkModel {
     fn predict_cost(&self, m: usize, _opts: &PredictOptions) -> f64 {
         (m * self.centres.n()) as f64 * (self.kernel().pair_cost(&self.centres) + 2.0)
     }
+}
+
+impl Spec for RbfNetwork {
+    crate::estimator::spec_basics!();
+
+    fn kind(&self) -> ModelKind {
+        ModelKind::RbfNetwork
+    }
+
+    fn check_data(&self, n: usize) -> Result<(), FieldError> {
+        match self.centers {
+            Some(c) if c as usize > n => Err(FieldError::invalid(
+                "/params/centers",
+                format!("{c} centres requested but there are only {n} training rows"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn fit_memory_estimate(&self, n: usize, d: usize) -> usize {
+        RbfNetwork::fit_memory_estimate(self, n, d)
+    }
+
+    fn for_rows(&self, _: &[usize]) -> Box<dyn Spec> {
+        Box::new(self.clone())
+    }
+
+    fn fit_checked(&self, data: &TrainingData, ctx: &FitContext) -> Result<Box<dyn Fitted>, FitError> {
+        let data = data.regression(self.kind())?;
+        Ok(Box::new(Estimator::fit(self, data, ctx)?))
+    }
+}
+
+impl Fitted for RbfNetworkModel {
+    super::fitted_basics!();
+
+    fn kind(&self) -> ModelKind {
+        ModelKind::RbfNetwork
+    }
+}
+
+/// A stored RBF network: its centres and output weights.
+pub(crate) fn restore(mut r: Restoring) -> Result<Box<dyn Fitted>, RestoreError> {
+    let spec = r.spec(RbfNetwork::from_json)?;
+    let x = r.points(false)?;
+    let (_, weights, _) = super::targets::outputs::restore_columns(&mut r, x.n())?;
+    Ok(Box::new(RbfNetworkModel::restore(spec, x, weights, r.report)))
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 use super::fastexp::exp_nonpos4;
 use super::hyper::Scales;
 use super::points::PrepKey;
-use super::{Kernel, Nu, Points, RbfWidth};
+use super::{GramTable, Kernel, Nu, Points, RbfWidth};
 use crate::linalg::Parallelism;
 use faer::{Accum, MatMut, Par};
 use nalgebra::DMatrix;
@@ -428,6 +428,13 @@ fn fill(
         crate::linalg::mirror_lower(&mut out, par);
     }
     out
+}
+
+impl GramTable {
+    /// `kernel`'s Gram matrix over `x`, as a table.
+    pub fn new(kernel: &Kernel, x: &Points, par: Parallelism) -> GramTable {
+        GramTable::from_matrix(kernel.gram(x, par))
+    }
 }
 
 #[cfg(test)]

@@ -2,13 +2,14 @@
 //! search fits many candidates on many subsets of the same rows, and every subset's
 //! training block and held-out cross block are a gather from this one table.
 //!
-//! The table is built by [`Kernel::gram`] over all the rows, so an entry equals the one a
+//! The table is built by [`Kernel::gram`] over all the rows (`GramTable::new`, beside it in
+//! `gram.rs`, so that points may carry a table without the table knowing points), so an entry equals the one a
 //! fit over a subset computes up to round-off in the last place (distance kernels centre
 //! the points they are given). Kernels whose values depend on more than the pair of
 //! points (`white`, which counts coincident rows, and the mixture kernels fitted to the
 //! training rows) must not be tabled: see [`GramTable::suits`].
 
-use super::{Kernel, Points};
+use super::Kernel;
 use crate::linalg::Parallelism;
 use nalgebra::DMatrix;
 use rayon::prelude::*;
@@ -24,10 +25,6 @@ impl std::fmt::Debug for GramTable {
 }
 
 impl GramTable {
-    pub fn new(kernel: &Kernel, x: &Points, par: Parallelism) -> GramTable {
-        GramTable { k: kernel.gram(x, par) }
-    }
-
     /// A table of given values (a precomputed kernel's training matrix).
     pub fn from_matrix(k: DMatrix<f64>) -> GramTable {
         GramTable { k }
@@ -96,6 +93,7 @@ impl GramTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::Points;
     use serde_json::json;
 
     /// Blocks of the table equal the Gram and cross matrices computed on the subsets.

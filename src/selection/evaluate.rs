@@ -7,7 +7,7 @@
 use super::scoring::{Held, HeldClasses, Needs};
 use crate::estimator::targets::outputs::normalisation;
 use crate::estimator::{
-    ClassificationSet, Decision, FitContext, FitError, ModelSpec, PredictOptions, Prediction, Svm, TrainingData,
+    ClassificationSet, Decision, FitContext, FitError, Limits, ModelSpec, PredictOptions, Prediction, TrainingData,
     TrainingSet,
 };
 use crate::kernel::{GramTable, Kernel};
@@ -143,7 +143,8 @@ pub fn plain(
     let d = data.x().d();
     // The approximation was resolved for all rows; its checks against this fold's rows
     // (inducing points above n) still apply.
-    spec.resolve_approximation(train.len(), d, usize::MAX, u64::MAX).map_err(|e| FoldError::Failed(e.to_string()))?;
+    let unlimited = Limits { exact_max_rows: usize::MAX, max_fit_bytes: u64::MAX };
+    spec.resolve_approximation(train.len(), d, unlimited).map_err(|e| FoldError::Failed(e.to_string()))?;
     spec.check_data(train.len()).map_err(|e| FoldError::Failed(e.to_string()))?;
     let fitted = spec.fit(&fold.data, ctx)?;
     let x = data.x().select(test);
@@ -162,27 +163,14 @@ pub struct Ridge {
 }
 
 impl Ridge {
-    /// The exact models whose fold fits need nothing but K + s I.
+    /// The exact models whose fold fits need nothing but K + s I (the spec's answer).
     pub fn of(spec: &ModelSpec) -> Option<Ridge> {
-        use crate::estimator::nystrom::approx::Mode;
-        match spec {
-            ModelSpec::KernelRidge(p) if p.approx.mode == Mode::Exact && p.sample_weight.is_none() => Some(Ridge {
-                kernel: p.kernel.clone(),
-                diagonal: p.lambda,
-                normalize_y: false,
-                gaussian_process: false,
-            }),
-            // A noise per row is no single diagonal value to sweep.
-            ModelSpec::GaussianProcess(p) if p.approx.mode == Mode::Exact && !p.optimize && p.noise_rows.is_none() => {
-                Some(Ridge {
-                    kernel: p.kernel.clone(),
-                    diagonal: p.noise.value,
-                    normalize_y: p.normalize_y,
-                    gaussian_process: true,
-                })
-            }
-            _ => None,
-        }
+        spec.ridge().map(|r| Ridge {
+            kernel: r.kernel,
+            diagonal: r.diagonal,
+            normalize_y: r.normalize_y,
+            gaussian_process: r.gaussian_process,
+        })
     }
 
     /// Candidates with equal keys differ only in the diagonal value.
@@ -269,9 +257,10 @@ pub fn ridge(
     Ok(Held::Regression { y: test.iter().map(|&i| y[i]).collect(), mean: values, var })
 }
 
-/// The SVM's fold fit with its kernel columns read from the table.
-pub fn svm(
-    svm: &Svm,
+/// A fold fit whose kernel values come from the table (the kinds whose spec has a
+/// [`crate::estimator::TableFit`]: the exact SVC), predicted from a block of it.
+pub fn from_table(
+    spec: &ModelSpec,
     table: &Arc<GramTable>,
     data: &TrainingData,
     train: &[usize],
@@ -281,10 +270,11 @@ pub fn svm(
 ) -> Result<Held, FoldError> {
     ctx.cancel.check()?;
     let fold = FoldSet::new(data, train)?;
-    let TrainingData::Classification(set) = &fold.data else {
-        return Err(FoldError::Failed("an SVM needs class labels".into()));
-    };
-    let (model, sv_rows) = svm.for_rows(train).fit_from_table(set, table, train, ctx)?;
+    let spec = spec.for_rows(train);
+    let fit = spec
+        .table_fit()
+        .ok_or_else(|| FoldError::Failed(format!("a {} does not fit from a table", spec.kind().name())))?;
+    let (model, sv_rows) = fit.fit_from_table(&fold.data, table, train, ctx)?;
     let sv: Vec<usize> = sv_rows.iter().map(|&r| train[r]).collect();
     let p = model.predict_cross(&table.block(&sv, test, ctx.par), &predict_options(needs));
     Ok(fold.held(data, test, p, needs))
@@ -325,7 +315,7 @@ mod tests {
     fn spec(model: &str, kernel: serde_json::Value, params: serde_json::Value) -> ModelSpec {
         let kind = crate::estimator::ModelKind::from_name(model).unwrap();
         let mut s = ModelSpec::from_json(kind, Kernel::from_json(&kernel).unwrap(), Some(&params)).unwrap();
-        s.resolve_approximation(1000, 2, 20_000, u64::MAX).unwrap();
+        s.resolve_approximation(1000, 2, Limits { exact_max_rows: 20_000, max_fit_bytes: u64::MAX }).unwrap();
         s
     }
 
@@ -408,15 +398,14 @@ mod tests {
         let (classes, y) = ClassLabels::encode(&labels).unwrap();
         let data = TrainingData::Classification(ClassificationSet { x: x.clone(), y, classes });
         let s = spec("svm", json!({"type": "rbf", "gamma": 0.5}), json!({"c": 3.0}));
-        let ModelSpec::Svm(svm_spec) = &s else { unreachable!() };
-        let table = Arc::new(GramTable::new(&svm_spec.kernel, &x, Parallelism::Sequential));
+        let table = Arc::new(GramTable::new(s.kernel(), &x, Parallelism::Sequential));
         // Row 44, the only one of class 2, is held out: the fold trains on two classes.
         let train: Vec<usize> = (0..45).filter(|i| i % 5 != 4).collect();
         let test: Vec<usize> = (0..45).filter(|i| i % 5 == 4).collect();
         let needs = Needs { probabilities: true, decision: true, ..Needs::default() };
         let ctx = FitContext::sequential();
         let direct = plain(&s, &data, &train, &test, needs, &ctx).unwrap();
-        let tabled = svm(svm_spec, &table, &data, &train, &test, needs, &ctx).unwrap();
+        let tabled = from_table(&s, &table, &data, &train, &test, needs, &ctx).unwrap();
         assert_eq!(direct, tabled);
         let Held::Classification(c) = direct else { unreachable!() };
         assert_eq!(c.classes, 3);

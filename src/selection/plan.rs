@@ -54,7 +54,6 @@ impl Plan {
         max_fits: u64,
         check: &dyn Fn(&Document) -> Result<ModelSpec, FieldError>,
     ) -> Result<Plan, FieldError> {
-        let n = rows.n;
         if matches!(kind.task(), Task::Novelty | Task::Transform) {
             return Err(FieldError::invalid(
                 "/search",
@@ -97,16 +96,15 @@ impl Plan {
         // Closed-form leave-one-out counts one fit; a round of halving fits its survivors.
         let total: u128 = match search.method {
             Method::Halving => rounds.iter().map(|&r| r as u128 * folds.k() as u128).sum(),
-            _ => candidates
-                .iter()
-                .map(|c| fits_per_candidate(c.spec.as_ref().is_ok_and(|s| closed_form_loo(s, n))))
-                .sum(),
+            _ => {
+                candidates.iter().map(|c| fits_per_candidate(c.spec.as_ref().is_ok_and(|s| s.closed_form_loo()))).sum()
+            }
         };
         if total > max_fits as u128 {
             return Err(too_many(total));
         }
         if scoring == Scoring::NegLogLoss {
-            if let Some(c) = candidates.iter().find(|c| c.spec.as_ref().is_ok_and(|s| !gives_probabilities(s))) {
+            if let Some(c) = candidates.iter().find(|c| c.spec.as_ref().is_ok_and(|s| !s.gives_probabilities())) {
                 return Err(FieldError::invalid(
                     "/search/scoring",
                     format!(
@@ -132,29 +130,7 @@ impl Plan {
 
     /// Whether leave-one-out is taken in closed form for this candidate.
     pub fn closed_form(&self, spec: &ModelSpec) -> bool {
-        self.cv == Cv::Loo && closed_form_loo(spec, self.folds.n())
-    }
-}
-
-/// Exact kernel ridge and Gaussian processes with fixed hyperparameters have their
-/// leave-one-out residuals in closed form (from one factor of all n rows).
-fn closed_form_loo(spec: &ModelSpec, n: usize) -> bool {
-    // Specs reach the plan with `auto` resolved against all n rows.
-    let _ = n;
-    let exact =
-        |a: &crate::estimator::nystrom::approx::Approximation| a.mode == crate::estimator::nystrom::approx::Mode::Exact;
-    match spec {
-        ModelSpec::KernelRidge(p) => exact(&p.approx),
-        ModelSpec::GaussianProcess(p) => exact(&p.approx) && !p.optimize,
-        _ => false,
-    }
-}
-
-fn gives_probabilities(spec: &ModelSpec) -> bool {
-    match spec {
-        ModelSpec::Svm(s) => s.probability,
-        ModelSpec::GpClassifier(_) | ModelSpec::KernelLogistic(_) => true,
-        _ => false,
+        self.cv == Cv::Loo && spec.closed_form_loo()
     }
 }
 
@@ -220,9 +196,10 @@ fn plan_scoring(search: &SearchSpec, kind: ModelKind, classes: Option<usize>) ->
         let task = if regression { "a regression" } else { "a classifier" };
         return refuse(format!("{} does not score {task} ({})", scoring.name(), kind.name()));
     }
-    if scoring == Scoring::MeanLogPredictiveDensity && kind != ModelKind::GaussianProcess {
+    if scoring == Scoring::MeanLogPredictiveDensity && !kind.can().posterior {
         return refuse(format!(
-            "mean_log_predictive_density needs a predictive variance: gaussian_process only, not {}",
+            "mean_log_predictive_density needs a predictive variance: {} only, not {}",
+            ModelKind::names_that(|c| c.posterior),
             kind.name()
         ));
     }

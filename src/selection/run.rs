@@ -17,7 +17,7 @@ use super::evaluate::{self, FoldError, Ridge};
 use super::plan::Plan;
 use super::scoring::{Held, Needs};
 use super::space::{Cv, Method};
-use crate::estimator::{FitContext, ModelSpec, Progress, TrainingData};
+use crate::estimator::{FitContext, Progress, TrainingData};
 use crate::kernel::GramTable;
 use crate::linalg::Parallelism;
 use rayon::prelude::*;
@@ -84,12 +84,29 @@ impl Entry {
 
 /// One piece of work: a fold fit, or several that share a decomposition.
 enum Unit {
-    Plain { c: usize, f: usize },
-    Ridge { c: usize, f: usize },
-    Svm { c: usize, f: usize },
-    Sweep { cands: Vec<usize>, f: usize },
-    Loo { c: usize },
-    LooSweep { cands: Vec<usize> },
+    Plain {
+        c: usize,
+        f: usize,
+    },
+    Ridge {
+        c: usize,
+        f: usize,
+    },
+    /// A fit whose kernel values come from the table ([`crate::estimator::TableFit`]).
+    Table {
+        c: usize,
+        f: usize,
+    },
+    Sweep {
+        cands: Vec<usize>,
+        f: usize,
+    },
+    Loo {
+        c: usize,
+    },
+    LooSweep {
+        cands: Vec<usize>,
+    },
 }
 
 impl Unit {
@@ -222,7 +239,7 @@ impl Search<'_> {
             // the table (and what a direct fit would hold).
             let closed = full && self.plan.closed_form(spec);
             let shares = closed
-                || (Ridge::of(spec).is_some() || matches!(spec, ModelSpec::Svm(s) if !s.approx.is_nystrom()))
+                || (Ridge::of(spec).is_some() || spec.table_fit().is_some())
                     && GramTable::suits(spec.kernel())
                     && GramTable::bytes(self.n()) <= self.env.table_budget;
             if shares {
@@ -267,8 +284,8 @@ impl Search<'_> {
             let spec = self.plan.candidates[c].spec.as_ref().expect("tabled specs are valid");
             match (Ridge::of(spec), spec) {
                 (Some(r), _) => sweeps.entry(r.sweep_key()).or_default().push(c),
-                (None, ModelSpec::Svm(s)) if !s.approx.is_nystrom() => {
-                    units.extend((0..trains.len()).map(|f| Unit::Svm { c, f }))
+                (None, spec) if spec.table_fit().is_some() => {
+                    units.extend((0..trains.len()).map(|f| Unit::Table { c, f }))
                 }
                 (None, _) => units.extend((0..trains.len()).map(|f| Unit::Plain { c, f })),
             }
@@ -312,11 +329,11 @@ impl Search<'_> {
     }
 
     /// Whether one fit of this size runs faster on every core than fits side by side.
+    /// Every candidate is of one kind; its spec knows its solver.
     fn gains_from_threads(&self, n_train: usize) -> bool {
-        match self.plan.kind {
-            // The SMO solver splits its passes only from 4096 points.
-            crate::estimator::ModelKind::Svm => n_train >= 4096,
-            _ => Parallelism::for_problem(n_train, 0).is_parallel(),
+        match self.plan.candidates.iter().find_map(|c| c.spec.as_ref().ok()) {
+            Some(spec) => spec.gains_from_threads(n_train),
+            None => Parallelism::for_problem(n_train, 0).is_parallel(),
         }
     }
 
@@ -348,9 +365,9 @@ impl Search<'_> {
                 let held = evaluate::ridge(&ridge(*c), table(), y(), &trains[*f], folds.test(*f), self.needs, &ctx);
                 vec![(*c, *f, held, 0.0)]
             }
-            Unit::Svm { c, f } => {
-                let ModelSpec::Svm(svm) = spec(*c) else { unreachable!("an svm unit") };
-                let held = evaluate::svm(svm, table(), self.data, &trains[*f], folds.test(*f), self.needs, &ctx);
+            Unit::Table { c, f } => {
+                let held =
+                    evaluate::from_table(spec(*c), table(), self.data, &trains[*f], folds.test(*f), self.needs, &ctx);
                 vec![(*c, *f, held, 0.0)]
             }
             Unit::Sweep { cands, f } => {

@@ -18,7 +18,7 @@ mod transform;
 
 use crate::config::Config;
 use crate::dataset::rows::{to_points, Row, RowShape};
-use crate::estimator::{FittedModel, ModelKind, ModelSpec, PredictOptions, Prediction, TrainingData};
+use crate::estimator::{FittedModel, ModelSpec, PredictOptions, Prediction, TrainingData};
 use crate::kernel::{Points, RowKind};
 use crate::linalg::Parallelism;
 use crate::metrics::{Metrics, StatusLabels};
@@ -337,10 +337,10 @@ impl Service {
         opts: PredictOptions,
     ) -> Result<(Arc<FittedModel>, Prediction, Option<Vec<String>>), ServiceError> {
         let entry = self.lookup(id).await?;
-        if entry.kind == ModelKind::KernelPca {
+        if entry.kind.can().transform {
             return Err(FieldError::invalid(
                 "/model",
-                "a kernel_pca model does not predict: POST its rows to /models/{id}/transform",
+                format!("a {} model does not predict: POST its rows to /models/{{id}}/transform", entry.kind.name()),
             )
             .into());
         }
@@ -495,8 +495,7 @@ impl Service {
             }
         }
         let points = to_points(x, Some(shape))?;
-        let is_gp = fitted.kind() == ModelKind::GaussianProcess;
-        if is_gp && opts.covariance && x.len() > self.config.max_covariance_rows {
+        if fitted.kind().can().posterior && opts.covariance && x.len() > self.config.max_covariance_rows {
             return Err(FieldError::invalid(
                 "/covariance",
                 format!("the covariance is limited to {} query rows; got {}", self.config.max_covariance_rows, x.len()),

@@ -287,13 +287,18 @@ pub(super) fn grown_sample(sample: &str, n_before: usize, new: &TrainingSet, ver
     Some(json!({"n_train": n_before + new.x.n(), "x": xs, "y": ys}).to_string())
 }
 
-/// Only exact Gaussian processes and kernel ridge take rows: 422 at /model otherwise,
-/// checked before readiness (a fit still running may show only what was asked for).
+/// Only the kinds that take appends (exact Gaussian processes and kernel ridge) take
+/// rows: 422 at /model otherwise, checked before readiness (a fit still running may show
+/// only what was asked for).
 fn check_appendable(entry: &ModelEntry) -> Result<(), ServiceError> {
-    if !matches!(entry.kind, ModelKind::GaussianProcess | ModelKind::KernelRidge) {
+    if !entry.kind.can().appends {
         return Err(FieldError::invalid(
             "/model",
-            format!("online updates apply to gaussian_process and kernel_ridge models, not {}", entry.kind.name()),
+            format!(
+                "online updates apply to {} models, not {}",
+                ModelKind::names_that(|c| c.appends),
+                entry.kind.name()
+            ),
         )
         .into());
     }

@@ -29,10 +29,14 @@ impl Service {
         opts: SampleOptions,
     ) -> Result<Draws, ServiceError> {
         let entry = self.lookup(id).await?;
-        if entry.kind != ModelKind::GaussianProcess {
+        if !entry.kind.can().posterior {
             return Err(FieldError::invalid(
                 "/model",
-                format!("posterior samples are a gaussian_process's; this model is a {}", entry.kind.name()),
+                format!(
+                    "posterior samples are a {}'s; this model is a {}",
+                    ModelKind::names_that(|c| c.posterior),
+                    entry.kind.name()
+                ),
             )
             .into());
         }

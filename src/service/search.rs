@@ -3,7 +3,7 @@
 //! then run on the fit's worker, and the best candidate refitted on all rows.
 
 use super::{SearchJob, Service, ServiceError, TrainInput, ValidTraining};
-use crate::estimator::{FitContext, FitError, FittedModel, ModelKind, ModelSpec, TrainingData};
+use crate::estimator::{FitContext, FitError, FittedModel, Limits, ModelKind, ModelSpec, TrainingData};
 use crate::kernel::Kernel;
 use crate::registry::Origin;
 use crate::selection::{self, Document, Plan, Rows, SearchError, SearchSpec};
@@ -24,14 +24,11 @@ impl Service {
         let base = Document::new(input.kernel.as_ref(), input.params.as_ref());
         let (n, d) = (data.x().n(), data.x().d());
         let limit = self.config.effective_max_fit_bytes();
-        let exact_max_rows = self.config.exact_max_rows;
+        let limits = Limits { exact_max_rows: self.config.exact_max_rows, max_fit_bytes: limit };
         let check = |doc: &Document| -> Result<ModelSpec, FieldError> {
             let kernel = Kernel::from_json(doc.kernel()).map_err(|e| e.under("/kernel"))?;
             let mut spec = ModelSpec::from_json(kind, kernel, Some(doc.params()))?;
-            spec.check_data(n)?;
-            spec.check_targets(&data)?;
-            spec.resolve_approximation(n, d, exact_max_rows, limit)?;
-            spec.check_rows(data.x())?;
+            spec.admit(&data, limits)?;
             Ok(spec)
         };
         let classes = match &data {

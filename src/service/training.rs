@@ -5,8 +5,8 @@
 use super::{Service, ServiceError, TrainInput, TrainOutcome, TrainSource, ValidTraining};
 use crate::dataset::rows::to_points;
 use crate::estimator::{
-    ClassLabels, ClassificationSet, FitContext, FitError, ModelKind, ModelSpec, Outputs, Target, Task, TrainingData,
-    TrainingSet,
+    ClassLabels, ClassificationSet, FitContext, FitError, Limits, ModelKind, ModelSpec, Outputs, Target, Task,
+    TrainingData, TrainingSet,
 };
 use crate::kernel::{default_kernel, Kernel};
 use crate::linalg::{LinalgError, Parallelism};
@@ -148,11 +148,8 @@ impl Service {
             Some(v) => Kernel::from_json(v).map_err(|e| e.under("/kernel"))?,
         };
         let mut spec = ModelSpec::from_json(kind, kernel, input.params.as_ref())?;
-        spec.check_data(n)?;
-        spec.check_targets(&data)?;
         let limit = self.config.effective_max_fit_bytes();
-        spec.resolve_approximation(n, d, self.config.exact_max_rows, limit)?;
-        spec.check_rows(data.x())?;
+        spec.admit(&data, Limits { exact_max_rows: self.config.exact_max_rows, max_fit_bytes: limit })?;
         let need = spec.fit_memory_estimate(n, d) as u64;
         if need > limit {
             return Err(ServiceError::TooLarge {
@@ -389,7 +386,7 @@ pub(super) fn regression_targets(y: &[Target]) -> Result<(Vec<f64>, Outputs), Fi
 
 /// Models that take a 2-D y (several outputs over one kernel).
 pub(super) fn takes_several_outputs(kind: ModelKind) -> bool {
-    matches!(kind, ModelKind::KernelRidge | ModelKind::GaussianProcess)
+    kind.can().several_outputs
 }
 
 /// What the store keeps of a ready model: its file's body and head.

@@ -1,11 +1,11 @@
-//! Kernel PCA's two operations: rows to components (`transform`, a prediction whose
+//! The transform kinds' two operations (kernel PCA's): rows to components (`transform`, a prediction whose
 //! answer is the embedding, so it shares the predict path: batching, the pool for large
 //! m), and components back to rows (`inverse_transform`, for models fitted with
 //! `fit_inverse_transform`).
 
 use super::{QueryRows, Service, ServiceError};
 use crate::dataset::rows::{to_points, Row, RowShape};
-use crate::estimator::{FittedModel, ModelKind, PredictOptions, Predictor};
+use crate::estimator::{ModelKind, PredictOptions};
 use crate::kernel::RowKind;
 use crate::linalg::Parallelism;
 use crate::spec::FieldError;
@@ -14,16 +14,18 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use uuid::Uuid;
 
-fn not_kernel_pca(kind: ModelKind) -> ServiceError {
-    FieldError::invalid("/model", format!("transform is kernel_pca's; this model is a {}", kind.name())).into()
+/// A model without a transform: 422 at /model naming the kinds that have one.
+fn no_transform(kind: ModelKind) -> ServiceError {
+    let kinds = ModelKind::names_that(|c| c.transform);
+    FieldError::invalid("/model", format!("transform is {kinds}'s; this model is a {}", kind.name())).into()
 }
 
 impl Service {
     /// The rows' components, m x n_components.
     pub async fn transform(self: &Arc<Self>, id: Uuid, rows: QueryRows) -> Result<DMatrix<f64>, ServiceError> {
         let entry = self.lookup(id).await?;
-        if entry.kind != ModelKind::KernelPca {
-            return Err(not_kernel_pca(entry.kind));
+        if !entry.kind.can().transform {
+            return Err(no_transform(entry.kind));
         }
         let (_, p) = self.answer(entry, rows, PredictOptions::default()).await?;
         Ok(p.embedding.expect("a kernel PCA answers with its embedding"))
@@ -32,11 +34,11 @@ impl Service {
     /// Rows (m x d) from components (m x n_components rows of `x`).
     pub async fn inverse_transform(self: &Arc<Self>, id: Uuid, x: Vec<Row>) -> Result<DMatrix<f64>, ServiceError> {
         let entry = self.lookup(id).await?;
-        if entry.kind != ModelKind::KernelPca {
-            return Err(not_kernel_pca(entry.kind));
+        if !entry.kind.can().transform {
+            return Err(no_transform(entry.kind));
         }
         let fitted = self.fitted(&entry).await?;
-        let FittedModel::KernelPca(model) = &*fitted else { return Err(not_kernel_pca(fitted.kind())) };
+        let Some(model) = fitted.transformer() else { return Err(no_transform(fitted.kind())) };
         if !model.has_inverse() {
             return Err(FieldError::invalid(
                 "/model",
@@ -49,15 +51,15 @@ impl Service {
         }
         let points = to_points(&x, Some(RowShape { kind: RowKind::Numeric, d: model.n_components() }))?;
         drop(x);
-        let (m, n) = (points.n(), model.n_support());
-        let cost = (m * n) as f64 * (model.n_components() + model.n_features() + 8) as f64;
+        let (m, n) = (points.n(), fitted.n_support());
+        let cost = (m * n) as f64 * (model.n_components() + fitted.n_features() + 8) as f64;
         let rows = if cost <= self.config.predict_inline_max_flops {
             model.inverse_transform(&points, Parallelism::Sequential)
         } else {
             let _permit = self.heavy_predict_slots.acquire().await.map_err(|_| ServiceError::Draining)?;
             let fitted = fitted.clone();
             let task = tokio::task::spawn_blocking(move || {
-                let FittedModel::KernelPca(model) = &*fitted else { unreachable!("checked above") };
+                let model = fitted.transformer().expect("checked above");
                 catch_unwind(AssertUnwindSafe(|| {
                     model.inverse_transform(&points, Parallelism::for_problem(n.max(m), 0))
                 }))

@@ -17,8 +17,13 @@ pub mod sparse;
 
 pub use model::GaussianProcessModel;
 
-use super::{regularised_gram, Estimator, FitContext, FitError, TrainingReport, TrainingSet};
+use super::{
+    regularised_gram, Estimator, FitContext, FitError, Fitted, ModelKind, RestoreError, Restoring, RidgeForm, Spec,
+    TrainingData, TrainingReport, TrainingSet,
+};
 use crate::estimator::nystrom::approx::Approximation;
+use crate::estimator::nystrom::approx::Mode;
+use crate::estimator::nystrom::SearchSize;
 use crate::estimator::targets::outputs::Normalisation;
 use crate::kernel::hyper::Hyper;
 use crate::kernel::{Kernel, Points};
@@ -232,6 +237,92 @@ impl GaussianProcess {
             report,
         })
     }
+}
+
+impl Spec for GaussianProcess {
+    crate::estimator::spec_basics!();
+
+    fn kind(&self) -> ModelKind {
+        ModelKind::GaussianProcess
+    }
+
+    fn check_data(&self, n: usize) -> Result<(), FieldError> {
+        GaussianProcess::check_data(self, n)
+    }
+
+    fn fit_memory_estimate(&self, n: usize, d: usize) -> usize {
+        if self.approx.mode == Mode::Nystrom {
+            let search = self
+                .optimize
+                .then(|| SearchSize { params: self.theta().len(), subset_rows: sparse::OPTIMIZE_SUBSET_ROWS });
+            return crate::estimator::nystrom::fit_memory_estimate(n, d, self.approx.m(n), search);
+        }
+        // One n x n matrix (K, factorised in place) plus the data; the hyperparameter
+        // search holds K, one gradient matrix per free hyperparameter, the inverse and W.
+        let matrices = if self.optimize { self.theta().len() + 4 } else { 1 };
+        matrices * n * n * 8 + n * d * 8 * 2
+    }
+
+    fn for_rows(&self, rows: &[usize]) -> Box<dyn Spec> {
+        Box::new(GaussianProcess::for_rows(self, rows))
+    }
+
+    fn approximation(&self) -> Option<&Approximation> {
+        Some(&self.approx)
+    }
+
+    fn approximation_mut(&mut self) -> Option<&mut Approximation> {
+        Some(&mut self.approx)
+    }
+
+    fn admit(&mut self, _: usize) -> Result<(), FieldError> {
+        let rows = self.noise_rows.as_deref().filter(|_| self.approx.mode == Mode::Nystrom);
+        if let Some(i) = rows.and_then(|r| r.iter().position(|s| s.is_nan() || *s <= 0.0)) {
+            return Err(FieldError::invalid(
+                format!("/params/noise/{i}"),
+                "a nystrom gaussian_process needs every noise > 0 (the variational bound divides by it)",
+            ));
+        }
+        Ok(())
+    }
+
+    fn fit_checked(&self, data: &TrainingData, ctx: &FitContext) -> Result<Box<dyn Fitted>, FitError> {
+        let data = data.regression(self.kind())?;
+        if self.approx.mode == Mode::Nystrom {
+            return Ok(Box::new(sparse::SparseGpModel::fit(self, data, ctx)?));
+        }
+        Ok(Box::new(Estimator::fit(self, data, ctx)?))
+    }
+
+    fn ridge(&self) -> Option<RidgeForm> {
+        // A noise per row is no single diagonal value to sweep.
+        let fixed = self.approx.mode == Mode::Exact && !self.optimize && self.noise_rows.is_none();
+        fixed.then(|| RidgeForm {
+            kernel: self.kernel.clone(),
+            diagonal: self.noise.value,
+            normalize_y: self.normalize_y,
+            gaussian_process: true,
+        })
+    }
+
+    fn closed_form_loo(&self) -> bool {
+        self.approx.mode == Mode::Exact && !self.optimize
+    }
+}
+
+/// A stored Gaussian process, exact or sparse.
+pub(crate) fn restore(mut r: Restoring) -> Result<Box<dyn Fitted>, RestoreError> {
+    let spec = r.spec(GaussianProcess::from_json)?;
+    let x = r.points(false)?;
+    let (outputs, alpha, y) = crate::estimator::targets::outputs::restore_columns(&mut r, x.n())?;
+    let norm = Normalisation::restore(outputs, &r.fit, &mut r.arrays)?;
+    if r.nystrom {
+        let v = r.factor(x.n(), 0.0)?;
+        return Ok(Box::new(sparse::SparseGpModel::restore(spec, x, alpha, v, (outputs, norm), r.report)));
+    }
+    let factor = r.factor(x.n(), r.fit.jitter)?;
+    let z = r.arrays.take("z", Some(x.n() * outputs.t())).ok();
+    Ok(Box::new(GaussianProcessModel::restore(spec, x, alpha, factor, y, z, (outputs, norm), r.report)))
 }
 
 #[cfg(test)]

@@ -2,9 +2,11 @@
 //! appends and the stored state.
 
 use super::GaussianProcess;
-use crate::estimator::online::{self, AppendError};
+use crate::estimator::online::{self, AppendError, Extra};
 use crate::estimator::targets::outputs::{gp_prediction, mean_rows, Normalisation};
-use crate::estimator::{Outputs, PredictOptions, Prediction, Predictor, TrainingReport, TrainingSet};
+use crate::estimator::{
+    AppendRows, Fitted, ModelKind, Online, Outputs, PredictOptions, Prediction, Predictor, TrainingReport, TrainingSet,
+};
 use crate::kernel::Points;
 use crate::linalg::{self, Cholesky, Parallelism};
 use nalgebra::DMatrix;
@@ -191,5 +193,41 @@ impl Predictor for GaussianProcessModel {
             cost += m * m * n;
         }
         cost
+    }
+}
+
+impl Fitted for GaussianProcessModel {
+    crate::estimator::fitted_basics!();
+
+    fn kind(&self) -> ModelKind {
+        ModelKind::GaussianProcess
+    }
+
+    fn outputs(&self) -> Outputs {
+        self.outputs
+    }
+
+    fn online(&self) -> Option<&dyn Online> {
+        Some(self)
+    }
+
+    fn has_row_noise(&self) -> bool {
+        GaussianProcessModel::has_row_noise(self)
+    }
+}
+
+impl Online for GaussianProcessModel {
+    fn append(
+        &self,
+        new: &TrainingSet,
+        noise: Option<&[f64]>,
+        weights: Option<&[f64]>,
+        par: Parallelism,
+    ) -> Result<Box<dyn Fitted>, AppendError> {
+        Ok(Box::new(GaussianProcessModel::append(self, new, Extra::Noise.pick(noise, weights)?, par)?))
+    }
+
+    fn append_all(&self, batches: &[AppendRows], par: Parallelism) -> Result<Box<dyn Fitted>, AppendError> {
+        Ok(Box::new(GaussianProcessModel::append_all(self, &Extra::Noise.batches(batches)?, par)?))
     }
 }

@@ -26,7 +26,8 @@ use crate::estimator::gaussian_process::GaussianProcess;
 use crate::estimator::nystrom::{factor_kmm, over_row_blocks, weighted_moments, whiten, Moments};
 use crate::estimator::targets::outputs::{gp_prediction, mean_rows, Normalisation};
 use crate::estimator::{
-    FitContext, FitError, Outputs, PredictOptions, Prediction, Predictor, Progress, TrainingReport, TrainingSet,
+    FitContext, FitError, Fitted, ModelKind, Outputs, PredictOptions, Prediction, Predictor, Progress, TrainingReport,
+    TrainingSet,
 };
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{self, Cholesky, Parallelism};
@@ -468,5 +469,21 @@ impl Predictor for SparseGpModel {
             cost += 2.0 * m * m * big_m;
         }
         cost
+    }
+}
+
+impl Fitted for SparseGpModel {
+    crate::estimator::fitted_basics!();
+
+    fn kind(&self) -> ModelKind {
+        ModelKind::GaussianProcess
+    }
+
+    fn outputs(&self) -> Outputs {
+        self.outputs
+    }
+
+    fn has_row_noise(&self) -> bool {
+        self.spec.noise_rows.is_some()
     }
 }

@@ -13,8 +13,11 @@
 pub mod nystrom;
 
 use super::dual::{DualClassifier, DualSpec, MachineFit};
-use super::{log1p_exp, sigmoid, Estimator, FitContext, FitError, PredictOptions, Prediction};
-use crate::estimator::nystrom::approx::Approximation;
+use super::{
+    log1p_exp, sigmoid, Estimator, FitContext, FitError, Fitted, ModelKind, PredictOptions, Prediction, RestoreError,
+    Restoring, Spec, TrainingData,
+};
+use crate::estimator::nystrom::approx::{Approximation, Mode};
 use crate::estimator::targets::labels::ClassificationSet;
 use crate::kernel::Kernel;
 use crate::linalg;
@@ -141,6 +144,8 @@ impl Estimator for KernelLogistic {
 }
 
 impl DualSpec for KernelLogistic {
+    const KIND: ModelKind = ModelKind::KernelLogistic;
+
     fn kernel(&self) -> &Kernel {
         &self.kernel
     }
@@ -173,6 +178,43 @@ impl DualSpec for KernelLogistic {
         });
         Prediction { classes: Some(classes), probabilities, ..Default::default() }
     }
+}
+
+impl Spec for KernelLogistic {
+    crate::estimator::spec_basics!();
+
+    fn kind(&self) -> ModelKind {
+        ModelKind::KernelLogistic
+    }
+
+    fn fit_memory_estimate(&self, n: usize, d: usize) -> usize {
+        match self.approx.mode {
+            Mode::Nystrom => crate::estimator::nystrom::classifiers::fit_memory_estimate(n, d, self.approx.m(n)),
+            Mode::Exact | Mode::Auto => KernelLogistic::fit_memory_estimate(self, n, d),
+        }
+    }
+
+    fn for_rows(&self, _: &[usize]) -> Box<dyn Spec> {
+        Box::new(self.clone())
+    }
+
+    fn approximation(&self) -> Option<&Approximation> {
+        Some(&self.approx)
+    }
+
+    fn approximation_mut(&mut self) -> Option<&mut Approximation> {
+        Some(&mut self.approx)
+    }
+
+    fn fit_checked(&self, data: &TrainingData, ctx: &FitContext) -> Result<Box<dyn Fitted>, FitError> {
+        let data = data.classification(self.kind())?;
+        Ok(Box::new(Estimator::fit(self, data, ctx)?))
+    }
+}
+
+/// A stored kernel logistic regression, exact or on Nystrom features (one form).
+pub(crate) fn restore(r: Restoring) -> Result<Box<dyn Fitted>, RestoreError> {
+    super::dual::restore(r, KernelLogistic::from_json)
 }
 
 #[cfg(test)]

@@ -10,9 +10,12 @@
 //! Nystrom: the weighted normal equations (A W A' + lambda I) c = A W y.
 
 pub mod falkon;
+mod kind;
+
+pub(crate) use kind::restore;
 
 use super::online::{self, AppendError};
-use super::svm::SampleWeight;
+use super::weights::SampleWeight;
 use super::{
     regularised_gram, Estimator, FitContext, FitError, PredictOptions, Prediction, Predictor, TrainingReport,
     TrainingSet,

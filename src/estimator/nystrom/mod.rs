@@ -219,7 +219,7 @@ pub(crate) fn report(m: usize, jitter: f64) -> TrainingReport {
 /// A hyperparameter search's share of a Nystrom fit: its free hyperparameters and the
 /// rows of the subset it runs on.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct SearchSize {
+pub struct SearchSize {
     pub params: usize,
     pub subset_rows: usize,
 }

@@ -10,6 +10,7 @@
 //! its kernel values (the points, or a Gram table a model search shares).
 
 mod expansion;
+mod kinds;
 mod model;
 pub mod nystrom;
 mod one_class;
@@ -19,6 +20,7 @@ mod svc;
 mod svc_fit;
 
 pub use crate::estimator::weights::{ClassWeight, SampleWeight};
+pub(crate) use kinds::{restore_one_class, restore_svc, restore_svr};
 pub use model::SvmModel;
 pub use one_class::{OneClassModel, OneClassSvm};
 pub use regression::{Svr, SvrModel};

@@ -18,7 +18,7 @@
 use crate::estimator::dual::{self, DualClassifier, DualSpec};
 use crate::estimator::nystrom::classifiers::{FeatureMap, FEATURE_BUDGET};
 use crate::estimator::targets::labels::ClassificationSet;
-use crate::estimator::{Decision, FitContext, FitError, PredictOptions, Prediction, Svm};
+use crate::estimator::{Decision, FitContext, FitError, ModelKind, PredictOptions, Prediction, Svm};
 use crate::kernel::{Kernel, Points};
 use crate::optimize::SplitMix64;
 use nalgebra::DMatrix;
@@ -34,6 +34,8 @@ const WARM_SEED: u64 = 0x57A2_7E00_0000_0031;
 pub type NystromSvmModel = DualClassifier<Svm>;
 
 impl DualSpec for Svm {
+    const KIND: ModelKind = ModelKind::Svm;
+
     fn kernel(&self) -> &Kernel {
         &self.kernel
     }

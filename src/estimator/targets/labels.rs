@@ -153,6 +153,14 @@ fn number_json(v: f64) -> Value {
     }
 }
 
+impl ClassLabels {
+    /// A stored classifier's classes.
+    pub(crate) fn restore(r: &crate::estimator::Restoring) -> Result<ClassLabels, crate::estimator::RestoreError> {
+        let v = r.classes_json()?;
+        ClassLabels::from_json(&v).map_err(|e| crate::estimator::RestoreError(format!("classes: {e}")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

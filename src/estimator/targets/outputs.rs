@@ -197,3 +197,21 @@ pub fn normalisation(y: &[f64]) -> (f64, f64) {
     let std = var.sqrt();
     (mean, if std == 0.0 { 1.0 } else { std })
 }
+
+/// A stored regression's outputs, its coefficients (a column per output) and its
+/// targets when kept for online updates.
+pub(crate) type Columns = (Outputs, Vec<f64>, Option<Vec<f64>>);
+
+/// The coefficients of a regression kept a column per output (kernel ridge, Gaussian
+/// processes and the one-output regressions), checked against the `n` points, and the
+/// targets when kept for online updates (absent from files written before them).
+pub(crate) fn restore_columns(r: &mut crate::estimator::Restoring, n: usize) -> Result<Columns, RestoreError> {
+    let outputs = Outputs::restore(&mut r.arrays)?;
+    let t = outputs.t();
+    let alpha = std::mem::take(&mut r.fit.alpha);
+    if alpha.len() != n * t {
+        return Err(RestoreError(format!("{} coefficients for {n} points and {t} outputs", alpha.len())));
+    }
+    let y = r.arrays.take("y", Some(n * t)).ok();
+    Ok((outputs, alpha, y))
+}

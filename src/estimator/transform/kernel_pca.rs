@@ -8,7 +8,8 @@
 //! components back to rows.
 
 use crate::estimator::{
-    FitContext, FitError, PredictOptions, Prediction, Predictor, RestoreError, StoredArrays, StoredFit, TrainingReport,
+    FitContext, FitError, Fitted, ModelKind, PredictOptions, Prediction, Predictor, RestoreError, Restoring, Spec,
+    StoredArrays, StoredFit, TrainingData, TrainingReport, Transformer,
 };
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{
@@ -436,6 +437,64 @@ impl Predictor for KernelPcaModel {
     fn predict_cost(&self, m: usize, _opts: &PredictOptions) -> f64 {
         (m * self.x.n()) as f64 * (self.kernel().pair_cost(&self.x) + 2.0 * self.n_components() as f64 + 2.0)
     }
+}
+
+impl Spec for KernelPca {
+    crate::estimator::spec_basics!();
+
+    fn kind(&self) -> ModelKind {
+        ModelKind::KernelPca
+    }
+
+    fn check_data(&self, n: usize) -> Result<(), FieldError> {
+        KernelPca::check_data(self, n)
+    }
+
+    fn fit_memory_estimate(&self, n: usize, d: usize) -> usize {
+        KernelPca::fit_memory_estimate(self, n, d)
+    }
+
+    fn for_rows(&self, _: &[usize]) -> Box<dyn Spec> {
+        Box::new(self.clone())
+    }
+
+    fn fit_checked(&self, data: &TrainingData, ctx: &FitContext) -> Result<Box<dyn Fitted>, FitError> {
+        let x = data.unlabelled(self.kind())?;
+        Ok(Box::new(KernelPca::fit(self, x, ctx)?))
+    }
+}
+
+impl Fitted for KernelPcaModel {
+    crate::estimator::fitted_basics!();
+
+    fn kind(&self) -> ModelKind {
+        ModelKind::KernelPca
+    }
+
+    fn transformer(&self) -> Option<&dyn Transformer> {
+        Some(self)
+    }
+}
+
+impl Transformer for KernelPcaModel {
+    fn n_components(&self) -> usize {
+        KernelPcaModel::n_components(self)
+    }
+
+    fn has_inverse(&self) -> bool {
+        KernelPcaModel::has_inverse(self)
+    }
+
+    fn inverse_transform(&self, z: &Points, par: Parallelism) -> Option<DMatrix<f64>> {
+        KernelPcaModel::inverse_transform(self, z, par)
+    }
+}
+
+/// A stored kernel PCA.
+pub(crate) fn restore(mut r: Restoring) -> Result<Box<dyn Fitted>, RestoreError> {
+    let spec = r.spec(KernelPca::from_json)?;
+    let x = r.points(false)?;
+    Ok(Box::new(KernelPcaModel::restore(spec, x, r.arrays, r.report)?))
 }
 
 #[cfg(test)]

@@ -3,4 +3,5 @@
 
 pub mod kernel_pca;
 
+pub(crate) use kernel_pca::restore;
 pub use kernel_pca::{EigenSolver, KernelPca, KernelPcaModel};
