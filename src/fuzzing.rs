@@ -108,7 +108,7 @@ pub fn posterior_body(data: &[u8]) {
         include_noise: body.include_noise.unwrap_or(false),
         probabilities: false,
     };
-    for model in models().iter().filter(|m| m.kind() == crate::estimator::ModelKind::GaussianProcess) {
+    for model in models().iter().filter(|m| m.kind().can().posterior) {
         let Ok(points) = service().check_query(model, &body.x, &opts) else { continue };
         let p = model.predictor().predict(&points, &opts, Parallelism::Sequential);
         use crate::estimator::gaussian_process::posterior::{draw_prediction, Draws};

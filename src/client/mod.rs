@@ -280,7 +280,9 @@ pub async fn train(api: &Api, args: &TrainArgs) -> Result<Value, ClientError> {
     if args.optimize {
         params.insert("optimize".into(), Value::Bool(true));
     }
-    let untargeted = matches!(args.model.as_str(), "one_class_svm" | "kernel_pca");
+    // Kinds without targets (novelty, transform); an unknown name is the server's to refuse.
+    let untargeted = crate::estimator::ModelKind::from_name(&args.model)
+        .is_some_and(|k| matches!(k.task(), crate::estimator::Task::Novelty | crate::estimator::Task::Transform));
     let mut body = json!({"model": args.model, "params": params});
     if let Some(k) = kernel {
         body["kernel"] = k;

@@ -235,34 +235,6 @@ fn check_inducing_points(a: &Approximation, n: usize) -> Result<(), FieldError> 
     Ok(())
 }
 
-/// The data of a kind's task, or 422 at `/y`: what a kind's `fit_checked` takes.
-impl TrainingData {
-    pub fn regression(&self, kind: ModelKind) -> Result<&super::TrainingSet, FitError> {
-        match self {
-            TrainingData::Regression(d) => Ok(d),
-            _ => Err(unsuited(kind)),
-        }
-    }
-
-    pub fn classification(&self, kind: ModelKind) -> Result<&super::ClassificationSet, FitError> {
-        match self {
-            TrainingData::Classification(d) => Ok(d),
-            _ => Err(unsuited(kind)),
-        }
-    }
-
-    pub fn unlabelled(&self, kind: ModelKind) -> Result<&Points, FitError> {
-        match self {
-            TrainingData::Unlabelled(x) => Ok(x),
-            _ => Err(unsuited(kind)),
-        }
-    }
-}
-
-fn unsuited(kind: ModelKind) -> FitError {
-    FitError::Invalid(FieldError::invalid("/y", format!("these targets do not suit a {} model", kind.name())))
-}
-
 /// `solver`, `max_iter`, `tol` and `precision` belong to nystrom kernel_ridge (and
 /// `max_iter`, `tol` to the models with their own params of those names): on a model
 /// that does not read them they are 422 at their pointer, not 400 as unknown fields.

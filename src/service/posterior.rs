@@ -50,7 +50,7 @@ impl Service {
             include_noise: opts.include_noise,
             probabilities: false,
         };
-        super::check_include_noise(&fitted, &predict)?;
+        super::predict::check_include_noise(&fitted, &predict)?;
         // Rows are counted before the covariance limit applies, so parse without it.
         let rows_only = PredictOptions { covariance: false, ..predict };
         let points = self.query_points(&entry, &fitted, rows, &rows_only).await?;
@@ -95,7 +95,7 @@ impl Service {
         });
         let drawn = match task.await {
             Ok(Ok(d)) => d,
-            _ => return Err(super::internal_predict_failure(id)),
+            _ => return Err(super::predict::internal_predict_failure(id)),
         };
         let samples = drawn.map_err(|e| {
             ServiceError::from(FieldError::invalid(

@@ -66,7 +66,7 @@ impl Service {
             });
             match task.await {
                 Ok(Ok(rows)) => rows,
-                _ => return Err(super::internal_predict_failure(id)),
+                _ => return Err(super::predict::internal_predict_failure(id)),
             }
         }
         .expect("checked: the model has its inverse map");

@@ -4,7 +4,9 @@
 pub mod labels;
 pub mod outputs;
 
+use super::{FitError, ModelKind};
 use crate::kernel::Points;
+use crate::spec::FieldError;
 use labels::ClassificationSet;
 use nalgebra::DMatrix;
 use outputs::Outputs;
@@ -68,4 +70,32 @@ impl TrainingData {
             TrainingData::Unlabelled(x) => x,
         }
     }
+}
+
+/// The data of a kind's task, or 422 at `/y`: what a kind's `fit_checked` takes.
+impl TrainingData {
+    pub fn regression(&self, kind: ModelKind) -> Result<&TrainingSet, FitError> {
+        match self {
+            TrainingData::Regression(d) => Ok(d),
+            TrainingData::Classification(_) | TrainingData::Unlabelled(_) => Err(unsuited(kind)),
+        }
+    }
+
+    pub fn classification(&self, kind: ModelKind) -> Result<&ClassificationSet, FitError> {
+        match self {
+            TrainingData::Classification(d) => Ok(d),
+            TrainingData::Regression(_) | TrainingData::Unlabelled(_) => Err(unsuited(kind)),
+        }
+    }
+
+    pub fn unlabelled(&self, kind: ModelKind) -> Result<&Points, FitError> {
+        match self {
+            TrainingData::Unlabelled(x) => Ok(x),
+            TrainingData::Regression(_) | TrainingData::Classification(_) => Err(unsuited(kind)),
+        }
+    }
+}
+
+fn unsuited(kind: ModelKind) -> FitError {
+    FitError::Invalid(FieldError::invalid("/y", format!("these targets do not suit a {} model", kind.name())))
 }

@@ -1,0 +1,205 @@
+//! Predictions: a ready model's answer to query rows (JSON or CSV), checked against the
+//! model, run inline, batched with concurrent requests or on a blocking thread by size;
+//! the Open Inference Protocol's infer shares it.
+
+use super::{batch, Service, ServiceError};
+use crate::dataset::rows::{to_points, Row, RowShape};
+use crate::estimator::{FittedModel, PredictOptions, Prediction};
+use crate::kernel::{Points, RowKind};
+use crate::linalg::Parallelism;
+use crate::registry::{Failure, FailureKind, ModelEntry};
+use crate::spec::FieldError;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+use uuid::Uuid;
+
+impl Service {
+    /// Predicts `x` with a ready model. Trivial predictions run inline; other small ones
+    /// are batched with concurrent requests to the model (`batch`); large ones run on a
+    /// blocking thread, at most one per core at a time.
+    pub async fn predict(
+        self: &Arc<Self>,
+        id: Uuid,
+        rows: QueryRows,
+        opts: PredictOptions,
+    ) -> Result<(Arc<FittedModel>, Prediction, Option<Vec<String>>), ServiceError> {
+        let entry = self.lookup(id).await?;
+        if entry.kind.can().transform {
+            return Err(FieldError::invalid(
+                "/model",
+                format!("a {} model does not predict: POST its rows to /models/{{id}}/transform", entry.kind.name()),
+            )
+            .into());
+        }
+        // A multi-output model fitted from a dataset names its outputs by its target
+        // columns (the CSV answer's column names).
+        let targets = entry.origin.targets.clone();
+        let (fitted, prediction) = self.answer(entry, rows, opts).await?;
+        Ok((fitted, prediction, targets))
+    }
+
+    /// Predicts with any model, or transforms with a kernel PCA (its answer's
+    /// `embedding`): the Open Inference Protocol serves both.
+    pub async fn infer(
+        self: &Arc<Self>,
+        id: Uuid,
+        rows: QueryRows,
+        opts: PredictOptions,
+    ) -> Result<(Arc<FittedModel>, Prediction), ServiceError> {
+        let entry = self.lookup(id).await?;
+        self.answer(entry, rows, opts).await
+    }
+
+    /// The model's answer to `rows`, wherever it is best computed.
+    pub(super) async fn answer(
+        self: &Arc<Self>,
+        entry: Arc<ModelEntry>,
+        rows: QueryRows,
+        opts: PredictOptions,
+    ) -> Result<(Arc<FittedModel>, Prediction), ServiceError> {
+        let id = entry.id;
+        let fitted = self.fitted(&entry).await?;
+        check_include_noise(&fitted, &opts)?;
+        let points = self.query_points(&entry, &fitted, rows, &opts).await?;
+        let m = points.n();
+        let started = Instant::now();
+        let cost = fitted.predictor().predict_cost(m, &opts);
+        let small = cost <= self.config.predict_inline_max_flops;
+        let batched = small && cost > batch::BATCH_MIN_FLOPS && !opts.covariance && m <= batch::MAX_BATCH_ROWS;
+        let prediction = if batched {
+            match self.batcher.predict(id, fitted.clone(), points, opts).await {
+                Some(p) => p,
+                None => return Err(internal_predict_failure(id)),
+            }
+        } else if small {
+            fitted.predictor().predict(&points, &opts, Parallelism::Sequential)
+        } else {
+            let _permit = self.heavy_predict_slots.acquire().await.map_err(|_| ServiceError::Draining)?;
+            let service = self.clone();
+            let n = fitted.predictor().n_support();
+            let fitted = fitted.clone();
+            let task = tokio::task::spawn_blocking(move || {
+                let busy = service.pool.running() + service.heavy_predicts.fetch_add(1, Ordering::AcqRel);
+                let par = Parallelism::for_problem(n.max(m), busy);
+                let p = catch_unwind(AssertUnwindSafe(|| fitted.predictor().predict(&points, &opts, par)));
+                service.heavy_predicts.fetch_sub(1, Ordering::AcqRel);
+                p
+            });
+            match task.await {
+                Ok(Ok(p)) => p,
+                _ => return Err(internal_predict_failure(id)),
+            }
+        };
+        if !prediction.is_finite() {
+            // JSON would carry a null where the contract promises a number.
+            return Err(FieldError::invalid(
+                "/x",
+                "the prediction overflows for these inputs (values this far out exceed f64's range)",
+            )
+            .into());
+        }
+        self.metrics.record_predict(entry.kind.name(), m, started.elapsed().as_secs_f64());
+        Ok((fitted, prediction))
+    }
+
+    /// The query rows of a predict-like request as points of the model's kind: JSON rows
+    /// checked against it, or a CSV body parsed (large ones off the async threads).
+    pub(super) async fn query_points(
+        &self,
+        entry: &ModelEntry,
+        fitted: &FittedModel,
+        rows: QueryRows,
+        opts: &PredictOptions,
+    ) -> Result<Points, ServiceError> {
+        Ok(match rows {
+            QueryRows::Json(x) => self.check_query(fitted, &x, opts)?,
+            QueryRows::Csv(_) if fitted.predictor().row_kind() != RowKind::Numeric => {
+                return Err(FieldError::invalid(
+                    "/x",
+                    format!("this model takes {}: send them as JSON", fitted.predictor().row_kind().describe()),
+                )
+                .into())
+            }
+            QueryRows::Csv(text) => {
+                let features = entry.origin.features.clone();
+                let d = fitted.predictor().n_features();
+                // Large bodies are parsed off the async threads, as JSON ones are.
+                let small = text.len() <= 256 << 10;
+                let parse = move || crate::dataset::csv::read_query(&text, features.as_deref(), d);
+                let parsed = if small {
+                    parse()
+                } else {
+                    tokio::task::spawn_blocking(parse).await.map_err(|_| ServiceError::Draining)?
+                };
+                parsed?
+            }
+        })
+    }
+
+    /// Checks a predict request's rows and options against a fitted model and returns the
+    /// query points.
+    pub fn check_query(&self, fitted: &FittedModel, x: &[Row], opts: &PredictOptions) -> Result<Points, ServiceError> {
+        if x.is_empty() {
+            return Err(FieldError::invalid("/x", "must contain at least one row").into());
+        }
+        self.check_row_chars(x)?;
+        let shape = RowShape { kind: fitted.predictor().row_kind(), d: fitted.predictor().n_features() };
+        if fitted.predictor().support().indexed().is_some() {
+            // A precomputed kernel's query width is the training set's size, not a
+            // feature count: a wrong one is wrong for the whole of x.
+            if let Some(Row::Numbers(first)) = x.first().filter(|r| matches!(r, Row::Numbers(v) if v.len() != shape.d))
+            {
+                return Err(FieldError::invalid(
+                    "/x",
+                    format!(
+                        "rows of a precomputed kernel hold k(query, training row) for each of the {} training rows, not {}",
+                        shape.d,
+                        first.len()
+                    ),
+                )
+                .into());
+            }
+        }
+        let points = to_points(x, Some(shape))?;
+        if fitted.kind().can().posterior && opts.covariance && x.len() > self.config.max_covariance_rows {
+            return Err(FieldError::invalid(
+                "/covariance",
+                format!("the covariance is limited to {} query rows; got {}", self.config.max_covariance_rows, x.len()),
+            )
+            .into());
+        }
+        Ok(points)
+    }
+}
+
+/// A predict request's query rows as sent.
+#[derive(Debug)]
+pub enum QueryRows {
+    Json(Vec<Row>),
+    /// A CSV body (header row; columns by name for models fitted on a CSV dataset), as
+    /// received: no copy of it is made.
+    Csv(bytes::Bytes),
+}
+
+/// A Gaussian process with a noise per training row knows no noise for a new row.
+pub(super) fn check_include_noise(fitted: &FittedModel, opts: &PredictOptions) -> Result<(), ServiceError> {
+    if opts.include_noise && fitted.has_row_noise() {
+        return Err(FieldError::invalid(
+            "/include_noise",
+            "this model has a noise variance per training row; a new row's noise is unknown",
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// A predict that panicked: logged, and answered as an internal failure.
+pub(super) fn internal_predict_failure(id: Uuid) -> ServiceError {
+    tracing::error!(model_id = %id, "predict panicked");
+    ServiceError::FitFailed(Failure {
+        kind: FailureKind::Internal,
+        detail: "the prediction failed with an internal error".into(),
+    })
+}
