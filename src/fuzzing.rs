@@ -255,6 +255,12 @@ fn answer(model: &FittedModel, x: &Points, opts: &PredictOptions) {
     }
 }
 
+/// The kinds of the models the predict and posterior targets answer with (every kind in
+/// the catalogue: tests/fuzz_regressions.rs holds the list to it).
+pub fn model_kinds() -> Vec<crate::estimator::ModelKind> {
+    models().iter().map(|m| m.kind()).collect()
+}
+
 /// One small fitted model of every kind, on two features, and two over strings and token
 /// lists.
 fn models() -> &'static [FittedModel] {

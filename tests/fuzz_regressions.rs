@@ -59,3 +59,12 @@ fn observations_body_inputs() {
 fn search_body_inputs() {
     replay("search_body", mercer::fuzzing::search_body);
 }
+
+/// The predict and posterior targets fuzz a fitted model of every kind in the catalogue.
+#[test]
+fn the_targets_hold_a_model_of_every_kind() {
+    let served = mercer::fuzzing::model_kinds();
+    for kind in mercer::estimator::ModelKind::ALL {
+        assert!(served.contains(&kind), "src/fuzzing.rs fits no {} model", kind.name());
+    }
+}
