@@ -10,6 +10,7 @@
 //! kernels and factorisations, nothing of HTTP or storage. The service refits the best
 //! candidate on all rows and reports `training.search`.
 
+pub mod bayes;
 mod eigen;
 mod evaluate;
 mod folds;

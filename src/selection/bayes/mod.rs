@@ -1,0 +1,376 @@
+//! Bayesian optimisation, shared by `search.method: "bayes"` and studies: where to
+//! evaluate next, given what has been evaluated (and what is being evaluated).
+//!
+//! A space's dimensions map to the unit cube ([`Space`]): uniform and integer ranges
+//! linearly, log-uniform ones in log, lists (and grids, as their values) one-hot. A
+//! Gaussian process ([`surrogate`]) is fitted to the standardised values there, and the
+//! next point maximises log expected improvement ([`acquisition`]) by multi-start
+//! L-BFGS-B from the best of many seeded random points and from the best points so far
+//! ([`Suggester::next`]). Integers are rounded and one-hots decided by their largest
+//! entry after the optimisation; a point whose decoded setting was already evaluated or
+//! handed out is passed over for the next best maximum. Points still being evaluated
+//! count as observed at the surrogate's mean ("kriging believer"), so that concurrent
+//! workers get different points.
+
+pub mod acquisition;
+pub mod surrogate;
+
+use super::space::{Axis, Draw};
+use crate::optimize::{minimize, Options, SplitMix64};
+use nalgebra::DMatrix;
+use serde_json::Value;
+use std::collections::HashSet;
+use surrogate::{Hyper, Surrogate};
+
+/// One dimension of a space.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Dim {
+    /// A real range, in log when `log`.
+    Real { lo: f64, hi: f64, log: bool },
+    /// Integers from lo to hi inclusive.
+    Int { lo: i64, hi: i64 },
+    /// One of these values.
+    Choice(Vec<Value>),
+}
+
+impl Dim {
+    fn width(&self) -> usize {
+        match self {
+            Dim::Choice(v) if v.len() > 1 => v.len(),
+            Dim::Choice(_) => 0,
+            Dim::Real { .. } | Dim::Int { .. } => 1,
+        }
+    }
+}
+
+/// A space of settings and its unit-cube encoding.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Space {
+    pub dims: Vec<Dim>,
+}
+
+impl Space {
+    /// The space of these axes (a search's or a study's, in their order).
+    pub fn of<'a>(axes: impl IntoIterator<Item = &'a Axis>) -> Space {
+        let dims = axes
+            .into_iter()
+            .map(|a| match a {
+                Axis::List(v) => Dim::Choice(v.clone()),
+                Axis::Grid { count, .. } => Dim::Choice((0..*count).map(|i| a.value(i)).collect()),
+                Axis::Draw(Draw::Uniform(lo, hi)) => Dim::Real { lo: *lo, hi: *hi, log: false },
+                Axis::Draw(Draw::LogUniform(lo, hi)) => Dim::Real { lo: *lo, hi: *hi, log: true },
+                Axis::Draw(Draw::IntUniform(lo, hi)) => Dim::Int { lo: *lo, hi: *hi },
+            })
+            .collect();
+        Space { dims }
+    }
+
+    /// Coordinates in the unit cube.
+    pub fn width(&self) -> usize {
+        self.dims.iter().map(Dim::width).sum()
+    }
+
+    /// A setting's point in the unit cube; None when a value is not in the space.
+    pub fn encode(&self, values: &[Value]) -> Option<Vec<f64>> {
+        let mut out = Vec::with_capacity(self.width());
+        for (dim, v) in self.dims.iter().zip(values) {
+            match dim {
+                Dim::Real { lo, hi, log } => {
+                    let x = v.as_f64()?;
+                    let (a, b, x) = if *log { (lo.ln(), hi.ln(), x.ln()) } else { (*lo, *hi, x) };
+                    out.push(if b > a { ((x - a) / (b - a)).clamp(0.0, 1.0) } else { 0.5 });
+                }
+                Dim::Int { lo, hi } => {
+                    let x = v.as_i64()?;
+                    out.push(if hi > lo { (x - lo) as f64 / (hi - lo) as f64 } else { 0.5 });
+                }
+                Dim::Choice(c) => {
+                    let i = c.iter().position(|w| w == v)?;
+                    if c.len() > 1 {
+                        out.extend((0..c.len()).map(|j| if j == i { 1.0 } else { 0.0 }));
+                    }
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// The setting at a point of the unit cube: integers rounded, one-hots decided by
+    /// their largest entry (ties to the first).
+    pub fn decode(&self, u: &[f64]) -> Vec<Value> {
+        let mut at = 0;
+        self.dims
+            .iter()
+            .map(|dim| match dim {
+                Dim::Real { lo, hi, log } => {
+                    let x = u[at].clamp(0.0, 1.0);
+                    at += 1;
+                    let v = if *log { (lo.ln() + x * (hi.ln() - lo.ln())).exp() } else { lo + x * (hi - lo) };
+                    number(v.clamp(*lo, *hi))
+                }
+                Dim::Int { lo, hi } => {
+                    let x = u[at].clamp(0.0, 1.0);
+                    at += 1;
+                    let v = (*lo as f64 + x * (*hi - *lo) as f64).round() as i64;
+                    Value::from(v.clamp(*lo, *hi))
+                }
+                Dim::Choice(c) if c.len() > 1 => {
+                    let part = &u[at..at + c.len()];
+                    at += c.len();
+                    let best = crate::estimator::first_max(part.iter().copied());
+                    c[best].clone()
+                }
+                Dim::Choice(c) => c[0].clone(),
+            })
+            .collect()
+    }
+
+    /// The point a setting decodes to, encoded again: where the surrogate sees it.
+    pub fn snap(&self, u: &[f64]) -> Vec<f64> {
+        self.encode(&self.decode(u)).expect("a decoded setting is in the space")
+    }
+
+    /// How many distinct settings the space holds, when it is finite (lists, grids and
+    /// integer ranges only).
+    pub fn size(&self) -> Option<u128> {
+        self.dims.iter().try_fold(1u128, |acc, d| match d {
+            Dim::Choice(c) => Some(acc.saturating_mul(c.len() as u128)),
+            Dim::Int { lo, hi } => Some(acc.saturating_mul((*hi as i128 - *lo as i128 + 1) as u128)),
+            Dim::Real { .. } => None,
+        })
+    }
+}
+
+fn number(x: f64) -> Value {
+    serde_json::Number::from_f64(x).map_or(Value::Null, Value::Number)
+}
+
+/// A setting's identity, to tell whether it was evaluated.
+pub fn key(values: &[Value]) -> String {
+    Value::Array(values.to_vec()).to_string()
+}
+
+/// Random points scored before the acquisition's local searches, per unit-cube
+/// coordinate (at least 256, at most 2048).
+const RAW_PER_DIM: usize = 64;
+/// Local searches of the acquisition.
+const STARTS: usize = 6;
+
+/// What the next suggestion is made from: evaluated points (unit cube) with their values
+/// ("greater is better"; a failed evaluation already counted as the worst value), points
+/// being evaluated, and the settings already taken.
+pub struct History<'a> {
+    pub observed: &'a [(Vec<f64>, f64)],
+    pub pending: &'a [Vec<f64>],
+    pub taken: &'a HashSet<String>,
+}
+
+/// A suggestion: the setting, its point and what the acquisition made of it.
+#[derive(Debug, Clone)]
+pub struct Suggestion {
+    pub values: Vec<Value>,
+    pub point: Vec<f64>,
+    /// log EI at the point (None when it was drawn at random: no model yet, or every
+    /// maximum was taken).
+    pub log_ei: Option<f64>,
+}
+
+/// Suggestions for one space, seeded.
+pub struct Suggester<'a> {
+    pub space: &'a Space,
+    pub seed: u64,
+}
+
+impl Suggester<'_> {
+    /// The surrogate of the evaluated points (hyperparameters fitted, from `start` when
+    /// given), on values standardised to mean 0 and standard deviation 1; None without
+    /// points (or coordinates) to model.
+    pub fn surrogate(&self, observed: &[(Vec<f64>, f64)], start: Option<&Hyper>, round: u64) -> Option<Fitted> {
+        if observed.is_empty() || self.space.width() == 0 {
+            return None;
+        }
+        let values: Vec<f64> = observed.iter().map(|o| o.1).collect();
+        let (mean, std) = crate::estimator::targets::outputs::normalisation(&values);
+        let y: Vec<f64> = values.iter().map(|v| (v - mean) / std).collect();
+        let x = DMatrix::from_fn(self.space.width(), observed.len(), |i, j| observed[j].0[i]);
+        let gp = Surrogate::fit(x, y.clone(), start, self.seed ^ round.wrapping_mul(0x9E37_79B9))?;
+        let best = y.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        Some(Fitted { gp, best })
+    }
+
+    /// The next setting: the acquisition's best maximum not taken, else a random one not
+    /// taken; None when every setting of a finite space is taken.
+    pub fn next(&self, model: Option<&Fitted>, history: &History<'_>, round: u64) -> Option<Suggestion> {
+        let mut rng = SplitMix64::new(self.seed ^ 0x00B0_5EED ^ round.wrapping_mul(0xA24B_AED4_963E_E407));
+        if let Some(model) = model {
+            // Pending points count as observed at the model's mean.
+            let mut believed = model.gp.clone();
+            for p in history.pending {
+                let mean = believed.predict(p).mean;
+                believed = believed.extended(p, mean).unwrap_or(believed);
+            }
+            let fitted = Fitted { gp: believed, best: model.best };
+            for (u, a) in fitted.maxima(self.space.width(), history.observed, &mut rng) {
+                let values = self.space.decode(&u);
+                if !history.taken.contains(&key(&values)) {
+                    return Some(Suggestion { point: self.space.snap(&u), values, log_ei: Some(a) });
+                }
+            }
+        }
+        self.random(history.taken, &mut rng)
+    }
+
+    /// A random setting not taken (a bounded number of tries; for a finite space, the
+    /// first free one in order once draws keep hitting taken ones).
+    fn random(&self, taken: &HashSet<String>, rng: &mut SplitMix64) -> Option<Suggestion> {
+        let width = self.space.width();
+        for _ in 0..1000 {
+            let u: Vec<f64> = (0..width).map(|_| rng.uniform(0.0, 1.0)).collect();
+            let values = self.space.decode(&u);
+            if !taken.contains(&key(&values)) {
+                return Some(Suggestion { point: self.space.snap(&u), values, log_ei: None });
+            }
+        }
+        None
+    }
+}
+
+/// A fitted surrogate with the best standardised value observed.
+#[derive(Debug, Clone)]
+pub struct Fitted {
+    pub gp: Surrogate,
+    pub best: f64,
+}
+
+impl Fitted {
+    /// log EI at a point of the unit cube and its gradient.
+    pub fn log_ei(&self, u: &[f64]) -> (f64, Vec<f64>) {
+        let p = self.gp.predict(u);
+        let sd = p.var.max(1e-18).sqrt();
+        let (a, dmu, dsd) = acquisition::log_ei(p.mean, sd, self.best);
+        // dsd/du = dvar/du / (2 sd).
+        let g = p.dmean.iter().zip(&p.dvar).map(|(dm, dv)| dmu * dm + dsd * dv / (2.0 * sd)).collect();
+        (a, g)
+    }
+
+    /// Local maxima of log EI, best first: from the best of many random points and from
+    /// the best observed points, each climbed by L-BFGS-B in the unit cube; then the raw
+    /// points themselves, as fallbacks.
+    fn maxima(&self, width: usize, observed: &[(Vec<f64>, f64)], rng: &mut SplitMix64) -> Vec<(Vec<f64>, f64)> {
+        let raw_count = (RAW_PER_DIM * width).clamp(256, 2048);
+        let mut raw: Vec<(Vec<f64>, f64)> = (0..raw_count)
+            .map(|_| {
+                let u: Vec<f64> = (0..width).map(|_| rng.uniform(0.0, 1.0)).collect();
+                let a = self.log_ei(&u).0;
+                (u, a)
+            })
+            .collect();
+        raw.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let mut starts: Vec<Vec<f64>> = raw.iter().take(STARTS).map(|r| r.0.clone()).collect();
+        let mut by_value: Vec<&(Vec<f64>, f64)> = observed.iter().collect();
+        by_value.sort_by(|a, b| b.1.total_cmp(&a.1));
+        for (u, _) in by_value.into_iter().take(2) {
+            starts.push(u.iter().map(|v| (v + 0.01 * rng.normal()).clamp(0.0, 1.0)).collect());
+        }
+        let bounds = vec![(0.0, 1.0); width];
+        let opts = Options { max_iterations: 100, max_evaluations: 200, ..Options::default() };
+        let mut found: Vec<(Vec<f64>, f64)> = starts
+            .iter()
+            .filter_map(|s| {
+                let f = |u: &[f64]| {
+                    let (a, g) = self.log_ei(u);
+                    a.is_finite().then(|| (-a, g.into_iter().map(|v| -v).collect()))
+                };
+                minimize(f, s, &bounds, &opts).map(|o| (o.x, -o.f))
+            })
+            .filter(|(_, a)| a.is_finite())
+            .collect();
+        found.sort_by(|a, b| b.1.total_cmp(&a.1));
+        found.extend(raw);
+        found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn space() -> Space {
+        Space {
+            dims: vec![
+                Dim::Real { lo: 1e-3, hi: 10.0, log: true },
+                Dim::Int { lo: 1, hi: 8 },
+                Dim::Choice(vec![json!("relu"), json!("tanh"), json!("gelu")]),
+                Dim::Real { lo: -5.0, hi: 10.0, log: false },
+            ],
+        }
+    }
+
+    #[test]
+    fn settings_round_trip_through_the_unit_cube() {
+        let s = space();
+        assert_eq!(s.width(), 6);
+        let values = vec![json!(0.1), json!(3), json!("tanh"), json!(2.5)];
+        let u = s.encode(&values).unwrap();
+        assert_eq!(u.len(), 6);
+        let back = s.decode(&u);
+        assert!((back[0].as_f64().unwrap() - 0.1).abs() < 1e-12);
+        assert_eq!(&back[1..3], &values[1..3]);
+        assert!((back[3].as_f64().unwrap() - 2.5).abs() < 1e-12);
+        // Integers round, one-hots take the largest entry.
+        let odd = s.decode(&[0.0, 0.55, 0.2, 0.1, 0.9, 1.0]);
+        assert_eq!(odd[1], json!(5));
+        assert_eq!(odd[2], json!("gelu"));
+        assert!(s.encode(&[json!(0.1), json!(3), json!("sigmoid"), json!(2.5)]).is_none());
+    }
+
+    /// On a smooth function of two variables the suggestions improve on random draws,
+    /// never repeat a setting, and the same seed gives the same run.
+    #[test]
+    fn suggestions_climb_a_smooth_function_without_repeats_and_are_seeded() {
+        let s = Space {
+            dims: vec![Dim::Real { lo: 0.0, hi: 1.0, log: false }, Dim::Real { lo: 0.0, hi: 1.0, log: false }],
+        };
+        let f = |v: &[Value]| {
+            let (a, b) = (v[0].as_f64().unwrap(), v[1].as_f64().unwrap());
+            -((a - 0.3).powi(2) + (b - 0.7).powi(2))
+        };
+        let run = |seed: u64| {
+            let sug = Suggester { space: &s, seed };
+            let mut observed: Vec<(Vec<f64>, f64)> = Vec::new();
+            let mut taken = HashSet::new();
+            let mut hyper = None;
+            for round in 0..20u64 {
+                let model = if round < 5 { None } else { sug.surrogate(&observed, hyper.as_ref(), round) };
+                hyper = model.as_ref().map(|m| m.gp.hyper.clone());
+                let h = History { observed: &observed, pending: &[], taken: &taken };
+                let next = sug.next(model.as_ref(), &h, round).unwrap();
+                assert!(taken.insert(key(&next.values)), "a setting suggested twice");
+                observed.push((next.point.clone(), f(&next.values)));
+            }
+            observed
+        };
+        let a = run(3);
+        assert_eq!(a, run(3));
+        let best = a.iter().map(|o| o.1).fold(f64::NEG_INFINITY, f64::max);
+        let best_random = a[..5].iter().map(|o| o.1).fold(f64::NEG_INFINITY, f64::max);
+        assert!(best > -1e-3, "20 evaluations reach the optimum's neighbourhood: {best}");
+        assert!(best > best_random);
+    }
+
+    #[test]
+    fn pending_points_push_the_next_suggestion_elsewhere() {
+        let s = Space { dims: vec![Dim::Real { lo: 0.0, hi: 1.0, log: false }] };
+        let sug = Suggester { space: &s, seed: 1 };
+        let observed: Vec<(Vec<f64>, f64)> =
+            [0.1, 0.35, 0.6, 0.9].iter().map(|&x: &f64| (vec![x], -(x - 0.5f64).powi(2))).collect();
+        let model = sug.surrogate(&observed, None, 0).unwrap();
+        let taken = HashSet::new();
+        let first = sug.next(Some(&model), &History { observed: &observed, pending: &[], taken: &taken }, 0).unwrap();
+        let pending = vec![first.point.clone()];
+        let second =
+            sug.next(Some(&model), &History { observed: &observed, pending: &pending, taken: &taken }, 0).unwrap();
+        assert!((first.point[0] - second.point[0]).abs() > 1e-3, "{first:?} {second:?}");
+    }
+}
