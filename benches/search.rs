@@ -23,18 +23,19 @@ use mercer::selection::{self, Document, Environment, Plan, Rows, SearchSpec};
 use serde_json::{json, Value};
 use std::time::Instant;
 
-fn plan(kind: ModelKind, body: &Value, data: &TrainingData) -> Plan {
+/// A candidate's model, as the service checks it (approximation resolved for n rows).
+fn candidate(kind: ModelKind, doc: &Document, data: &TrainingData) -> Result<ModelSpec, mercer::spec::FieldError> {
     let (n, d) = (data.x().n(), data.x().d());
-    let check = |doc: &Document| {
-        let kernel = Kernel::from_json(doc.kernel()).map_err(|e| e.under("/kernel"))?;
-        let mut spec = ModelSpec::from_json(kind, kernel, Some(doc.params()))?;
-        spec.resolve_approximation(
-            n,
-            d,
-            mercer::estimator::Limits { exact_max_rows: 20_000, max_fit_bytes: u64::MAX },
-        )?;
-        Ok(spec)
-    };
+    let kernel = Kernel::from_json(doc.kernel()).map_err(|e| e.under("/kernel"))?;
+    let mut spec = ModelSpec::from_json(kind, kernel, Some(doc.params()))?;
+    let limits = mercer::estimator::Limits { exact_max_rows: 20_000, max_fit_bytes: u64::MAX };
+    spec.resolve_approximation(n, d, limits)?;
+    Ok(spec)
+}
+
+fn plan(kind: ModelKind, body: &Value, data: &TrainingData) -> Plan {
+    let n = data.x().n();
+    let check = |doc: &Document| candidate(kind, doc, data);
     let classes = match data {
         TrainingData::Classification(c) => Some((c.y.as_slice(), c.classes.len())),
         TrainingData::Regression(_) | TrainingData::Unlabelled(_) => None,
@@ -47,7 +48,8 @@ fn plan(kind: ModelKind, body: &Value, data: &TrainingData) -> Plan {
 /// Seconds of one search, and its best candidate's values.
 fn time(plan: &Plan, data: &TrainingData, env: Environment) -> (f64, Value) {
     let started = Instant::now();
-    let out = selection::run(plan, data, &FitContext::new(Parallelism::Parallel), env).unwrap();
+    let check = |doc: &Document| candidate(plan.kind, doc, data);
+    let out = selection::run(plan, data, &FitContext::new(Parallelism::Parallel), env, &check).unwrap();
     (started.elapsed().as_secs_f64(), out.report["best_values"].clone())
 }
 

@@ -58,9 +58,14 @@ pub fn search_body(data: &[u8]) {
         return;
     }
     let env = crate::selection::Environment::new(1, job.table_budget);
-    let Ok(outcome) = crate::selection::run(&job.plan, &training, &FitContext::sequential(), env) else { return };
+    let check = |doc: &crate::selection::Document| service().candidate_spec(job.plan.kind, doc, &training);
+    let Ok(outcome) = crate::selection::run(&job.plan, &training, &FitContext::sequential(), env, &check) else {
+        return;
+    };
     let report = &outcome.report;
-    assert_eq!(report["n_candidates"].as_u64(), Some(job.plan.candidates.len() as u64));
+    if job.plan.bayes.is_none() {
+        assert_eq!(report["n_candidates"].as_u64(), Some(job.plan.candidates.len() as u64));
+    }
     let best = &report["candidates"][outcome.best];
     assert!(best["mean_score"].as_f64().is_some_and(f64::is_finite), "the best has a finite score: {report}");
     // Halving chooses among its last round; earlier rounds scored smaller subsets.

@@ -227,7 +227,7 @@ async fn bad_searches_name_their_place() {
         (svm(json!({"space": {"/params/c": [1]}, "folds": vec![0; 40]})), 422, "/search/folds"),
         (svm(json!({"space": {"/params/c": [1]}, "folds": [0, -1]})), 400, "/search/folds/1"),
         (svm(json!({"space": {"/params/c": {"log_grid": [1, 2, 30]}}, "cv": 4})), 422, "/search"),
-        (svm(json!({"space": {"/params/c": [1]}, "method": "bayes"})), 422, "/search/method"),
+        (svm(json!({"space": {"/params/c": [1]}, "method": "annealing"})), 422, "/search/method"),
         (svm(json!({"space": {"/params/c": [1]}, "shuffle": "yes"})), 400, "/search/shuffle"),
         (svm(json!({"space": {"/params/c": [1]}, "extra": 1})), 400, "/search/extra"),
         (svm(json!({"cv": 3})), 400, "/search/space"),

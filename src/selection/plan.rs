@@ -39,6 +39,33 @@ pub struct Plan {
     /// Fold fits planned (closed-form leave-one-out counts one per candidate).
     pub total_fits: u64,
     pub n_classes: Option<usize>,
+    /// `bayes`: what the run needs to make the candidates after the initial ones.
+    pub bayes: Option<BayesPlan>,
+}
+
+/// The part of a `bayes` search decided as it runs: each next candidate is a setting of
+/// `space` that the optimiser picks, made into a document from `base`.
+#[derive(Debug, Clone)]
+pub struct BayesPlan {
+    pub space: super::bayes::Space,
+    pub pointers: Vec<super::pointer::Pointer>,
+    pub base: Document,
+    /// Candidates in all, the initial ones included.
+    pub budget: usize,
+    pub seed: u64,
+}
+
+impl BayesPlan {
+    /// A setting (in pointer order) as a candidate's values and its document.
+    pub fn candidate(&self, values: &[Value]) -> (Map<String, Value>, Document) {
+        let mut doc = self.base.clone();
+        let mut named = Map::new();
+        for (pointer, v) in self.pointers.iter().zip(values) {
+            doc.set(pointer, v.clone()).expect("every pointer was checked to name a place");
+            named.insert(pointer.text.clone(), v.clone());
+        }
+        (named, doc)
+    }
 }
 
 impl Plan {
@@ -78,27 +105,30 @@ impl Plan {
             return Err(too_many(n_candidates.saturating_mul(fits_per_candidate(true))));
         }
         check_values(search, base, check)?;
+        let bayes = BayesPlan {
+            space: super::bayes::Space::of(search.axes.iter().map(|(_, a)| a)),
+            pointers: search.axes.iter().map(|(p, _)| p.clone()).collect(),
+            base: base.clone(),
+            budget: n_candidates as usize,
+            seed: search.seed,
+        };
         let candidates: Vec<Candidate> = search
             .expand()
             .into_iter()
             .map(|values| {
-                let mut doc = base.clone();
-                let mut named = Map::new();
-                for ((pointer, _), v) in search.axes.iter().zip(values) {
-                    doc.set(pointer, v.clone()).expect("every pointer was checked to name a place");
-                    named.insert(pointer.text.clone(), v);
-                }
+                let (named, doc) = bayes.candidate(&values);
                 let spec = check(&doc).map_err(|e| e.to_string());
                 Candidate { values: named, spec }
             })
             .collect();
         let rounds = search.rounds(candidates.len());
         // Closed-form leave-one-out counts one fit; a round of halving fits its survivors.
+        let closed = |c: &Candidate| c.spec.as_ref().is_ok_and(|s| s.closed_form_loo());
         let total: u128 = match search.method {
             Method::Halving => rounds.iter().map(|&r| r as u128 * folds.k() as u128).sum(),
-            _ => {
-                candidates.iter().map(|c| fits_per_candidate(c.spec.as_ref().is_ok_and(|s| s.closed_form_loo()))).sum()
-            }
+            // The candidates after the initial ones are of the same model: as the first.
+            Method::Bayes => n_candidates * fits_per_candidate(candidates.first().is_some_and(closed)),
+            Method::Grid | Method::Random => candidates.iter().map(|c| fits_per_candidate(closed(c))).sum(),
         };
         if total > max_fits as u128 {
             return Err(too_many(total));
@@ -125,6 +155,7 @@ impl Plan {
             rounds,
             total_fits: total as u64,
             n_classes: rows.classes.map(|(_, k)| k),
+            bayes: (search.method == Method::Bayes).then_some(bayes),
         })
     }
 

@@ -14,14 +14,16 @@
 //!   all n rows.
 
 use super::evaluate::{self, FoldError, Ridge};
-use super::plan::Plan;
+use super::plan::{Candidate, Plan};
+use super::pointer::Document;
 use super::scoring::{Held, Needs};
 use super::space::{Cv, Method};
-use crate::estimator::{FitContext, Progress, TrainingData};
+use crate::estimator::{FitContext, ModelSpec, Progress, TrainingData};
 use crate::kernel::GramTable;
 use crate::linalg::Parallelism;
+use crate::spec::FieldError;
 use rayon::prelude::*;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -54,12 +56,17 @@ pub enum SearchError {
     AllFailed(String),
 }
 
-/// The best candidate and `training.search`.
+/// The best candidate, its model and `training.search`.
 #[derive(Debug, Clone)]
 pub struct Outcome {
     pub best: usize,
+    pub spec: ModelSpec,
     pub report: Value,
 }
+
+/// Makes a candidate's model from its document as the body's own is checked (errors
+/// point into the body): how `bayes` turns the settings it picks into candidates.
+pub type Check<'a> = &'a dyn Fn(&Document) -> Result<ModelSpec, FieldError>;
 
 /// A candidate's scores from its last round.
 #[derive(Debug, Clone, Default)]
@@ -127,23 +134,26 @@ struct Search<'a> {
     ctx: &'a FitContext,
     env: Environment,
     needs: Needs,
-    done: AtomicU64,
-    failures: Mutex<BTreeMap<(usize, usize), String>>,
+    done: &'a AtomicU64,
+    failures: &'a Mutex<BTreeMap<(usize, usize), String>>,
 }
 
 /// Runs the plan on `data` (the rows it was planned for): progress in `ctx.progress`
-/// (phase `search`), cancelled through `ctx.cancel`.
-pub fn run(plan: &Plan, data: &TrainingData, ctx: &FitContext, env: Environment) -> Result<Outcome, SearchError> {
+/// (phase `search`), cancelled through `ctx.cancel`. `check` makes the candidates a
+/// `bayes` search picks as it goes.
+pub fn run(
+    plan: &Plan,
+    data: &TrainingData,
+    ctx: &FitContext,
+    env: Environment,
+    check: Check<'_>,
+) -> Result<Outcome, SearchError> {
     ctx.progress.search(plan.total_fits);
-    let s = Search {
-        plan,
-        data,
-        ctx,
-        env,
-        needs: plan.scoring.needs(),
-        done: AtomicU64::new(0),
-        failures: Mutex::default(),
-    };
+    let (done, failures) = (AtomicU64::new(0), Mutex::default());
+    let s = Search { plan, data, ctx, env, needs: plan.scoring.needs(), done: &done, failures: &failures };
+    if plan.method == Method::Bayes {
+        return s.bayes(check);
+    }
     let all: Vec<usize> = (0..plan.candidates.len()).collect();
     let (entries, finalists) = match plan.method {
         Method::Halving => {
@@ -169,22 +179,9 @@ pub fn run(plan: &Plan, data: &TrainingData, ctx: &FitContext, env: Environment)
             }
             (entries, alive)
         }
-        _ => (s.evaluate(&all, &|m| m, true)?, all),
+        Method::Grid | Method::Random | Method::Bayes => (s.evaluate(&all, &|m| m, true)?, all),
     };
-    let best =
-        finalists.iter().copied().filter(|&c| entries[c].mean().is_some()).fold(None, |best: Option<usize>, c| {
-            match best {
-                Some(b) if entries[b].mean() >= entries[c].mean() => Some(b),
-                _ => Some(c),
-            }
-        });
-    let Some(best) = best else {
-        let failures = s.failures.lock().expect("failures");
-        let first = failures.values().next().cloned().unwrap_or_else(|| "no candidate has a score".into());
-        return Err(SearchError::AllFailed(format!("every search candidate failed; the first failure: {first}")));
-    };
-    let report = s.report(&entries, best);
-    Ok(Outcome { best, report })
+    s.outcome(&entries, &finalists, Map::new())
 }
 
 /// Halving's order: scored before failed, higher mean first, earlier first.
@@ -196,6 +193,32 @@ fn rank(e: &Entry, c: usize) -> (bool, f64, usize) {
 }
 
 impl Search<'_> {
+    /// The best of `finalists` (the highest mean, ties to the earlier) and the report,
+    /// with `extra` fields; every candidate failed is an error naming the first failure.
+    fn outcome(
+        &self,
+        entries: &[Entry],
+        finalists: &[usize],
+        extra: Map<String, Value>,
+    ) -> Result<Outcome, SearchError> {
+        let best =
+            finalists.iter().copied().filter(|&c| entries[c].mean().is_some()).fold(None, |best: Option<usize>, c| {
+                match best {
+                    Some(b) if entries[b].mean() >= entries[c].mean() => Some(b),
+                    _ => Some(c),
+                }
+            });
+        let Some(best) = best else {
+            let failures = self.failures.lock().expect("failures");
+            let first = failures.values().next().cloned().unwrap_or_else(|| "no candidate has a score".into());
+            return Err(SearchError::AllFailed(format!("every search candidate failed; the first failure: {first}")));
+        };
+        let mut report = self.report(entries, best);
+        report.as_object_mut().expect("an object").extend(extra);
+        let spec = self.plan.candidates[best].spec.clone().expect("the best candidate has a spec");
+        Ok(Outcome { best, spec, report })
+    }
+
     fn n(&self) -> usize {
         self.data.x().n()
     }
@@ -455,6 +478,61 @@ impl Search<'_> {
             .expect("failures")
             .entry((c, f))
             .or_insert(format!("candidate {c} {values}, fold {f}: {why}"));
+    }
+
+    /// `bayes`: the initial candidates (all at once), then one candidate at a time where
+    /// the optimiser's log expected improvement of the mean score is highest, until the
+    /// budget is spent or a finite space has no setting left.
+    fn bayes(self, check: Check<'_>) -> Result<Outcome, SearchError> {
+        use super::bayes::{key, History, Suggester};
+        let bp = self.plan.bayes.as_ref().expect("a bayes search has its plan");
+        let initial: Vec<usize> = (0..self.plan.candidates.len()).collect();
+        let mut entries = self.evaluate(&initial, &|m| m, true)?;
+        let mut plan = self.plan.clone();
+        let setting = |c: &Candidate| -> Vec<Value> { bp.pointers.iter().map(|p| c.values[&p.text].clone()).collect() };
+        let mut taken: std::collections::HashSet<String> = plan.candidates.iter().map(|c| key(&setting(c))).collect();
+        let suggester = Suggester { space: &bp.space, seed: bp.seed };
+        let mut hyper = None;
+        while plan.candidates.len() < bp.budget {
+            self.ctx.cancel.check().map_err(|_| SearchError::Cancelled)?;
+            // A failed candidate counts as the worst mean seen so far.
+            let means: Vec<Option<f64>> = entries.iter().map(Entry::mean).collect();
+            let worst = means.iter().flatten().copied().fold(f64::INFINITY, f64::min);
+            let observed: Vec<(Vec<f64>, f64)> = plan
+                .candidates
+                .iter()
+                .zip(&means)
+                .filter_map(|(c, m)| {
+                    let value = m.or(worst.is_finite().then_some(worst))?;
+                    Some((bp.space.encode(&setting(c))?, value))
+                })
+                .collect();
+            let round = plan.candidates.len() as u64;
+            let model = suggester.surrogate(&observed, hyper.as_ref(), round);
+            if let Some(m) = &model {
+                hyper = Some(m.gp.hyper.clone());
+            }
+            let history = History { observed: &observed, pending: &[], taken: &taken };
+            let Some(next) = suggester.next(model.as_ref(), &history, round) else { break };
+            taken.insert(key(&next.values));
+            let (values, doc) = bp.candidate(&next.values);
+            let spec = check(&doc).map_err(|e| e.to_string());
+            plan.candidates.push(Candidate { values, spec });
+            let step = Search { plan: &plan, ..self };
+            entries.extend(step.evaluate(&[plan.candidates.len() - 1], &|m| m, true)?);
+        }
+        let all: Vec<usize> = (0..plan.candidates.len()).collect();
+        let mut extra = Map::new();
+        extra.insert("acquisition".into(), json!("log_ei"));
+        extra.insert("initial".into(), json!(initial.len()));
+        extra.insert(
+            "surrogate".into(),
+            json!({
+                "hyperparameters": hyper.as_ref().map(super::bayes::surrogate::Hyper::to_json),
+                "priors": super::bayes::surrogate::priors_json(bp.space.width()),
+            }),
+        );
+        Search { plan: &plan, ..self }.outcome(&entries, &all, extra)
     }
 
     fn report(&self, entries: &[Entry], best: usize) -> Value {

@@ -15,6 +15,8 @@ pub enum Method {
     Grid,
     Random,
     Halving,
+    /// Bayesian optimisation of the mean score (`bayes`).
+    Bayes,
 }
 
 impl Method {
@@ -23,6 +25,7 @@ impl Method {
             Method::Grid => "grid",
             Method::Random => "random",
             Method::Halving => "halving",
+            Method::Bayes => "bayes",
         }
     }
 }
@@ -135,6 +138,8 @@ pub struct SearchSpec {
     pub seed: u64,
     /// None: the task's default.
     pub scoring: Option<Scoring>,
+    /// `bayes`: the seeded random settings evaluated before the model takes over.
+    pub initial: u64,
 }
 
 impl SearchSpec {
@@ -145,10 +150,11 @@ impl SearchSpec {
             None | Some("grid") => Method::Grid,
             Some("random") => Method::Random,
             Some("halving") => Method::Halving,
+            Some("bayes") => Method::Bayes,
             Some(other) => {
                 return Err(FieldError::invalid(
                     "/search/method",
-                    format!("unknown method `{other}`; expected grid, random or halving"),
+                    format!("unknown method `{other}`; expected grid, random, halving or bayes"),
                 ))
             }
         };
@@ -202,8 +208,23 @@ impl SearchSpec {
                 FieldError::invalid("/search/scoring", format!("unknown scoring `{name}`; one of {}", names.join(", ")))
             })?),
         };
+        let initial = obj.u64("initial")?;
         obj.finish()?;
-        Ok(SearchSpec { axes, method, candidates, cv, folds, shuffle, seed, scoring })
+        let initial = match (method, initial) {
+            (Method::Bayes, None) => candidates.min((2 * axes.len() as u64).max(5)),
+            (Method::Bayes, Some(i)) if i == 0 || i > candidates => {
+                return Err(FieldError::invalid(
+                    "/search/initial",
+                    format!("must be from 1 to candidates ({candidates}); got {i}"),
+                ))
+            }
+            (Method::Bayes, Some(i)) => i,
+            (_, Some(_)) => {
+                return Err(FieldError::invalid("/search/initial", "applies to method \"bayes\" only"));
+            }
+            (_, None) => 0,
+        };
+        Ok(SearchSpec { axes, method, candidates, cv, folds, shuffle, seed, scoring, initial })
     }
 
     /// The number of grid combinations (saturating); None when an axis draws.
@@ -214,18 +235,20 @@ impl SearchSpec {
     /// How many candidates the method evaluates (in its first round, for halving).
     pub fn n_candidates(&self) -> u128 {
         match (self.method, self.grid_size()) {
-            (Method::Random, Some(g)) => g.min(self.candidates as u128),
-            (Method::Random, None) => self.candidates as u128,
+            (Method::Random | Method::Bayes, Some(g)) => g.min(self.candidates as u128),
+            (Method::Random | Method::Bayes, None) => self.candidates as u128,
             (_, g) => g.expect("grid and halving have no draws"),
         }
     }
 
-    /// The candidates' values, each in pointer order. Call only once `n_candidates` is
-    /// known to be small.
+    /// The candidates' values, each in pointer order (for `bayes`, its initial random
+    /// settings: exactly `random`'s with `candidates: initial`). Call only once
+    /// `n_candidates` is known to be small.
     pub fn expand(&self) -> Vec<Vec<Value>> {
         let n = self.n_candidates() as u64;
         match self.method {
             Method::Grid | Method::Halving => (0..n).map(|c| self.grid_point(c)).collect(),
+            Method::Bayes => SearchSpec { method: Method::Random, candidates: self.initial, ..self.clone() }.expand(),
             Method::Random => {
                 let mut rng = SplitMix64::new(self.seed);
                 match self.grid_size() {
@@ -351,10 +374,10 @@ fn read_axis(spec: &Value, method: Method, at: &str) -> Result<Axis, FieldError>
                     Ok(Axis::Grid { log, lo: v[0], hi: v[1], count })
                 }
                 "log_uniform" | "uniform" | "int_uniform" => {
-                    if method != Method::Random {
+                    if !matches!(method, Method::Random | Method::Bayes) {
                         return Err(FieldError::invalid(
                             &at,
-                            format!("{form} draws values, which only method \"random\" does"),
+                            format!("{form} draws values, which only methods \"random\" and \"bayes\" do"),
                         ));
                     }
                     let v = numbers(2)?;
@@ -508,7 +531,10 @@ mod tests {
         assert_eq!(err(json!({"space": {"/params/c": [1]}, "cv": "all"})), (Invalid, "/search/cv".into()));
         assert_eq!(err(json!({"space": {"/params/c": [1]}, "cv": true})), (Shape, "/search/cv".into()));
         assert_eq!(err(json!({"space": {"/params/c": [1]}, "scoring": "f1"})), (Invalid, "/search/scoring".into()));
-        assert_eq!(err(json!({"space": {"/params/c": [1]}, "method": "bayes"})), (Invalid, "/search/method".into()));
+        assert_eq!(
+            err(json!({"space": {"/params/c": [1]}, "method": "annealing"})),
+            (Invalid, "/search/method".into())
+        );
         assert_eq!(err(json!({"space": {"/params/c": [1]}, "folds": [0, -1]})), (Shape, "/search/folds/1".into()));
         assert_eq!(err(json!({"space": {"/params/c": [1]}, "extra": 1})), (Shape, "/search/extra".into()));
         assert_eq!(err(json!({"space": {"/params/c": [1]}, "candidates": 0})), (Invalid, "/search/candidates".into()));

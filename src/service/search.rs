@@ -24,13 +24,7 @@ impl Service {
         let base = Document::new(input.kernel.as_ref(), input.params.as_ref());
         let (n, d) = (data.x().n(), data.x().d());
         let limit = self.config.effective_max_fit_bytes();
-        let limits = Limits { exact_max_rows: self.config.exact_max_rows, max_fit_bytes: limit };
-        let check = |doc: &Document| -> Result<ModelSpec, FieldError> {
-            let kernel = Kernel::from_json(doc.kernel()).map_err(|e| e.under("/kernel"))?;
-            let mut spec = ModelSpec::from_json(kind, kernel, Some(doc.params()))?;
-            spec.admit(&data, limits)?;
-            Ok(spec)
-        };
+        let check = |doc: &Document| self.candidate_spec(kind, doc, &data);
         let classes = match &data {
             TrainingData::Classification(c) => Some((c.y.as_slice(), c.classes.len())),
             TrainingData::Regression(_) | TrainingData::Unlabelled(_) => None,
@@ -57,6 +51,22 @@ impl Service {
         Ok(ValidTraining { spec: first, data, origin, search: Some(Box::new(job)), labels: None })
     }
 
+    /// A search candidate's model from its document, checked as the body's own are
+    /// (errors point into the body).
+    pub fn candidate_spec(
+        &self,
+        kind: ModelKind,
+        doc: &Document,
+        data: &TrainingData,
+    ) -> Result<ModelSpec, FieldError> {
+        let kernel = Kernel::from_json(doc.kernel()).map_err(|e| e.under("/kernel"))?;
+        let mut spec = ModelSpec::from_json(kind, kernel, Some(doc.params()))?;
+        let limits =
+            Limits { exact_max_rows: self.config.exact_max_rows, max_fit_bytes: self.config.effective_max_fit_bytes() };
+        spec.admit(data, limits)?;
+        Ok(spec)
+    }
+
     /// Runs a search on a fit worker, then fits its best candidate on every row; the
     /// model's report carries `training.search`.
     pub(super) fn search_and_fit(
@@ -68,7 +78,8 @@ impl Service {
     ) -> Result<FittedModel, FitError> {
         let env = selection::Environment::new(busy, job.table_budget);
         let model = job.plan.kind.name();
-        let outcome = match selection::run(&job.plan, data, ctx, env) {
+        let check = |doc: &Document| self.candidate_spec(job.plan.kind, doc, data);
+        let outcome = match selection::run(&job.plan, data, ctx, env, &check) {
             Ok(outcome) => outcome,
             Err(e) => {
                 let fits = ctx.progress.snapshot().iteration;
@@ -86,9 +97,8 @@ impl Service {
         };
         let fits = outcome.report["n_fits"].as_u64().unwrap_or(0);
         self.metrics.record_search(model, "ready", fits);
-        let best = job.plan.candidates[outcome.best].spec.as_ref().expect("the best candidate has a spec");
         ctx.progress.phase("fit");
-        let mut fitted = best.fit(data, ctx)?;
+        let mut fitted = outcome.spec.fit(data, ctx)?;
         fitted.predictor_mut().report_mut().search = Some(outcome.report);
         Ok(fitted)
     }
