@@ -28,6 +28,8 @@ pub struct Config {
     pub shutdown_grace_secs: u64,
     pub max_covariance_rows: usize,
     pub max_search_fits: u64,
+    /// Trials one study may hold.
+    pub max_study_trials: u64,
     /// Longest string row (code points) or token list (tokens) a request may carry.
     pub max_row_chars: usize,
     pub predict_inline_max_flops: f64,

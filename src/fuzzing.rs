@@ -159,6 +159,36 @@ pub fn observations_body(data: &[u8]) {
 
 /// A kernel document: parse, and for a valid kernel check its round trip and evaluate it
 /// on a few points (including far-out ones).
+/// A study's create body and tells: a space that reads is encoded and decoded
+/// consistently, its draws are in it, and suggestions over arbitrary told values (non
+/// finite ones excluded, as the API refuses them) stay in the space and never repeat.
+pub fn study_body(data: &[u8]) {
+    use crate::selection::bayes::study::{suggest, Model, State, StudySpace, Trial};
+    let Ok(value) = serde_json::from_slice::<Value>(data) else { return };
+    let Ok(space) = StudySpace::from_json(&value["space"]) else { return };
+    let seed = value["seed"].as_u64().unwrap_or(0);
+    let mut trials: Vec<Trial> = Vec::new();
+    let mut model = Model::default();
+    for i in 0..6u64 {
+        let Some(next) = suggest(&space, seed, 3, &trials, &mut model) else { break };
+        let named = space.named(&next.values);
+        let back = space.values_of(&named).expect("a suggestion is in its space");
+        assert_eq!(back, next.values, "a suggestion reads back as itself");
+        assert!(
+            trials.iter().all(|t| t.values != next.values) || space.space.size().is_some(),
+            "a continuous space never repeats a setting"
+        );
+        // Told values from the body when it has them, else a fixed pattern.
+        let told = value["values"].get(i as usize).and_then(Value::as_f64).filter(|v| v.is_finite());
+        let state = match (i % 3, told) {
+            (2, _) => State::Pending,
+            (_, Some(v)) => State::Complete(v),
+            _ => State::Complete((i as f64).sin()),
+        };
+        trials.push(Trial { values: next.values, suggested: true, state });
+    }
+}
+
 pub fn kernel_json(data: &[u8]) {
     let Ok(value) = serde_json::from_slice::<Value>(data) else { return };
     let Ok(kernel) = Kernel::from_json(&value) else { return };

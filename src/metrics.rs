@@ -90,6 +90,11 @@ pub struct Metrics {
     pub compactions: Family<OutcomeLabels, Counter>,
     /// Deltas applied to bring a model read from the store up to its newest version.
     pub deltas_replayed: Counter,
+    /// Studies created, trials suggested, values told, and suggest latency.
+    pub studies_created: Counter,
+    pub study_suggestions: Counter,
+    pub study_tells: Counter,
+    pub study_suggest_seconds: Histogram,
 }
 
 impl Default for Metrics {
@@ -124,6 +129,17 @@ impl Metrics {
         let handler_panics = Counter::default();
         let compactions = Family::<OutcomeLabels, Counter>::default();
         let deltas_replayed = Counter::default();
+        let (studies_created, study_suggestions, study_tells) =
+            (Counter::default(), Counter::default(), Counter::default());
+        let study_suggest_seconds = latency_histogram();
+        registry.register("mercer_studies_created", "Studies created", studies_created.clone());
+        registry.register("mercer_study_suggestions", "Trials suggested by studies", study_suggestions.clone());
+        registry.register("mercer_study_tells", "Values told to studies (warm starts included)", study_tells.clone());
+        registry.register(
+            "mercer_study_suggest_duration_seconds",
+            "Time to answer POST /studies/{id}/suggest",
+            study_suggest_seconds.clone(),
+        );
         registry.register(
             "mercer_store_compactions",
             "Compactions of online updates' deltas into a full model object, by outcome \
@@ -208,6 +224,10 @@ impl Metrics {
             store_up,
             store_duration,
             handler_panics,
+            studies_created,
+            study_suggestions,
+            study_tells,
+            study_suggest_seconds,
         }
     }
 

@@ -36,6 +36,11 @@ fn predict_body_inputs() {
 }
 
 #[test]
+fn study_body_inputs() {
+    replay("study_body", mercer::fuzzing::study_body);
+}
+
+#[test]
 fn kernel_json_inputs() {
     replay("kernel_json", mercer::fuzzing::kernel_json);
 }

@@ -26,7 +26,7 @@ async fn every_route_is_served_and_other_methods_are_405() {
     let s = TestServer::default().await;
     let id = uuid::Uuid::new_v4();
     for (method, path) in spec_operations() {
-        let url = s.url(&path.replace("{id}", &id.to_string()).replace("{file}", "app.js"));
+        let url = s.url(&path.replace("{id}", &id.to_string()).replace("{file}", "app.js").replace("{trial_id}", "0"));
         for m in ["GET", "POST", "PUT", "DELETE", "PATCH"] {
             let r = s.http.request(m.parse().unwrap(), &url).body("{}").send().await.unwrap();
             let status = r.status().as_u16();
@@ -38,7 +38,11 @@ async fn every_route_is_served_and_other_methods_are_405() {
                     assert!(body["error"].as_str().unwrap().starts_with("no model"), "{m} {path}: {body}");
                 } else if status == 404 {
                     let (_, p) = problem(r).await;
-                    let want = if path.starts_with("/datasets") { "no dataset" } else { "no model" };
+                    let want = match path.split('/').nth(1) {
+                        Some("datasets") => "no dataset",
+                        Some("studies") => "no study",
+                        _ => "no model",
+                    };
                     assert!(p["detail"].as_str().unwrap().starts_with(want), "{m} {path}: {p}");
                 }
             } else if !spec_operations().contains(&(m.to_string(), path.clone())) {

@@ -10,6 +10,7 @@ pub mod oip;
 pub mod oip_binary;
 pub mod ops;
 pub mod problem;
+pub mod studies;
 pub mod types;
 pub mod ui;
 
@@ -33,7 +34,7 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Every route the router serves: method, path, and whether it needs the API key.
 /// openapi.yaml must list exactly these (tests/spec_routes.rs checks both directions).
-pub const ROUTES: [(&str, &str, bool); 26] = [
+pub const ROUTES: [(&str, &str, bool); 33] = [
     ("GET", "/", false),
     ("GET", "/ui/{file}", false),
     ("GET", "/healthz", false),
@@ -54,6 +55,13 @@ pub const ROUTES: [(&str, &str, bool); 26] = [
     ("GET", "/datasets", true),
     ("GET", "/datasets/{id}", true),
     ("DELETE", "/datasets/{id}", true),
+    ("POST", "/studies", true),
+    ("GET", "/studies", true),
+    ("GET", "/studies/{id}", true),
+    ("DELETE", "/studies/{id}", true),
+    ("POST", "/studies/{id}/suggest", true),
+    ("POST", "/studies/{id}/trials", true),
+    ("POST", "/studies/{id}/trials/{trial_id}", true),
     ("GET", "/v2", true),
     ("GET", "/v2/health/live", false),
     ("GET", "/v2/health/ready", false),
@@ -71,6 +79,13 @@ fn handler(method: &str, path: &str, body_limit: usize) -> MethodRouter<Arc<Serv
         ("GET", "/datasets") => get(datasets::list),
         ("GET", "/datasets/{id}") => get(datasets::get),
         ("DELETE", "/datasets/{id}") => delete(datasets::delete),
+        ("POST", "/studies") => post(studies::create),
+        ("GET", "/studies") => get(studies::list),
+        ("GET", "/studies/{id}") => get(studies::get),
+        ("DELETE", "/studies/{id}") => delete(studies::delete),
+        ("POST", "/studies/{id}/suggest") => post(studies::suggest),
+        ("POST", "/studies/{id}/trials") => post(studies::record),
+        ("POST", "/studies/{id}/trials/{trial_id}") => post(studies::tell),
         ("GET", "/healthz") => get(ops::healthz),
         ("GET", "/readyz") => get(ops::readyz),
         ("GET", "/metrics") => get(ops::metrics),

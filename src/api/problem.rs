@@ -121,9 +121,11 @@ impl ApiError {
                 ServiceError::TooLargeAt { pointer, detail } => {
                     Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "too-large", detail).with_field(pointer, detail)
                 }
-                ServiceError::NotFound(_) | ServiceError::DatasetNotFound(_) => {
-                    Problem::new(StatusCode::NOT_FOUND, "not-found", e.to_string())
-                }
+                ServiceError::AlreadyTold { .. } => Problem::new(StatusCode::CONFLICT, "conflict", e.to_string()),
+                ServiceError::NotFound(_)
+                | ServiceError::DatasetNotFound(_)
+                | ServiceError::StudyNotFound(_)
+                | ServiceError::TrialNotFound { .. } => Problem::new(StatusCode::NOT_FOUND, "not-found", e.to_string()),
                 ServiceError::NotReady { .. } => Problem::new(StatusCode::CONFLICT, "not-ready", e.to_string()),
                 ServiceError::Contended { detail } => Problem::new(StatusCode::CONFLICT, "conflict", detail),
                 ServiceError::QueueFull { retry_after } => Problem::new(

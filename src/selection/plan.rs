@@ -105,18 +105,21 @@ impl Plan {
             return Err(too_many(n_candidates.saturating_mul(fits_per_candidate(true))));
         }
         check_values(search, base, check)?;
-        let bayes = BayesPlan {
-            space: super::bayes::Space::of(search.axes.iter().map(|(_, a)| a)),
-            pointers: search.axes.iter().map(|(p, _)| p.clone()).collect(),
-            base: base.clone(),
-            budget: n_candidates as usize,
-            seed: search.seed,
+        let pointers: Vec<super::pointer::Pointer> = search.axes.iter().map(|(p, _)| p.clone()).collect();
+        let candidate = |values: &[Value]| -> (Map<String, Value>, Document) {
+            let mut doc = base.clone();
+            let mut named = Map::new();
+            for (pointer, v) in pointers.iter().zip(values) {
+                doc.set(pointer, v.clone()).expect("every pointer was checked to name a place");
+                named.insert(pointer.text.clone(), v.clone());
+            }
+            (named, doc)
         };
         let candidates: Vec<Candidate> = search
             .expand()
             .into_iter()
             .map(|values| {
-                let (named, doc) = bayes.candidate(&values);
+                let (named, doc) = candidate(&values);
                 let spec = check(&doc).map_err(|e| e.to_string());
                 Candidate { values: named, spec }
             })
@@ -155,7 +158,14 @@ impl Plan {
             rounds,
             total_fits: total as u64,
             n_classes: rows.classes.map(|(_, k)| k),
-            bayes: (search.method == Method::Bayes).then_some(bayes),
+            // The unit cube's width was checked with the search (`bayes` only).
+            bayes: (search.method == Method::Bayes).then(|| BayesPlan {
+                space: super::bayes::Space::of(search.axes.iter().map(|(_, a)| a)),
+                pointers: pointers.clone(),
+                base: base.clone(),
+                budget: n_candidates as usize,
+                seed: search.seed,
+            }),
         })
     }
 

@@ -492,28 +492,29 @@ impl Search<'_> {
         let setting = |c: &Candidate| -> Vec<Value> { bp.pointers.iter().map(|p| c.values[&p.text].clone()).collect() };
         let mut taken: std::collections::HashSet<String> = plan.candidates.iter().map(|c| key(&setting(c))).collect();
         let suggester = Suggester { space: &bp.space, seed: bp.seed };
-        let mut hyper = None;
+        // The surrogate is refitted every few candidates and grown by a row in between,
+        // as a study's is.
+        let mut model = super::bayes::study::Model::default();
         while plan.candidates.len() < bp.budget {
             self.ctx.cancel.check().map_err(|_| SearchError::Cancelled)?;
             // A failed candidate counts as the worst mean seen so far.
             let means: Vec<Option<f64>> = entries.iter().map(Entry::mean).collect();
             let worst = means.iter().flatten().copied().fold(f64::INFINITY, f64::min);
-            let observed: Vec<(Vec<f64>, f64)> = plan
+            let held: Vec<(String, Vec<f64>, f64)> = plan
                 .candidates
                 .iter()
                 .zip(&means)
                 .filter_map(|(c, m)| {
                     let value = m.or(worst.is_finite().then_some(worst))?;
-                    Some((bp.space.encode(&setting(c))?, value))
+                    let values = setting(c);
+                    Some((key(&values), bp.space.encode(&values)?, value))
                 })
                 .collect();
+            let observed: Vec<(Vec<f64>, f64)> = held.iter().map(|(_, u, v)| (u.clone(), *v)).collect();
             let round = plan.candidates.len() as u64;
-            let model = suggester.surrogate(&observed, hyper.as_ref(), round);
-            if let Some(m) = &model {
-                hyper = Some(m.gp.hyper.clone());
-            }
+            let fitted = model.update(&held, bp.seed);
             let history = History { observed: &observed, pending: &[], taken: &taken };
-            let Some(next) = suggester.next(model.as_ref(), &history, round) else { break };
+            let Some(next) = suggester.next(fitted.as_ref(), &history, round) else { break };
             taken.insert(key(&next.values));
             let (values, doc) = bp.candidate(&next.values);
             let spec = check(&doc).map_err(|e| e.to_string());
@@ -528,7 +529,7 @@ impl Search<'_> {
         extra.insert(
             "surrogate".into(),
             json!({
-                "hyperparameters": hyper.as_ref().map(super::bayes::surrogate::Hyper::to_json),
+                "hyperparameters": model.hyper().map(super::bayes::surrogate::Hyper::to_json),
                 "priors": super::bayes::surrogate::priors_json(bp.space.width()),
             }),
         );

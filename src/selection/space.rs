@@ -103,7 +103,7 @@ impl Axis {
     }
 
     /// A value drawn for one random candidate.
-    fn draw(&self, rng: &mut SplitMix64) -> Value {
+    pub(crate) fn draw(&self, rng: &mut SplitMix64) -> Value {
         match self {
             Axis::Draw(Draw::LogUniform(lo, hi)) => number(rng.uniform(lo.ln(), hi.ln()).exp().clamp(*lo, *hi)),
             Axis::Draw(Draw::Uniform(lo, hi)) => number(rng.uniform(*lo, *hi)),
@@ -210,6 +210,17 @@ impl SearchSpec {
         };
         let initial = obj.u64("initial")?;
         obj.finish()?;
+        if method == Method::Bayes {
+            if let Err(width) = super::bayes::check_width(axes.iter().map(|(_, a)| a)) {
+                return Err(FieldError::invalid(
+                    "/search/space",
+                    format!(
+                        "a bayes space is at most {} coordinates (a number range is one, each value of a list or grid one); this one has {width}",
+                        super::bayes::MAX_WIDTH
+                    ),
+                ));
+            }
+        }
         let initial = match (method, initial) {
             (Method::Bayes, None) => candidates.min((2 * axes.len() as u64).max(5)),
             (Method::Bayes, Some(i)) if i == 0 || i > candidates => {
@@ -344,7 +355,7 @@ fn read_space(space: &Value, method: Method) -> Result<Vec<(Pointer, Axis)>, Fie
     Ok(axes)
 }
 
-fn read_axis(spec: &Value, method: Method, at: &str) -> Result<Axis, FieldError> {
+pub(crate) fn read_axis(spec: &Value, method: Method, at: &str) -> Result<Axis, FieldError> {
     let forms = "a list of values, or one of log_grid, grid, log_uniform, uniform, int_uniform";
     match spec {
         Value::Array(values) if values.is_empty() => Err(FieldError::invalid(at, "the list of values is empty")),

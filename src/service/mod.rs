@@ -14,6 +14,7 @@ mod observations;
 mod posterior;
 mod predict;
 mod search;
+pub mod studies;
 mod training;
 mod transform;
 
@@ -121,6 +122,13 @@ pub enum ServiceError {
     NotFound(Uuid),
     #[error("no dataset with id {0}")]
     DatasetNotFound(String),
+    #[error("no study with id {0}")]
+    StudyNotFound(Uuid),
+    #[error("study {study} has no trial {trial}")]
+    TrialNotFound { study: Uuid, trial: u64 },
+    /// A trial's outcome was told already (a second tell is refused).
+    #[error("trial {trial} was told already")]
+    AlreadyTold { trial: u64 },
     #[error("model {id} is {}, not ready", status.name())]
     NotReady { id: Uuid, status: Status },
     #[error("the fit queue is full")]
@@ -180,6 +188,8 @@ pub struct Service {
     heavy_predict_slots: Semaphore,
     /// Stacks concurrent small predictions to one model into one call.
     batcher: batch::Batcher,
+    /// What this replica has read of each study, and its surrogate.
+    studies: Mutex<HashMap<Uuid, Arc<tokio::sync::Mutex<studies::Cached>>>>,
 }
 
 impl Service {
@@ -239,6 +249,7 @@ impl Service {
             in_flight: tokio::sync::watch::Sender::new(0),
             heavy_predict_slots: Semaphore::new(cores),
             batcher,
+            studies: Mutex::default(),
         }
     }
 

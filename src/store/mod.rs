@@ -15,6 +15,7 @@ pub mod delta;
 pub mod dir;
 pub mod format;
 pub mod object;
+pub mod studies;
 
 use crate::estimator::{FittedModel, ModelKind, StoredFit};
 use blobs::{BlobError, BlobFuture, Blobs};
