@@ -1,7 +1,7 @@
 //! The mercer binary: `mercer` serves; `mercer healthcheck` probes a running server (the
 //! container's HEALTHCHECK, as the slim image has no curl); `mercer config` prints the
-//! effective settings; `train`, `predict`, `models`, `show`, `delete` and `datasets` are
-//! the HTTP client (`mercer::client`); `completions SHELL` prints shell completions.
+//! effective settings; `train`, `predict`, `models`, `show`, `delete`, `datasets` and
+//! `study` are the HTTP client (`mercer::client`); `completions SHELL` prints shell completions.
 
 use clap::{CommandFactory, Parser, Subcommand};
 use mercer::client::{
@@ -60,6 +60,9 @@ enum Command {
     },
     /// List the datasets.
     Datasets,
+    /// Bayesian optimisation of anything you evaluate: create a study, ask it where to
+    /// evaluate next, tell it the value.
+    Study(client::study::StudyArgs),
     /// Print shell completions (bash, zsh, fish, elvish, powershell) to standard output.
     Completions { shell: clap_complete::Shell },
 }
@@ -81,7 +84,8 @@ fn main() -> ExitCode {
             | Command::Models
             | Command::Show { .. }
             | Command::Delete { .. }
-            | Command::Datasets),
+            | Command::Datasets
+            | Command::Study(_)),
         ) => return run_client(command, &cli.connection),
         _ => {}
     }
@@ -201,6 +205,14 @@ async fn client_command(command: Command, conn: &Connection) -> Result<(), Clien
             api.delete(&format!("/models/{}", path_segment(&id))).await?;
             if !conn.json {
                 println!("deleted {id}");
+            }
+        }
+        Command::Study(args) => {
+            let (v, text) = client::study::run(&api, &args).await?;
+            if conn.json {
+                json_out(&v);
+            } else {
+                print!("{text}");
             }
         }
         Command::Serve | Command::Healthcheck | Command::Config | Command::Completions { .. } => {

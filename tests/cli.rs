@@ -162,7 +162,9 @@ async fn completions_name_every_subcommand() {
     for shell in ["bash", "zsh", "fish"] {
         let (code, out, _) = mercer("http://unused", &["completions", shell], &[]).await;
         assert_eq!(code, 0);
-        for sub in ["train", "predict", "transform", "sample", "observe", "models", "show", "delete", "datasets"] {
+        for sub in
+            ["train", "predict", "transform", "sample", "observe", "models", "show", "delete", "datasets", "study"]
+        {
             assert!(out.contains(sub), "{shell} completions lack {sub}");
         }
     }
@@ -350,4 +352,46 @@ async fn several_targets_from_a_csv_file() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.lines().next(), Some("sample_1_0,sample_2_0,sample_1_1,sample_2_1"));
     assert_eq!(out.lines().count(), 3);
+}
+
+/// A shell loop's study: create, suggest, tell (and fail), record, show, list, delete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_study_from_the_command_line() {
+    let s = TestServer::default().await;
+    let space = r#"{"x": {"uniform": [-2, 2]}, "k": {"int_uniform": [1, 3]}}"#;
+    let (code, out, err) =
+        mercer(&s.url, &["study", "create", "--space", space, "--name", "quad", "--initial", "3"], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    let id = out.trim().to_string();
+    assert_eq!(id.len(), 36, "{out}");
+    for round in 0..5u64 {
+        let (code, out, err) = mercer(&s.url, &["study", "suggest", &id], &[]).await;
+        assert_eq!(code, 0, "{err}");
+        let (trial, values) = out.trim().split_once('\t').unwrap();
+        assert_eq!(trial, round.to_string());
+        let v: serde_json::Value = serde_json::from_str(values).unwrap();
+        let f = v["x"].as_f64().unwrap().powi(2) + v["k"].as_f64().unwrap();
+        let args: Vec<String> = if round == 1 {
+            vec!["study".into(), "tell".into(), id.clone(), trial.into(), "--failed".into()]
+        } else {
+            vec!["study".into(), "tell".into(), id.clone(), trial.into(), f.to_string()]
+        };
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, out, err) = mercer(&s.url, &args, &[]).await;
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains(if round == 1 { "failed" } else { "complete" }), "{out}");
+    }
+    let (code, _, err) = mercer(&s.url, &["study", "record", &id, r#"{"x": 0.0, "k": 1}"#, "-0.5"], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    let (code, out, _) = mercer(&s.url, &["study", "show", &id], &[]).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("best: -0.5 at trial 5"), "{out}");
+    assert_eq!(out.lines().filter(|l| l.contains("complete")).count(), 5, "{out}");
+    let (code, out, _) = mercer(&s.url, &["study", "list"], &[]).await;
+    assert!(code == 0 && out.contains(&id) && out.contains("quad"), "{out}");
+    let (code, _, err) = mercer(&s.url, &["study", "tell", &id, "0", "1.0"], &[]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("409") || err.to_lowercase().contains("conflict"), "{err}");
+    let (code, out, _) = mercer(&s.url, &["study", "delete", &id], &[]).await;
+    assert!(code == 0 && out.contains("deleted"), "{out}");
 }

@@ -5,6 +5,7 @@
 
 mod http;
 mod output;
+pub mod study;
 
 pub use http::{Api, ClientError};
 
@@ -75,7 +76,7 @@ pub struct TrainArgs {
     /// How the search scores candidates (r2, neg_mean_squared_error, accuracy, roc_auc, ...).
     #[arg(long)]
     pub scoring: Option<String>,
-    /// grid (default), random or halving.
+    /// grid (default), random, halving or bayes.
     #[arg(long, value_name = "METHOD")]
     pub search_method: Option<String>,
 }
