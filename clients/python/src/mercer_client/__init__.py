@@ -1,7 +1,8 @@
 """mercer-client: a Python client and scikit-learn estimators for the mercer
 kernel-machine service.
 
-- :class:`Client` speaks the HTTP API (``client.models``, ``client.datasets``).
+- :class:`Client` speaks the HTTP API (``client.models``, ``client.datasets``,
+  ``client.studies``).
 - :class:`MercerError` is the one exception for the service's error answers.
 - The estimators fit and predict through the service with scikit-learn's API.
 """

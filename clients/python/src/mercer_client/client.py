@@ -59,7 +59,7 @@ class Client:
     its answer, in seconds (a synchronous fit answers when the fit is done, or after
     the server's own fit wait, 540 s by default, with the model still training).
 
-    ``client.models`` and ``client.datasets`` hold the calls.
+    ``client.models``, ``client.datasets`` and ``client.studies`` hold the calls.
     """
 
     def __init__(self, url: Optional[str] = None, token: Optional[str] = None, timeout: float = 600.0):
@@ -71,6 +71,7 @@ class Client:
             self.session.headers["Authorization"] = f"Bearer {token}"
         self.models = Models(self)
         self.datasets = Datasets(self)
+        self.studies = Studies(self)
 
     def __repr__(self) -> str:
         return f"Client({self.url!r})"
@@ -332,6 +333,97 @@ class Datasets:
         """``DELETE /datasets/{id}``: removes the dataset (fits already made from it
         keep their rows)."""
         self._client.request("DELETE", f"/datasets/{dataset_id}")
+
+
+class Studies:
+    """The calls on ``/studies``: ``client.studies``. A study suggests where to
+    evaluate an expensive function next and learns from each value told back
+    (Bayesian optimisation served; any number of workers may ask and tell at once).
+
+    ::
+
+        study = client.studies.create({"x": {"uniform": [-5, 10]}, "y": {"uniform": [0, 15]}})
+        trial = client.studies.ask(study["id"])
+        client.studies.tell(study["id"], trial["id"], f(**trial["values"]))
+
+    or let :meth:`optimize` run the loop.
+    """
+
+    def __init__(self, client: Client):
+        self._client = client
+
+    def create(
+        self,
+        space: dict,
+        *,
+        name: Optional[str] = None,
+        direction: str = "minimize",
+        seed: int = 0,
+        initial: Optional[int] = None,
+    ) -> dict:
+        """``POST /studies``: a new study over ``space`` (names to
+        ``{"uniform": [lo, hi]}``, ``{"log_uniform": [lo, hi]}``,
+        ``{"int_uniform": [lo, hi]}``, a list of values, or a grid); returns the study
+        resource."""
+        body = {"space": space, "direction": direction, "seed": seed}
+        if name is not None:
+            body["name"] = name
+        if initial is not None:
+            body["initial"] = initial
+        return self._client.request("POST", "/studies", body).json()
+
+    def list(self) -> list:
+        """``GET /studies``: every study resource (dicts)."""
+        return self._client.request("GET", "/studies").json()["studies"]
+
+    def get(self, study_id: str) -> dict:
+        """``GET /studies/{id}``: the study with its trials and ``best``."""
+        return self._client.request("GET", f"/studies/{study_id}").json()
+
+    def delete(self, study_id: str) -> None:
+        """``DELETE /studies/{id}``."""
+        self._client.request("DELETE", f"/studies/{study_id}")
+
+    def suggest(self, study_id: str, count: int = 1) -> list:
+        """``POST /studies/{id}/suggest``: ``count`` new pending trials (dicts with
+        ``id`` and ``values``)."""
+        return self._client.request("POST", f"/studies/{study_id}/suggest", {"count": count}).json()["trials"]
+
+    def ask(self, study_id: str) -> dict:
+        """One new pending trial: where to evaluate next."""
+        return self.suggest(study_id, 1)[0]
+
+    def tell(self, study_id: str, trial_id: int, value: Optional[float] = None, *, failed: bool = False) -> dict:
+        """``POST /studies/{id}/trials/{trial_id}``: the trial's value, or
+        ``failed=True`` when the evaluation failed. A trial is told once (a second
+        tell raises :class:`MercerError` with status 409)."""
+        if failed:
+            body = {"state": "failed"}
+        else:
+            if value is None:
+                raise ValueError("tell a value, or failed=True")
+            body = {"value": float(value)}
+        return self._client.request("POST", f"/studies/{study_id}/trials/{trial_id}", body).json()
+
+    def record(self, study_id: str, values: dict, value: float) -> dict:
+        """``POST /studies/{id}/trials``: an evaluation the study did not suggest (a
+        warm start), complete."""
+        body = {"values": values, "value": float(value)}
+        return self._client.request("POST", f"/studies/{study_id}/trials", body).json()
+
+    def optimize(self, study_id: str, function, n_trials: int, *, catch: tuple = ()) -> dict:
+        """Asks, evaluates ``function(**values)`` and tells, ``n_trials`` times; an
+        exception of a type in ``catch`` tells the trial failed and goes on (any other
+        propagates, the trial left pending). Returns the study as it ends."""
+        for _ in range(n_trials):
+            trial = self.ask(study_id)
+            try:
+                value = function(**trial["values"])
+            except catch:
+                self.tell(study_id, trial["id"], failed=True)
+                continue
+            self.tell(study_id, trial["id"], value)
+        return self.get(study_id)
 
 
 def _rows_as_list(rows: Any) -> list:
