@@ -28,6 +28,12 @@ Steps (each prints one PASS/FAIL line; the exit status is 1 when any failed):
     /params/c and /kernel/gamma, then opens it: a search table of 12 candidates sorted by mean
     score, the best (training.search.best_index, its values those of best_values) first and
     marked, and a heat map of 12 cells with one outlined best cell (search.png);
+ 6b. a bayes search (10 candidates, 4 random first) over the API, opened: its mean scores in
+    evaluation order as 10 points with a best-so-far step line (search_order.png);
+ 6c. a study over the API ("branin", 12 trials, one failed, one pending), opened from the
+    studies table: its told values against trial number (10 points, 1 failed mark), the best
+    so far as a step line that never rises (minimised), and 12 rows in its trials table, the
+    best marked (study.png);
  7. trains from the page's CSV form and waits for the new model, ready and plotted (train.png);
  8. no SEVERE entry in the browser console;
  9. with --token (the server has MERCER_API_KEYS): the page asks for the token before anything
@@ -325,6 +331,84 @@ def svm_search(driver, api, shots):
     driver.execute_script("window.scrollTo(0, 0)")
 
 
+def progress_shown(driver, holder):
+    """The points and the best-so-far path of the progress plot in `holder` (a testid)."""
+    return driver.execute_script("""
+        const svg = document.querySelector(`[data-testid=details] [data-testid=${arguments[0]}] svg[data-kind=progress]`);
+        if (!svg) return null;
+        const path = svg.querySelector('path[data-testid=best-so-far]');
+        return {
+          points: svg.querySelectorAll('circle.point:not(.failed)').length,
+          failed: svg.querySelectorAll('circle.point.failed').length,
+          best: path ? path.getAttribute('d') : null,
+        };""", holder)
+
+
+def bayes_search(driver, api, shots):
+    rng = random.Random(29)
+    x, y = [], []
+    for i in range(60):
+        a, r = rng.uniform(0, 2 * math.pi), rng.uniform(0, 2)
+        x.append([r * math.cos(a), r * math.sin(a)])
+        y.append("in" if r < 1 else "out")
+    model = api.train({
+        "model": "svm", "name": "svm-bayes", "x": x, "y": y,
+        "search": {"method": "bayes", "candidates": 10, "initial": 4, "cv": 3,
+                   "space": {"/params/c": {"log_uniform": [0.01, 100]}, "/kernel/gamma": {"log_uniform": [0.01, 10]}}},
+    })
+    s = model["training"]["search"]
+    check(s["method"] == "bayes" and len(s["candidates"]) == 10, f"the search: {s['method']}, {len(s['candidates'])} candidates")
+    driver.find_element(By.ID, "refresh").click()
+    wait(driver, lambda d: row(d, model["id"]), "svm-bayes in the models table")
+    select_model(driver, model["id"], "svm-bayes", "regions")
+    shown = wait(driver, lambda d: progress_shown(d, "search-order"), "the evaluation-order plot")
+    check(shown["points"] == 10, f"{shown['points']} points in evaluation order, 10 expected")
+    check(shown["best"] and len(re.findall(POINT, shown["best"])) >= 10, f"best-so-far path: {shown['best']!r}")
+    holder = driver.find_element(By.CSS_SELECTOR, "[data-testid=details] [data-testid=search-order]")
+    driver.execute_async_script(
+        "arguments[0].scrollIntoView(); window.scrollBy(0, -8); requestAnimationFrame(() => requestAnimationFrame(arguments[1]))", holder)
+    screenshot(driver, shots, "search_order.png")
+    driver.execute_script("window.scrollTo(0, 0)")
+
+
+def study_page(driver, api, shots):
+    def branin(v):
+        b, c = 5.1 / (4 * math.pi ** 2), 5 / math.pi
+        return (v["x2"] - b * v["x1"] ** 2 + c * v["x1"] - 6) ** 2 + 10 * (1 - 1 / (8 * math.pi)) * math.cos(v["x1"]) + 10
+
+    status, _, study = api.call("POST", "/studies", {"name": "branin", "space": {"x1": {"uniform": [-5, 10]}, "x2": {"uniform": [0, 15]}}, "initial": 5})
+    check(status == 201, f"create: {status}")
+    sid = study["id"]
+    told = []
+    for i in range(12):
+        _, _, out = api.call("POST", f"/studies/{sid}/suggest", {"count": 1})
+        t = out["trials"][0]
+        if i == 11:
+            break  # left pending
+        body = {"state": "failed"} if i == 3 else {"value": branin(t["values"])}
+        api.call("POST", f"/studies/{sid}/trials/{t['id']}", body)
+        if i != 3:
+            told.append(branin(t["values"]))
+    driver.find_element(By.ID, "refresh").click()
+    wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, f'tr[data-testid=study-row][data-id="{sid}"]'), "branin in the studies table")
+    driver.find_element(By.CSS_SELECTOR, f'tr[data-testid=study-row][data-id="{sid}"]').click()
+    shown = wait(driver, lambda d: progress_shown(d, "study-plot"), "the study's plot")
+    check(shown["points"] == 10 and shown["failed"] == 1, f"{shown['points']} told points and {shown['failed']} failed, 10 and 1 expected")
+    ys = [float(m.split(",")[1]) for m in re.findall(POINT, shown["best"] or "")]
+    # Minimised: the best so far never rises, so its y in pixels never decreases.
+    check(ys and all(b >= a - 1e-6 for a, b in zip(ys, ys[1:])), f"best-so-far path rises: {shown['best']!r}")
+    rows = driver.execute_script("""
+        return [...document.querySelectorAll('[data-testid=details] [data-testid=trials-table] tbody tr')].map((r) => ({
+          id: Number(r.getAttribute('data-id')), best: r.classList.contains('best'), state: r.children[1].textContent }));""")
+    check(len(rows) == 12, f"{len(rows)} trial rows, 12 expected")
+    best_id = min(range(len(told)), key=lambda k: told[k])
+    best_trial = best_id if best_id < 3 else best_id + 1
+    check([r["id"] for r in rows if r["best"]] == [best_trial], f"best rows {[r['id'] for r in rows if r['best']]}, trial {best_trial} expected")
+    check([r["state"] for r in rows].count("pending") == 1 and [r["state"] for r in rows].count("failed") == 1, f"states {[r['state'] for r in rows]}")
+    screenshot(driver, shots, "study.png")
+    api.call("DELETE", f"/studies/{sid}")
+
+
 def train_csv(driver, header, rows, model, target="", params=""):
     """Trains `model` through the page's form on a CSV of `rows`; waits for the model's plot
     and returns the model's name (the page names it after the file)."""
@@ -467,6 +551,10 @@ def main():
              multi_output_band, driver, Api(args.url, args.token), shots)
         step("6 svm-search: 12 candidates ranked by mean, the best first and marked, a heat map of 12 cells with one best",
              svm_search, driver, Api(args.url, args.token), shots)
+        step("6b a bayes search: its mean scores in evaluation order, 10 points and the best so far",
+             bayes_search, driver, Api(args.url, args.token), shots)
+        step("6c a study: told values against trial number, failures marked, best so far never rising, 12 trial rows",
+             study_page, driver, Api(args.url, args.token), shots)
         step("7 train from the CSV form: new model ready, listed and plotted", train_from_form, driver, shots)
         step("7b kernel_pca from the form with a label column: 60 embedded points coloured by species, 2 eigenvalues",
              kpca_embedding, driver, shots)

@@ -1,9 +1,9 @@
-// The page: the models and datasets lists, a model's details with a plot of its fit, and
-// a form that uploads a CSV and trains on it. Everything that came from a user (names,
+// The page: the models, datasets and studies lists, a model's details with a plot of its
+// fit, a study's trials plotted in order, and a form that uploads a CSV and trains on it. Everything that came from a user (names,
 // metadata, labels, kernels) is rendered as text: no innerHTML anywhere.
 
 import { api, ApiError, getToken, setToken } from "./api.js";
-import { bandPlot, confusionTable, embeddingPlot, heatMap, paddedRange, regionsPlot, scatterPlot, sortedLabels } from "./plot.js";
+import { bandPlot, confusionTable, embeddingPlot, heatMap, paddedRange, progressPlot, regionsPlot, scatterPlot, sortedLabels } from "./plot.js";
 
 const MODELS = [
   "gaussian_process", "kernel_ridge", "svm", "gp_classifier",
@@ -162,16 +162,84 @@ function renderDatasets(datasets) {
   $("datasets").tBodies[0].replaceChildren(...rows);
 }
 
+function renderStudies(studies) {
+  const rows = studies.map((st) => {
+    const tr = h("tr", { "data-testid": "study-row", "data-id": st.id, tabindex: 0, class: st.id === state.selected ? "selected" : null },
+      h("td", { class: "name", title: st.id }, st.name || String(st.id).slice(0, 8)),
+      h("td", {}, st.direction),
+      h("td", { class: "num" }, Array.isArray(st.trials) ? st.trials.length : 0),
+      h("td", { class: "num" }, st.n_complete ?? 0),
+      h("td", { class: "num" }, st.best ? compact(st.best.value) : "—"),
+    );
+    tr.addEventListener("click", () => showStudy(st.id));
+    tr.addEventListener("keydown", (ev) => {
+      if (ev.key === "Enter" || ev.key === " ") {
+        ev.preventDefault();
+        showStudy(st.id);
+      }
+    });
+    return tr;
+  });
+  if (!rows.length) rows.push(h("tr", {}, h("td", { colspan: 5, class: "hint" }, "No studies yet.")));
+  $("studies").tBodies[0].replaceChildren(...rows);
+}
+
+// A study: its definition, its values and best so far against trial number, its trials.
+async function showStudy(id) {
+  const seq = ++state.seq;
+  state.selected = id;
+  for (const tr of [...$("models").tBodies[0].rows, ...$("studies").tBodies[0].rows]) tr.classList.toggle("selected", tr.dataset.id === id);
+  try {
+    const st = await api("GET", `/studies/${encodeURIComponent(id)}`);
+    if (seq !== state.seq) return;
+    const trials = Array.isArray(st.trials) ? st.trials : [];
+    const facts = h("dl", { class: "facts" });
+    const fact = (k, v) => v !== null && v !== undefined && v !== "" && facts.append(h("dt", {}, k), h("dd", {}, v));
+    fact("id", st.id);
+    fact("direction", st.direction);
+    fact("trials", `${trials.length} (${st.n_complete ?? 0} complete)`);
+    fact("initial", st.initial);
+    fact("seed", st.seed);
+    if (st.best) fact("best", `${compact(st.best.value)} at trial ${st.best.id}`);
+    fact("created", st.created_at);
+    // Complete trials by id; failed ones as gaps on the axis; pending ones not yet.
+    const done = trials.filter((t) => t.state !== "pending");
+    const values = done.map((t) => (t.state === "complete" ? t.value : null));
+    const plot = done.length
+      ? progressPlot({ values, minimize: st.direction !== "maximize", xLabel: "trial (told, in order)", yLabel: "value" })
+      : h("p", { class: "hint" }, "No trial told yet.");
+    const names = Object.keys(st.space ?? {}).sort();
+    const head = h("tr", {}, h("th", { class: "num" }, "trial"), h("th", {}, "state"), h("th", { class: "num" }, "value"),
+      ...names.map((n) => h("th", {}, n)));
+    const rows = trials.map((t) => h("tr", { "data-testid": "trial-row", "data-id": t.id, class: st.best && st.best.id === t.id ? "best" : null },
+      h("td", { class: "num" }, t.id),
+      h("td", {}, t.state),
+      h("td", { class: "num" }, t.state === "complete" ? compact(t.value) : "—"),
+      ...names.map((n) => h("td", { class: "value" }, compact(t.values?.[n]))),
+    ));
+    $("details").replaceChildren(
+      h("h2", {}, st.name || `study ${String(st.id).slice(0, 8)}`),
+      facts,
+      h("div", { class: "plot-holder", "data-testid": "study-plot" }, plot),
+      h("div", { class: "table-scroll" }, h("table", { class: "grid", "data-testid": "trials-table" }, h("thead", {}, head), h("tbody", {}, ...rows))),
+      block("space", st.space ?? {}),
+    );
+  } catch (err) {
+    if (seq === state.seq) showError(err);
+  }
+}
+
 const byNewest = (a, b) => String(b.created_at ?? "").localeCompare(String(a.created_at ?? ""));
 
 async function refresh() {
   clearTimeout(state.timer);
   state.timer = null;
   try {
-    const [m, d] = await Promise.all([api("GET", "/models"), api("GET", "/datasets")]);
+    const [m, d, st] = await Promise.all([api("GET", "/models"), api("GET", "/datasets"), api("GET", "/studies")]);
     state.models = m.models.slice().sort(byNewest);
     renderModels();
     renderDatasets(d.datasets.slice().sort(byNewest));
+    renderStudies(st.studies.slice().sort(byNewest));
     const current = state.models.find((x) => x.id === state.selected);
     if (current && (current.status !== state.shownStatus || BUSY.has(current.status))) showDetails(current.id);
     if (state.models.some((x) => BUSY.has(x.status))) state.timer = setTimeout(refresh, 1000);
@@ -253,6 +321,10 @@ function searchSection(s) {
     + `${s.n_fits} fold fits; best mean ${s.scoring} ${score(s.best_score)} (candidate ${s.best_index}).`);
   const cells = searchGrid({ ...s, candidates: cands }, pointers);
   const plot = cells ? heatMap({ xLabel: pointers[0], yLabel: pointers[1], scoreLabel: String(s.scoring), cells }) : null;
+  // Random and bayes searches: the mean scores in evaluation order and the best so far.
+  const ordered = s.method === "random" || s.method === "bayes"
+    ? progressPlot({ values: cands.map((c) => (isScore(c.mean_score) ? c.mean_score : null)), xLabel: "candidate (evaluation order)", yLabel: `mean ${s.scoring}`, title: "mean scores in evaluation order, and the best so far" })
+    : null;
   const last = Math.max(0, ...cands.map((c) => c.round ?? 0));
   const head = h("tr", {},
     h("th", { class: "num" }, "rank"),
@@ -284,6 +356,7 @@ function searchSection(s) {
     h("h3", {}, "Search"),
     summary,
     ...(plot ? [h("div", { class: "plot-holder" }, plot)] : []),
+    ...(ordered ? [h("div", { class: "plot-holder", "data-testid": "search-order" }, ordered)] : []),
     h("div", { class: "table-scroll" }, table),
     ...(order.length > SEARCH_ROWS ? [h("p", { class: "hint", "data-testid": "search-more" }, `… ${order.length - SEARCH_ROWS} more`)] : []),
   );
@@ -296,7 +369,7 @@ function block(title, value) {
 async function showDetails(id) {
   const seq = ++state.seq;
   state.selected = id;
-  for (const tr of $("models").tBodies[0].rows) tr.classList.toggle("selected", tr.dataset.id === id);
+  for (const tr of [...$("models").tBodies[0].rows, ...$("studies").tBodies[0].rows]) tr.classList.toggle("selected", tr.dataset.id === id);
   const pane = $("details");
   try {
     const m = await api("GET", modelUrl(id));

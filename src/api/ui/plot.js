@@ -207,6 +207,39 @@ export function scatterPlot({ actual, predicted }) {
   return svg;
 }
 
+// Values in the order they were evaluated (a study's trials, a search's candidates): one
+// point each (null: a failed evaluation, marked on the axis), and the best so far as a
+// step line ("best" is the lowest when `minimize`, else the highest).
+export function progressPlot({ values, minimize = false, xLabel = "trial", yLabel = "value", title = "values in order, and the best so far" }) {
+  const n = values.length;
+  const finite = values.filter(Number.isFinite);
+  const xr = [-0.5, Math.max(n, 1) - 0.5];
+  const yr = paddedRange(finite, 0.08);
+  const { svg, sx, sy } = frame("progress", xr, yr, xLabel, yLabel, title);
+  legend(svg, [[yLabel, "point-swatch"], ["best so far", "best-swatch"]]);
+  let best = null;
+  const bx = [];
+  const by = [];
+  values.forEach((v, i) => {
+    if (Number.isFinite(v)) {
+      svgEl("circle", { cx: f2(sx(i)), cy: f2(sy(v)), r: 3.5, class: "point", "data-index": i }, svg);
+      if (best === null || (minimize ? v < best : v > best)) best = v;
+    } else {
+      svgEl("circle", { cx: f2(sx(i)), cy: f2(sy(yr[0])), r: 3, class: "point failed", "data-index": i }, svg);
+    }
+    if (best !== null) {
+      bx.push(i);
+      by.push(best);
+    }
+  });
+  if (bx.length) {
+    // A step line: flat until the next improvement.
+    const d = bx.map((x, k) => (k ? `L${f2(sx(x))},${f2(sy(by[k - 1]))}L${f2(sx(x))},${f2(sy(by[k]))}` : `M${f2(sx(x))},${f2(sy(by[0]))}`)).join("");
+    svgEl("path", { d, class: "best-line", "data-testid": "best-so-far" }, svg);
+  }
+  return svg;
+}
+
 // One axis of a heat map: the distinct values in order, where they sit (log10 of them on a
 // logarithmic axis: every value > 0 and max/min >= 10) and the cell edges, halfway between
 // neighbours and as far beyond the ends as the nearest neighbour's half gap.
