@@ -279,7 +279,12 @@ impl Fitted {
     /// Local maxima of log EI, best first: from the best of many random points and from
     /// the best observed points, each climbed by L-BFGS-B in the unit cube; then the raw
     /// points themselves, as fallbacks.
-    fn maxima(&self, width: usize, observed: &[(Vec<f64>, f64)], rng: &mut SplitMix64) -> Vec<(Vec<f64>, f64)> {
+    pub(crate) fn maxima(
+        &self,
+        width: usize,
+        observed: &[(Vec<f64>, f64)],
+        rng: &mut SplitMix64,
+    ) -> Vec<(Vec<f64>, f64)> {
         let raw_count = (RAW_PER_DIM * width).clamp(256, 2048);
         let mut raw: Vec<(Vec<f64>, f64)> = (0..raw_count)
             .map(|_| {

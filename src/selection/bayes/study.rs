@@ -101,9 +101,12 @@ impl StudySpace {
         Value::Object(self.names.iter().cloned().zip(values.iter().cloned()).collect::<Map<String, Value>>())
     }
 
-    /// The i-th of the study's seeded random draws (as `random` draws).
+    /// The i-th of the study's seeded random draws (as `random` draws). Each draw's
+    /// generator starts from a scrambled (seed, i): seeding with seed + i x the
+    /// generator's own increment would make draw i + 1 draw i shifted by a coordinate.
     pub fn draw(&self, seed: u64, i: u64) -> Vec<Value> {
-        let mut rng = SplitMix64::new(seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let start = SplitMix64::new(seed ^ i.wrapping_mul(0xD1B5_4A32_D192_ED03)).next_u64();
+        let mut rng = SplitMix64::new(start);
         self.axes.iter().map(|a| a.draw(&mut rng)).collect()
     }
 }
