@@ -32,6 +32,8 @@ const SCALE_BOUNDS: (f64, f64) = (1e-3, 1e3);
 const NOISE_BOUNDS: (f64, f64) = (1e-8, 1.0);
 /// Starts of the hyperparameter search besides the previous optimum (or the prior's mode).
 const RESTARTS: usize = 4;
+/// The mean of the log noise variance's normal prior (on standardised values).
+const LOG_NOISE_MEAN: f64 = -8.0;
 
 /// Fitted hyperparameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,7 +46,7 @@ pub struct Hyper {
 impl Hyper {
     /// The priors' modes: where a search without a previous optimum starts.
     pub fn prior_mode(dims: usize) -> Hyper {
-        Hyper { length_scales: vec![length_scale_prior(dims).0.exp(); dims], scale: 1.0, noise: (-4.0f64).exp() }
+        Hyper { length_scales: vec![length_scale_prior(dims).0.exp(); dims], scale: 1.0, noise: LOG_NOISE_MEAN.exp() }
     }
 
     /// What `training.search.surrogate` and a study report.
@@ -70,7 +72,7 @@ pub fn priors_json(dims: usize) -> Value {
     json!({
         "log_length_scale": {"normal": [m, v.sqrt()]},
         "log_scale": {"normal": [0.0, 1.0]},
-        "log_noise": {"normal": [-4.0, 1.0]},
+        "log_noise": {"normal": [LOG_NOISE_MEAN, 1.0]},
     })
 }
 
@@ -123,7 +125,7 @@ fn log_prior(theta: &[f64]) -> (f64, Vec<f64>) {
         let (m, v) = match i {
             0 => (0.0, 1.0),
             i if i <= d => (lm, lv),
-            _ => (-4.0, 1.0),
+            _ => (LOG_NOISE_MEAN, 1.0),
         };
         let (f, g) = normal(t, m, v);
         total += f;
@@ -155,7 +157,7 @@ impl Surrogate {
         for _ in 0..RESTARTS {
             let mut t = vec![rng.normal()];
             t.extend((0..d).map(|_| lm + lv.sqrt() * rng.normal()));
-            t.push(-4.0 + rng.normal());
+            t.push(LOG_NOISE_MEAN + rng.normal());
             for (v, (lo, hi)) in t.iter_mut().zip(&bounds) {
                 *v = v.clamp(*lo, *hi);
             }
