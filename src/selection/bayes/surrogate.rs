@@ -5,7 +5,7 @@
 //! Its hyperparameters are fitted by mercer's own `gaussian_process` likelihood (the
 //! same log marginal likelihood and gradient an `optimize` fit climbs) plus log-normal
 //! priors, the maximum a posteriori point found by multi-start L-BFGS-B: log length
-//! scale ~ N(log 0.5, 1) on the unit cube, log noise ~ N(-4, 1) (BoTorch's) and log
+//! scale ~ N(log 0.5, 1) on the unit cube, log noise ~ N(-8, 1) and log
 //! output scale ~ N(0, 1) (the values are standardised). Without priors a
 //! maximum-likelihood GP on few points often takes tiny length scales or a noise that
 //! explains everything, and expected improvement then sticks near the best point. The
