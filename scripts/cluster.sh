@@ -13,7 +13,9 @@
 # replica 2, predicted by replica 1; (3b) four appends alternating replicas, both then
 # predicting alike; (3c) the appends' deltas compacted (MERCER_COMPACT_DELTAS=3), replica 1
 # killed -9 and restarted: the same predictions, and an append on it replayed by replica 2
-# alike; (4) wrk POSTing predictions while replica 2 is killed -9:
+# alike; (3d) a study suggested on both replicas (one numbering of trials), told on replica
+# 2, a second tell 409, replica 1 killed -9: every value there after its restart, the
+# delete seen at once; (4) wrk POSTing predictions while replica 2 is killed -9:
 # at most the in-flight requests fail, haproxy marks it down, then it comes back; (5) the store
 # stopped: fits 503 with Retry-After within 30 s, cached models still predict, /healthz within
 # 2 s, /readyz 200 naming the store; the store restarted: fits 201 again and every acknowledged
@@ -568,6 +570,37 @@ P3C_R1=$BODY
 post_json "$R2/models/$M3/predict" "$DS_PREDICT"
 [ "$BODY" = "$P3C_R1" ] || fail "replicas predict $M3 differently after the append on the restarted one: $P3C_R1 vs $BODY"
 ok "after kill -9: the same predictions; version 6 appended by the restarted replica, replayed by the other alike"
+wait_until 15 haproxy_is r1 UP || fail "haproxy shows r1 as '$(haproxy_status r1)' 15 s after its restart"
+
+# 3d ------------------------------------------------------------------------
+# A study shared through the store: trial ids are create-only objects, so the replicas
+# number one sequence between them; a tell acknowledged is stored, whatever happens next.
+step "3d. a study on S3: suggested on both replicas, told on replica 2, replica 1 killed -9 after a tell"
+post_json "$R1/studies" '{"name":"cluster","space":{"x":{"uniform":[0,1]},"y":{"uniform":[0,1]}}}'
+expect_code 201 "create a study on replica 1"
+SID=$(json_field "$BODY" .id)
+post_json "$R1/studies/$SID/suggest" '{"count":2}'
+expect_code 200 "suggest 2 on replica 1"
+post_json "$R2/studies/$SID/suggest" '{"count":2}'
+expect_code 200 "suggest 2 on replica 2"
+[ "$(json_field "$BODY" '[.trials[].id | tostring] | join(",")')" = "2,3" ] || fail "replica 2 numbered its trials ${BODY:0:300}, 2,3 expected"
+for t in 0 1 2 3; do
+  post_json "$R2/studies/$SID/trials/$t" "{\"value\": $t.5}"
+  expect_code 200 "tell trial $t on replica 2"
+done
+post_json "$R1/studies/$SID/trials/0" '{"value": 9}'
+expect_code 409 "a second tell of trial 0, on replica 1"
+stop_proc r1 KILL
+start_replica 1
+http GET "$R1/studies/$SID"
+expect_code 200 "the study on the restarted replica 1"
+[ "$(json_field "$BODY" '[.trials[] | .value | tostring] | join(",")')" = "0.5,1.5,2.5,3.5" ] \
+  || fail "after kill -9 replica 1 shows the values $(json_field "$BODY" '[.trials[] | .value | tostring] | join(",")'), 0.5,1.5,2.5,3.5 expected"
+http DELETE "$R2/studies/$SID"
+expect_code 204 "delete the study on replica 2"
+http GET "$R1/studies/$SID"
+expect_code 404 "the deleted study on replica 1"
+ok "one numbering across the replicas, a second tell 409, every value kept through kill -9, the delete seen at once"
 wait_until 15 haproxy_is r1 UP || fail "haproxy shows r1 as '$(haproxy_status r1)' 15 s after its restart"
 
 # 4 -------------------------------------------------------------------------
