@@ -119,6 +119,28 @@ impl Axis {
     }
 }
 
+/// Coordinates a Bayesian optimisation's unit cube may have (each value of a list or grid
+/// is one): beyond, the model would spend its evaluations learning the encoding.
+pub const MAX_WIDTH: u64 = 256;
+
+/// The unit-cube width of these axes (`bayes::Space`'s encoding), without expanding them
+/// (a grid's count may be huge); `Err(width)` above [`MAX_WIDTH`].
+pub fn check_width<'a>(axes: impl IntoIterator<Item = &'a Axis>) -> Result<u64, u64> {
+    let width = axes.into_iter().fold(0u64, |acc, a| {
+        let w = match a.size() {
+            Some(1) => 0,
+            Some(n) => n,
+            None => 1,
+        };
+        acc.saturating_add(w)
+    });
+    if width > MAX_WIDTH {
+        Err(width)
+    } else {
+        Ok(width)
+    }
+}
+
 /// A float as JSON (finite by construction).
 fn number(x: f64) -> Value {
     serde_json::Number::from_f64(x).map_or(Value::Null, Value::Number)
@@ -211,12 +233,12 @@ impl SearchSpec {
         let initial = obj.u64("initial")?;
         obj.finish()?;
         if method == Method::Bayes {
-            if let Err(width) = super::bayes::check_width(axes.iter().map(|(_, a)| a)) {
+            if let Err(width) = check_width(axes.iter().map(|(_, a)| a)) {
                 return Err(FieldError::invalid(
                     "/search/space",
                     format!(
                         "a bayes space is at most {} coordinates (a number range is one, each value of a list or grid one); this one has {width}",
-                        super::bayes::MAX_WIDTH
+                        MAX_WIDTH
                     ),
                 ));
             }

@@ -44,27 +44,7 @@ impl Dim {
     }
 }
 
-/// Coordinates a Bayesian optimisation's unit cube may have (each value of a list or grid
-/// is one): beyond, the model would spend its evaluations learning the encoding.
-pub const MAX_WIDTH: u64 = 256;
-
-/// The unit-cube width of these axes, without expanding them (a grid's count may be
-/// huge); `Err(width)` above [`MAX_WIDTH`].
-pub fn check_width<'a>(axes: impl IntoIterator<Item = &'a Axis>) -> Result<u64, u64> {
-    let width = axes.into_iter().fold(0u64, |acc, a| {
-        let w = match a.size() {
-            Some(1) => 0,
-            Some(n) => n,
-            None => 1,
-        };
-        acc.saturating_add(w)
-    });
-    if width > MAX_WIDTH {
-        Err(width)
-    } else {
-        Ok(width)
-    }
-}
+pub use super::space::{check_width, MAX_WIDTH};
 
 /// A space of settings and its unit-cube encoding.
 #[derive(Debug, Clone, PartialEq)]
