@@ -4,7 +4,7 @@
 `search.method: "bayes"` against grid.py's grid on an SVC.
 
     python3 scripts/bench_bayes.py --mercer target/release/mercer [--only studies|latency|svc ...]
-        [--seeds 10] [--json OUT.json]
+        [--seeds 10] [--json OUT.json] [--no-optuna]
 
 Benchmarks (--only, repeatable; default all three):
   studies  Branin (2-D, minimum 0.397887) and Hartmann6 (6-D, minimum -3.32237), minimised,
@@ -100,7 +100,12 @@ def optuna_study(f, bounds, seed, n, initial):
     return study.best_value
 
 
+NO_OPTUNA = "--no-optuna" in sys.argv
+
+
 def have_optuna():
+    if NO_OPTUNA:
+        return False
     try:
         import optuna  # noqa: F401
         import torch  # noqa: F401
@@ -209,6 +214,7 @@ def main():
     p.add_argument("--only", action="append", choices=["studies", "latency", "svc"])
     p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--json")
+    p.add_argument("--no-optuna", action="store_true", help="leave Optuna out even when it is installed")
     args = p.parse_args()
     work = begin("bench-bayes-")
     only = args.only or ["studies", "latency", "svc"]
