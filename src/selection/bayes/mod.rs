@@ -157,7 +157,7 @@ pub fn key(values: &[Value]) -> String {
 /// coordinate (at least 256, at most 2048).
 const RAW_PER_DIM: usize = 64;
 /// Local searches of the acquisition.
-const STARTS: usize = 10;
+const STARTS: usize = 8;
 
 /// What the next suggestion is made from: evaluated points (unit cube) with their values
 /// ("greater is better"; a failed evaluation already counted as the worst value), points
@@ -279,7 +279,6 @@ impl Fitted {
         by_value.sort_by(|a, b| b.1.total_cmp(&a.1));
         for (u, _) in by_value.into_iter().take(3) {
             starts.push(u.iter().map(|v| (v + 0.01 * rng.normal()).clamp(0.0, 1.0)).collect());
-            starts.push(u.iter().map(|v| (v + 0.001 * rng.normal()).clamp(0.0, 1.0)).collect());
         }
         let bounds = vec![(0.0, 1.0); width];
         let opts = Options { max_iterations: 100, max_evaluations: 200, ..Options::default() };

@@ -3,18 +3,18 @@
 //! on standardised values.
 //!
 //! Its hyperparameters are fitted by mercer's own `gaussian_process` likelihood (the
-//! same log marginal likelihood and gradient an `optimize` fit climbs) plus log-normal
-//! priors, the maximum a posteriori point found by multi-start L-BFGS-B: log length
-//! scale ~ N(log 0.5, 1) on the unit cube, log noise ~ N(-8, 1) and log
-//! output scale ~ N(0, 1) (the values are standardised). Without priors a
-//! maximum-likelihood GP on few points often takes tiny length scales or a noise that
-//! explains everything, and expected improvement then sticks near the best point. The
-//! length scales' prior is centred at half the cube, not at Hvarfner et al.'s sqrt(d)
-//! e^sqrt(2) (BoTorch's default for high dimensions): measured on Hartmann6 with 50
-//! evaluations, that prior (a median length of 10 cubes in 6-D) made the surrogate
-//! nearly linear, sent the acquisition to the cube's corners and ended no better than
-//! random search, where this one reaches the global minimum in most seeds
-//! (BENCHMARKS.md).
+//! same log marginal likelihood and gradient an `optimize` fit climbs) plus priors, the
+//! maximum a posteriori point found by multi-start L-BFGS-B. The priors are the gamma
+//! priors Optuna's GPSampler puts on the same kernel: 1 / l^2 ~ Gamma(2, rate 0.5) per
+//! dimension (mode l = 0.5 of the unit cube; short lengths are ruled out fast, long ones
+//! only slowly), the output scale ~ Gamma(2, 1) and the noise ~ Gamma(1.1, 30) (the values
+//! are standardised). Without priors a maximum-likelihood GP on few points often takes
+//! tiny length scales or a noise that explains everything, and expected improvement then
+//! sticks near the best point. Measured on Hartmann6 with 50 evaluations (BENCHMARKS.md):
+//! Hvarfner et al.'s log-normal prior (BoTorch's default for high dimensions, a median
+//! length of 10 cubes in 6-D) ended no better than random search; a log-normal centred
+//! at half the cube left 5 seeds of 10 in the -3.20 local minimum; these leave 3, as
+//! Optuna's.
 //!
 //! Predictions carry their gradient with respect to the query point, which the
 //! acquisition's optimiser needs; the kernel is evaluated here directly for that.
@@ -32,8 +32,10 @@ const SCALE_BOUNDS: (f64, f64) = (1e-3, 1e3);
 const NOISE_BOUNDS: (f64, f64) = (1e-8, 1.0);
 /// Starts of the hyperparameter search besides the previous optimum (or the prior's mode).
 const RESTARTS: usize = 4;
-/// The mean of the log noise variance's normal prior (on standardised values).
-const LOG_NOISE_MEAN: f64 = -8.0;
+/// Gamma priors (shape, rate) of 1 / l^2, the output scale and the noise variance.
+const INVERSE_SQUARED_LENGTH_PRIOR: (f64, f64) = (2.0, 0.5);
+const SCALE_PRIOR: (f64, f64) = (2.0, 1.0);
+const NOISE_PRIOR: (f64, f64) = (1.1, 30.0);
 
 /// Fitted hyperparameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,7 +48,13 @@ pub struct Hyper {
 impl Hyper {
     /// The priors' modes: where a search without a previous optimum starts.
     pub fn prior_mode(dims: usize) -> Hyper {
-        Hyper { length_scales: vec![length_scale_prior(dims).0.exp(); dims], scale: 1.0, noise: LOG_NOISE_MEAN.exp() }
+        // Modes in log space: shape / rate for the scale and the noise, l = sqrt(rate / shape').
+        let (k, r) = INVERSE_SQUARED_LENGTH_PRIOR;
+        Hyper {
+            length_scales: vec![(r / k).sqrt(); dims],
+            scale: SCALE_PRIOR.0 / SCALE_PRIOR.1,
+            noise: NOISE_PRIOR.0 / NOISE_PRIOR.1,
+        }
     }
 
     /// What `training.search.surrogate` and a study report.
@@ -60,20 +68,23 @@ impl Hyper {
     }
 }
 
-/// (mean, variance) of the log length scales' normal prior (the same in any dimension).
-fn length_scale_prior(dims: usize) -> (f64, f64) {
+/// What the priors are, for reports.
+pub fn priors_json(dims: usize) -> Value {
     let _ = dims;
-    (0.5f64.ln(), 1.0)
+    let g = |(shape, rate): (f64, f64)| json!({"gamma": {"shape": shape, "rate": rate}});
+    json!({
+        "inverse_squared_length_scale": g(INVERSE_SQUARED_LENGTH_PRIOR),
+        "scale": g(SCALE_PRIOR),
+        "noise": g(NOISE_PRIOR),
+    })
 }
 
-/// What the priors' docs describe, for reports.
-pub fn priors_json(dims: usize) -> Value {
-    let (m, v) = length_scale_prior(dims);
-    json!({
-        "log_length_scale": {"normal": [m, v.sqrt()]},
-        "log_scale": {"normal": [0.0, 1.0]},
-        "log_noise": {"normal": [LOG_NOISE_MEAN, 1.0]},
-    })
+/// log p(theta) + const of a Gamma(shape, rate) on v = e^(a theta) (a = 1 for the scale and
+/// the noise, -2 for 1 / l^2 with theta = log l), the Jacobian included, and its derivative.
+fn log_gamma_in_log((shape, rate): (f64, f64), a: f64, theta: f64) -> (f64, f64) {
+    let v = (a * theta).exp();
+    // log p(v) = (shape - 1) log v - rate v; |dv/dtheta| = |a| v.
+    (shape * a * theta - rate * v, shape * a - rate * a * v)
 }
 
 /// The GP: training points (d x t, in the unit cube), standardised values, the factor of
@@ -117,17 +128,14 @@ fn hyper_of(theta: &[f64]) -> Hyper {
 /// log prior density (up to a constant) of a search vector and its gradient.
 fn log_prior(theta: &[f64]) -> (f64, Vec<f64>) {
     let d = theta.len() - 2;
-    let (lm, lv) = length_scale_prior(d);
-    let normal = |t: f64, m: f64, v: f64| (-0.5 * (t - m) * (t - m) / v, -(t - m) / v);
     let mut grad = vec![0.0; theta.len()];
     let mut total = 0.0;
     for (i, &t) in theta.iter().enumerate() {
-        let (m, v) = match i {
-            0 => (0.0, 1.0),
-            i if i <= d => (lm, lv),
-            _ => (LOG_NOISE_MEAN, 1.0),
+        let (f, g) = match i {
+            0 => log_gamma_in_log(SCALE_PRIOR, 1.0, t),
+            i if i <= d => log_gamma_in_log(INVERSE_SQUARED_LENGTH_PRIOR, -2.0, t),
+            _ => log_gamma_in_log(NOISE_PRIOR, 1.0, t),
         };
-        let (f, g) = normal(t, m, v);
         total += f;
         grad[i] = g;
     }
@@ -153,11 +161,12 @@ impl Surrogate {
         };
         let mut rng = SplitMix64::new(seed ^ 0x005E_ED0F_6A55);
         let mut starts = vec![base.theta()];
-        let (lm, lv) = length_scale_prior(d);
+        // Restarts around the priors' modes, a unit (in log) either way.
+        let mode = Hyper::prior_mode(d);
         for _ in 0..RESTARTS {
-            let mut t = vec![rng.normal()];
-            t.extend((0..d).map(|_| lm + lv.sqrt() * rng.normal()));
-            t.push(LOG_NOISE_MEAN + rng.normal());
+            let mut t = vec![mode.scale.ln() + rng.normal()];
+            t.extend((0..d).map(|_| mode.length_scales[0].ln() + rng.normal()));
+            t.push(mode.noise.ln() + rng.normal());
             for (v, (lo, hi)) in t.iter_mut().zip(&bounds) {
                 *v = v.clamp(*lo, *hi);
             }
@@ -299,6 +308,23 @@ mod tests {
         let q = [0.2, 0.9];
         let (a, b) = (grown.predict(&q), whole.predict(&q));
         assert!((a.mean - b.mean).abs() < 1e-10 && (a.var - b.var).abs() < 1e-10, "{a:?} {b:?}");
+    }
+
+    #[test]
+    fn the_priors_gradient_matches_finite_differences() {
+        let theta = [0.3, -0.9, 0.4, -3.0];
+        let (_, g) = log_prior(&theta);
+        for i in 0..theta.len() {
+            let (mut a, mut b) = (theta, theta);
+            a[i] += 1e-6;
+            b[i] -= 1e-6;
+            let fd = (log_prior(&a).0 - log_prior(&b).0) / 2e-6;
+            assert!((g[i] - fd).abs() < 1e-6 * (1.0 + fd.abs()), "{i}: {} against {fd}", g[i]);
+        }
+        // The modes are where the gradient vanishes.
+        let m = Hyper::prior_mode(2);
+        let at = [m.scale.ln(), m.length_scales[0].ln(), m.length_scales[1].ln(), m.noise.ln()];
+        assert!(log_prior(&at).1.iter().all(|v| v.abs() < 1e-12));
     }
 
     #[test]
