@@ -277,11 +277,11 @@ impl Fitted {
         let mut starts: Vec<Vec<f64>> = raw.iter().take(STARTS).map(|r| r.0.clone()).collect();
         let mut by_value: Vec<&(Vec<f64>, f64)> = observed.iter().collect();
         by_value.sort_by(|a, b| b.1.total_cmp(&a.1));
-        for (u, _) in by_value.into_iter().take(3) {
+        for (u, _) in by_value.into_iter().take(6) {
             starts.push(u.iter().map(|v| (v + 0.01 * rng.normal()).clamp(0.0, 1.0)).collect());
         }
         let bounds = vec![(0.0, 1.0); width];
-        let opts = Options { max_iterations: 100, max_evaluations: 200, ..Options::default() };
+        let opts = Options { max_iterations: 60, max_evaluations: 100, ..Options::default() };
         let mut found: Vec<(Vec<f64>, f64)> = starts
             .iter()
             .filter_map(|s| {
