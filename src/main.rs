@@ -194,7 +194,7 @@ async fn client_command(command: Command, conn: &Connection) -> Result<(), Clien
             }
         }
         Command::Show { id } => {
-            let v = api.get_json(&format!("/models/{}", path_segment(&id))).await?;
+            let v = api.get_json(&format!("/models/{}", client::path_segment(&id))).await?;
             if conn.json {
                 json_out(&v);
             } else {
@@ -202,7 +202,7 @@ async fn client_command(command: Command, conn: &Connection) -> Result<(), Clien
             }
         }
         Command::Delete { id } => {
-            api.delete(&format!("/models/{}", path_segment(&id))).await?;
+            api.delete(&format!("/models/{}", client::path_segment(&id))).await?;
             if !conn.json {
                 println!("deleted {id}");
             }
@@ -220,13 +220,6 @@ async fn client_command(command: Command, conn: &Connection) -> Result<(), Clien
         }
     }
     Ok(())
-}
-
-/// An id as one path segment: anything but the characters of a UUID is escaped.
-fn path_segment(id: &str) -> String {
-    id.bytes()
-        .map(|b| if b.is_ascii_alphanumeric() || b == b'-' { (b as char).to_string() } else { format!("%{b:02X}") })
-        .collect()
 }
 
 fn serve(config: Config) -> ExitCode {

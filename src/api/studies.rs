@@ -3,6 +3,7 @@
 
 use super::extract::JsonBody;
 use super::problem::ApiError;
+use crate::selection::bayes::study::StudySpace;
 use crate::service::studies::{StudyView, TrialRecord};
 use crate::service::{Service, ServiceError};
 use crate::spec::ObjectReader;
@@ -15,11 +16,11 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 use uuid::Uuid;
 
-/// A trial resource.
-fn trial_json(t: &TrialRecord, study: &StudyView) -> Value {
+/// A trial resource (the space names its values).
+fn trial_json(t: &TrialRecord, space: &StudySpace) -> Value {
     let mut v = json!({
         "id": t.id,
-        "values": study.definition.space.named(&t.values),
+        "values": space.named(&t.values),
         "state": match t.told {
             None => "pending",
             Some(None) => "failed",
@@ -43,8 +44,8 @@ fn study_json(s: &StudyView) -> Value {
         "direction": if d.maximize { "maximize" } else { "minimize" },
         "seed": d.seed,
         "initial": d.initial,
-        "trials": s.trials.iter().map(|t| trial_json(t, s)).collect::<Vec<_>>(),
-        "best": s.best().map(|t| trial_json(t, s)),
+        "trials": s.trials.iter().map(|t| trial_json(t, &d.space)).collect::<Vec<_>>(),
+        "best": s.best().map(|t| trial_json(t, &d.space)),
         "n_complete": s.trials.iter().filter(|t| matches!(t.told, Some(Some(_)))).count(),
         "created_at": d.created_at,
     })
@@ -95,9 +96,8 @@ pub async fn suggest(
     let mut obj = ObjectReader::new(&body, "").map_err(ServiceError::from)?;
     let count = obj.u64("count").map_err(ServiceError::from)?.unwrap_or(1);
     obj.finish().map_err(ServiceError::from)?;
-    let trials = service.suggest(id, count).await?;
-    let study = service.study(id).await?;
-    Ok(Json(json!({"trials": trials.iter().map(|t| trial_json(t, &study)).collect::<Vec<_>>()})))
+    let (space, trials) = service.suggest(id, count).await?;
+    Ok(Json(json!({"trials": trials.iter().map(|t| trial_json(t, &space)).collect::<Vec<_>>()})))
 }
 
 pub async fn tell(
@@ -108,9 +108,8 @@ pub async fn tell(
     let Path((raw, trial)) = path.map_err(|e| ApiError::BadQuery(format!("invalid path: {}", e.body_text())))?;
     let id = Uuid::parse_str(&raw).map_err(|_| ServiceError::StudyNotFound(Uuid::nil()))?;
     let trial: u64 = trial.parse().map_err(|_| ServiceError::TrialNotFound { study: id, trial: u64::MAX })?;
-    let record = service.tell(id, trial, &body).await?;
-    let study = service.study(id).await?;
-    Ok(Json(trial_json(&record, &study)))
+    let (space, record) = service.tell(id, trial, &body).await?;
+    Ok(Json(trial_json(&record, &space)))
 }
 
 pub async fn record(
@@ -119,7 +118,6 @@ pub async fn record(
     JsonBody(body): JsonBody<Value>,
 ) -> Result<Response, ApiError> {
     let id = study_id(id)?;
-    let record = service.record_trial(id, &body).await?;
-    let study = service.study(id).await?;
-    Ok((StatusCode::CREATED, Json(trial_json(&record, &study))).into_response())
+    let (space, record) = service.record_trial(id, &body).await?;
+    Ok((StatusCode::CREATED, Json(trial_json(&record, &space))).into_response())
 }

@@ -491,6 +491,13 @@ fn encode(s: &str) -> String {
     out
 }
 
+/// An id as one path segment: anything but the characters of a UUID is escaped.
+pub fn path_segment(id: &str) -> String {
+    id.bytes()
+        .map(|b| if b.is_ascii_alphanumeric() || b == b'-' { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

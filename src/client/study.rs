@@ -1,7 +1,7 @@
 //! `mercer study create|suggest|tell|record|show|list|delete`: a study over the HTTP API,
 //! for a shell loop that evaluates something and tells the value back.
 
-use super::{Api, ClientError};
+use super::{path_segment as segment, Api, ClientError};
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 
@@ -160,11 +160,4 @@ pub fn study_details(s: &Value) -> String {
         ));
     }
     out
-}
-
-/// An id as one path segment: anything but the characters of a UUID is escaped.
-fn segment(id: &str) -> String {
-    id.bytes()
-        .map(|b| if b.is_ascii_alphanumeric() || b == b'-' { (b as char).to_string() } else { format!("%{b:02X}") })
-        .collect()
 }

@@ -214,8 +214,9 @@ impl Service {
         Ok(())
     }
 
-    /// `count` new trials, pending, each where the study's model says to look next.
-    pub async fn suggest(&self, id: Uuid, count: u64) -> Result<Vec<TrialRecord>, ServiceError> {
+    /// `count` new trials, pending, each where the study's model says to look next; with
+    /// the study's space, which names their values.
+    pub async fn suggest(&self, id: Uuid, count: u64) -> Result<(StudySpace, Vec<TrialRecord>), ServiceError> {
         if !(1..=MAX_SUGGEST).contains(&count) {
             return Err(FieldError::invalid("/count", format!("must be from 1 to {MAX_SUGGEST}; got {count}")).into());
         }
@@ -276,11 +277,12 @@ impl Service {
         }
         self.metrics.study_suggestions.inc_by(out.len() as u64);
         self.metrics.study_suggest_seconds.observe(started.elapsed().as_secs_f64());
-        Ok(out)
+        Ok((guard.definition.space.clone(), out))
     }
 
-    /// Tells trial `trial`'s outcome: `{"value": number}` or `{"state": "failed"}`.
-    pub async fn tell(&self, id: Uuid, trial: u64, body: &Value) -> Result<TrialRecord, ServiceError> {
+    /// Tells trial `trial`'s outcome: `{"value": number}` or `{"state": "failed"}`; with the
+    /// study's space.
+    pub async fn tell(&self, id: Uuid, trial: u64, body: &Value) -> Result<(StudySpace, TrialRecord), ServiceError> {
         let told = read_tell(body)?;
         let cached = self.fresh_study(id).await?;
         let mut guard = cached.lock().await;
@@ -298,11 +300,12 @@ impl Service {
         let record = TrialRecord { told: Some(told), ..record };
         guard.trials.insert(trial, record.clone());
         self.metrics.study_tells.inc();
-        Ok(record)
+        Ok((guard.definition.space.clone(), record))
     }
 
-    /// Records an evaluation the study did not suggest (a warm start), complete.
-    pub async fn record_trial(&self, id: Uuid, body: &Value) -> Result<TrialRecord, ServiceError> {
+    /// Records an evaluation the study did not suggest (a warm start), complete; with the
+    /// study's space.
+    pub async fn record_trial(&self, id: Uuid, body: &Value) -> Result<(StudySpace, TrialRecord), ServiceError> {
         let mut obj = ObjectReader::new(body, "")?;
         let values =
             obj.take("values").cloned().ok_or_else(|| FieldError::shape("/values", "missing field `values`"))?;
@@ -330,7 +333,7 @@ impl Service {
                 let record = TrialRecord { told: Some(Some(value)), ..trial };
                 guard.trials.insert(record.id, record.clone());
                 self.metrics.study_tells.inc();
-                return Ok(record);
+                return Ok((guard.definition.space.clone(), record));
             }
             self.refresh(id, &mut guard).await?;
         }
