@@ -74,8 +74,8 @@ pub fn search_body(data: &[u8]) {
             assert!(m <= best["mean_score"].as_f64().unwrap(), "the best is the highest mean: {report}");
         }
     }
-    let spec = job.plan.candidates[outcome.best].spec.as_ref().expect("the best has a spec");
-    let Ok(model) = spec.fit(&training, &FitContext::sequential()) else { return };
+    // The outcome's spec: a bayes search's best may be a setting the plan never held.
+    let Ok(model) = outcome.spec.fit(&training, &FitContext::sequential()) else { return };
     answer(&model, training.x(), &PredictOptions::default());
 }
 

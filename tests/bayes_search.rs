@@ -64,10 +64,14 @@ async fn bayes_starts_as_random_then_climbs_without_repeats_and_is_seeded() {
     let best = report["best_index"].as_u64().unwrap() as usize;
     assert!(means.iter().all(|m| *m <= means[best]));
     assert_eq!(a["params"]["c"], cands[best]["values"]["/params/c"]);
-    // The model's later settings beat its random start here (a smooth landscape).
+    // The model's later settings reach its random start's best here (a smooth
+    // landscape); equal accuracies may differ in the last bit, as fold means.
     let best_initial = means[..5].iter().copied().fold(f64::MIN, f64::max);
     let best_later = means[5..].iter().copied().fold(f64::MIN, f64::max);
-    assert!(best_later >= best_initial, "the model's picks {best_later} against its random start {best_initial}");
+    assert!(
+        best_later >= best_initial - 1e-12,
+        "the model's picks {best_later} against its random start {best_initial}"
+    );
     // The same seed, the same run.
     let b = s.train(&body(search)).await;
     assert_eq!(b["training"]["search"]["candidates"].as_array().unwrap().len(), 14);
