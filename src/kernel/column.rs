@@ -10,12 +10,16 @@ use super::gram::{leaf, Base, LeafMap};
 use super::structured::{feature_map, PairKernel};
 use super::{Kernel, Points};
 use crate::linalg::Parallelism;
+use faer::{Accum, MatMut, MatRef, Par};
 use rayon::prelude::*;
 use std::ops::Range;
 use wide::f64x4;
 
 /// Entries per parallel task: long enough that a task outweighs rayon's hand-off.
 const CHUNK: usize = 2048;
+/// Positions per block of [`ColumnKernel::rows`]: a block's products for a few hundred
+/// rows stay within the core's cache.
+const BLOCK: usize = 512;
 
 /// A kernel over a fixed point set, answering one column (or part of one) at a time.
 pub struct ColumnKernel {
@@ -80,6 +84,79 @@ impl ColumnKernel {
             });
         } else {
             self.root.fill(i, range, out);
+        }
+    }
+
+    /// Whole rows at once: `out[r * n + p] = f32(k(x_{at[r]}, x_p))` for every position p.
+    /// A plain distance or inner-product kernel computes them as a matrix product (the
+    /// points read once per block of rows, not once per row); any other kernel row by
+    /// row. Blocks of positions are split across cores when `par` allows.
+    pub fn rows(&self, at: &[usize], out: &mut [f32], par: Parallelism) {
+        let n = self.n;
+        assert_eq!(out.len(), at.len() * n, "a row of n values per point");
+        if at.is_empty() || n == 0 {
+            return;
+        }
+        if let Node::Leaf { base: base @ (Base::Inner | Base::SqDist), xt, d, norms, map, .. } = &self.root {
+            let (d, q) = (*d, at.len());
+            // The rows' points, feature-major (q x d column-major).
+            let a: Vec<f64> = (0..d).flat_map(|k| at.iter().map(move |&i| xt[k * n + i])).collect();
+            let x = MatRef::from_column_major_slice(xt.as_slice(), n, d);
+            let av = MatRef::from_column_major_slice(a.as_slice(), q, d);
+            let out = crate::partner::SplitSlice::new(out);
+            let block = |start: usize| {
+                let len = BLOCK.min(n - start);
+                let mut c = vec![0.0; len * q];
+                let mut cv = MatMut::from_column_major_slice_mut(c.as_mut_slice(), len, q);
+                faer::linalg::matmul::matmul(
+                    cv.as_mut(),
+                    Accum::Replace,
+                    x.subrows(start, len),
+                    av.transpose(),
+                    1.0,
+                    Par::Seq,
+                );
+                for (r, &i) in at.iter().enumerate() {
+                    let col = &mut c[r * len..(r + 1) * len];
+                    if let Base::SqDist = base {
+                        for (k, o) in col.iter_mut().enumerate() {
+                            let p = start + k;
+                            let scale = norms[i] + norms[p];
+                            let d2 = (scale - 2.0 * *o).max(0.0);
+                            // As `fill`: nearby points summed by differences.
+                            *o = if p == i {
+                                0.0
+                            } else if d2 < 1e-4 * scale {
+                                (0..d).map(|f| (xt[f * n + i] - xt[f * n + p]).powi(2)).sum()
+                            } else {
+                                d2
+                            };
+                        }
+                    }
+                    crate::linalg::clear_upper_vector_state();
+                    map(col);
+                    // SAFETY: blocks cover disjoint position ranges of every row.
+                    let row = unsafe { out.range(r * n + start..r * n + start + len) };
+                    row.iter_mut().zip(col.iter()).for_each(|(o, v)| *o = *v as f32);
+                }
+            };
+            let starts: Vec<usize> = (0..n).step_by(BLOCK).collect();
+            if par.is_parallel() && starts.len() > 1 {
+                starts.into_par_iter().for_each(block);
+            } else {
+                starts.into_iter().for_each(block);
+            }
+            return;
+        }
+        let row = |(o, &i): (&mut [f32], &usize), buf: &mut Vec<f64>| {
+            self.root.fill(i, 0..n, buf);
+            o.iter_mut().zip(buf.iter()).for_each(|(o, v)| *o = *v as f32);
+        };
+        if par.is_parallel() && at.len() > 1 {
+            out.par_chunks_mut(n).zip(at).for_each_init(|| vec![0.0; n], |buf, pair| row(pair, buf));
+        } else {
+            let mut buf = vec![0.0; n];
+            out.chunks_mut(n).zip(at).for_each(|pair| row(pair, &mut buf));
         }
     }
 
@@ -277,6 +354,44 @@ fn inner_products(xt: &[f64], n: usize, xi: &[f64], start: usize, out: &mut [f64
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Whole rows (the matrix-product path and the row-by-row one) equal the columns,
+    /// to the f32 they are stored in, across block boundaries and after swaps.
+    #[test]
+    fn rows_equal_columns() {
+        let specs = [
+            json!({"type": "rbf", "gamma": 0.3}),
+            json!({"type": "rbf", "length_scale": [0.5, 1.0, 2.0]}),
+            json!({"type": "linear", "c": 0.5}),
+            json!({"type": "polynomial", "degree": 3, "gamma": 0.2, "coef0": 1.0}),
+            json!({"type": "laplacian", "length_scale": 2.0}),
+            json!({"type": "sum", "kernels": [{"type": "rbf"}, {"type": "white", "noise": 0.1}]}),
+        ];
+        for n in [7usize, 2 * BLOCK + 37] {
+            let pts = Points::from_columns(crate::test_support::seeded_matrix(3, n, n as u64).add_scalar(2.0));
+            for spec in &specs {
+                let k = Kernel::from_json(spec).unwrap();
+                let mut ck = ColumnKernel::new(&k, &pts);
+                ck.swap(0, n - 2);
+                let at = [0, n / 2, n - 1, n / 2];
+                for par in [Parallelism::Sequential, Parallelism::Parallel] {
+                    let mut rows = vec![0f32; at.len() * n];
+                    ck.rows(&at, &mut rows, par);
+                    for (r, &i) in at.iter().enumerate() {
+                        let mut col = vec![0.0; n];
+                        ck.column(i, 0..n, &mut col, Parallelism::Sequential);
+                        for p in 0..n {
+                            let (got, want) = (rows[r * n + p] as f64, col[p] as f32 as f64);
+                            assert!(
+                                (got - want).abs() <= 1e-6 * want.abs().max(1.0),
+                                "{spec} n={n} ({i},{p}): {got} vs {want}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
 
     /// Every kernel family and combinator, against the pointwise definition, at lengths
     /// below and above the parallel split, before and after swaps.

@@ -15,7 +15,12 @@
 //! scikit-learn's solutions with the same iteration counts. The speed comes from
 //! computing kernel columns with SIMD across cores, from passes four points per vector
 //! (`simd.rs`), and from splitting long passes with a partner thread.
+//!
+//! Large SVR problems take a batched working set instead (`batched.rs`, ThunderSVM's):
+//! kernel rows by blocks, many steps on them, gradients by block products; the same
+//! optimum to `tol` by another path.
 
+mod batched;
 mod cache;
 mod columns;
 mod select;
@@ -103,6 +108,17 @@ enum Bound {
     Free,
 }
 
+/// The fewest bytes of kernel values a solve over `points` points holds whatever its
+/// cache budget: two columns (f64 scratch included) on LIBSVM's path, the smallest
+/// working set's rows and its square block on the batched one.
+pub fn cache_floor_bytes(points: usize) -> usize {
+    if points >= batched::MIN_POINTS {
+        batched::MIN_WORKING_SET * 4 * points + 4 * batched::MAX_WORKING_SET * batched::MAX_WORKING_SET
+    } else {
+        8 * points
+    }
+}
+
 /// Solves `problem` over the points of `kernel`. `cancelled` is polled every few
 /// hundred iterations.
 pub fn solve(
@@ -114,6 +130,9 @@ pub fn solve(
     let l = problem.y.len();
     assert!(kernel.n() == l || 2 * kernel.n() == l, "one or two variables per point");
     assert!(problem.p.len() == l && problem.c.len() == l && problem.start.len() == l);
+    if batched::chosen(kernel.n(), l, opts) {
+        return batched::solve(kernel, problem, opts, cancelled);
+    }
     // Every pass of an iteration is split between this thread and a partner pinned to
     // the other half of the points (each core keeps its half of the data in its cache).
     if opts.par.is_parallel() && l >= MIN_SPLIT {
@@ -336,56 +355,14 @@ impl<'p> Solver<'p> {
         let (c_i, c_j) = (self.c[i], self.c[j]);
         let (old_i, old_j) = (self.alpha[i], self.alpha[j]);
         let q_ij = self.columns.get(i, active, 0)[j] as f64;
-        let (mut ai, mut aj) = (old_i, old_j);
-        if self.y[i] != self.y[j] {
-            let quad = self.qd[i] + self.qd[j] + 2.0 * q_ij;
-            let delta = (-self.g[i] - self.g[j]) / if quad > 0.0 { quad } else { TAU };
-            let diff = ai - aj;
-            ai += delta;
-            aj += delta;
-            if diff > 0.0 {
-                if aj < 0.0 {
-                    aj = 0.0;
-                    ai = diff;
-                }
-            } else if ai < 0.0 {
-                ai = 0.0;
-                aj = -diff;
-            }
-            if diff > c_i - c_j {
-                if ai > c_i {
-                    ai = c_i;
-                    aj = c_i - diff;
-                }
-            } else if aj > c_j {
-                aj = c_j;
-                ai = c_j + diff;
-            }
-        } else {
-            let quad = self.qd[i] + self.qd[j] - 2.0 * q_ij;
-            let delta = (self.g[i] - self.g[j]) / if quad > 0.0 { quad } else { TAU };
-            let sum = ai + aj;
-            ai -= delta;
-            aj += delta;
-            if sum > c_i {
-                if ai > c_i {
-                    ai = c_i;
-                    aj = sum - c_i;
-                }
-            } else if aj < 0.0 {
-                aj = 0.0;
-                ai = sum;
-            }
-            if sum > c_j {
-                if aj > c_j {
-                    aj = c_j;
-                    ai = sum - c_j;
-                }
-            } else if ai < 0.0 {
-                ai = 0.0;
-                aj = sum;
-            }
-        }
+        let (ai, aj) = pair_step(
+            (self.y[i], self.y[j]),
+            (old_i, old_j),
+            (c_i, c_j),
+            (self.g[i], self.g[j]),
+            self.qd[i] + self.qd[j],
+            q_ij,
+        );
         self.alpha[i] = ai;
         self.alpha[j] = aj;
         let (di, dj) = (ai - old_i, aj - old_j);
@@ -429,6 +406,70 @@ impl<'p> Solver<'p> {
             }
         }
     }
+}
+
+/// LIBSVM's analytic step on a pair (i, j): the new (a_i, a_j) from their signs, values,
+/// bounds and gradients, K_ii + K_jj (`qd`) and Q_ij, clipped to the box along the
+/// constraint's line.
+fn pair_step(
+    (y_i, y_j): (f64, f64),
+    (old_i, old_j): (f64, f64),
+    (c_i, c_j): (f64, f64),
+    (g_i, g_j): (f64, f64),
+    qd: f64,
+    q_ij: f64,
+) -> (f64, f64) {
+    let (mut ai, mut aj) = (old_i, old_j);
+    if y_i != y_j {
+        let quad = qd + 2.0 * q_ij;
+        let delta = (-g_i - g_j) / if quad > 0.0 { quad } else { TAU };
+        let diff = ai - aj;
+        ai += delta;
+        aj += delta;
+        if diff > 0.0 {
+            if aj < 0.0 {
+                aj = 0.0;
+                ai = diff;
+            }
+        } else if ai < 0.0 {
+            ai = 0.0;
+            aj = -diff;
+        }
+        if diff > c_i - c_j {
+            if ai > c_i {
+                ai = c_i;
+                aj = c_i - diff;
+            }
+        } else if aj > c_j {
+            aj = c_j;
+            ai = c_j + diff;
+        }
+    } else {
+        let quad = qd - 2.0 * q_ij;
+        let delta = (g_i - g_j) / if quad > 0.0 { quad } else { TAU };
+        let sum = ai + aj;
+        ai -= delta;
+        aj += delta;
+        if sum > c_i {
+            if ai > c_i {
+                ai = c_i;
+                aj = sum - c_i;
+            }
+        } else if aj < 0.0 {
+            aj = 0.0;
+            ai = sum;
+        }
+        if sum > c_j {
+            if aj > c_j {
+                aj = c_j;
+                ai = sum - c_j;
+            }
+        } else if ai < 0.0 {
+            ai = 0.0;
+            aj = sum;
+        }
+    }
+    (ai, aj)
 }
 
 /// I_up: the points whose a can move in the direction that raises y_t a_t.

@@ -96,60 +96,69 @@ impl Solver<'_> {
         self.second_order(i, gmax, q_i, only)
     }
 
-    /// The bias: the mean of y_i g_i over free variables, or the middle of its feasible
-    /// interval when none is free.
+    /// The bias over the active variables ([`rho`]).
     pub(super) fn rho(&self) -> f64 {
-        let (mut ub, mut lb) = (f64::INFINITY, f64::NEG_INFINITY);
-        let (mut free, mut sum_free) = (0usize, 0.0);
-        for i in 0..self.active {
-            let yg = self.y[i] * self.g[i];
-            match self.bound[i] {
-                Bound::Upper => {
-                    if self.y[i] < 0.0 {
-                        ub = ub.min(yg)
-                    } else {
-                        lb = lb.max(yg)
-                    }
-                }
-                Bound::Lower => {
-                    if self.y[i] > 0.0 {
-                        ub = ub.min(yg)
-                    } else {
-                        lb = lb.max(yg)
-                    }
-                }
-                Bound::Free => {
-                    free += 1;
-                    sum_free += yg;
-                }
-            }
-        }
-        if free > 0 {
-            sum_free / free as f64
-        } else {
-            (ub + lb) / 2.0
-        }
+        rho(&self.y[..self.active], &self.g[..self.active], &self.bound[..self.active])
     }
 
-    /// `Solver_NU`'s (rho, r) = ((r1 - r2) / 2, (r1 + r2) / 2), r1 and r2 the gradient's
-    /// level over the free variables of each sign (or the middle of its interval).
+    /// `Solver_NU`'s (rho, r) over the active variables ([`rho_nu`]).
     pub(super) fn rho_nu(&self) -> (f64, f64) {
-        let mut side = [(0usize, 0.0, f64::INFINITY, f64::NEG_INFINITY); 2]; // (free, sum, ub, lb)
-        for i in 0..self.active {
-            let s = &mut side[usize::from(self.y[i] < 0.0)];
-            let g = self.g[i];
-            match self.bound[i] {
-                Bound::Upper => s.3 = s.3.max(g),
-                Bound::Lower => s.2 = s.2.min(g),
-                Bound::Free => {
-                    s.0 += 1;
-                    s.1 += g;
+        rho_nu(&self.y[..self.active], &self.g[..self.active], &self.bound[..self.active])
+    }
+}
+
+/// The bias: the mean of y_i g_i over free variables, or the middle of its feasible
+/// interval when none is free.
+pub(super) fn rho(y: &[f64], g: &[f64], bound: &[Bound]) -> f64 {
+    let (mut ub, mut lb) = (f64::INFINITY, f64::NEG_INFINITY);
+    let (mut free, mut sum_free) = (0usize, 0.0);
+    for ((&y, &g), &b) in y.iter().zip(g).zip(bound) {
+        let yg = y * g;
+        match b {
+            Bound::Upper => {
+                if y < 0.0 {
+                    ub = ub.min(yg)
+                } else {
+                    lb = lb.max(yg)
                 }
             }
+            Bound::Lower => {
+                if y > 0.0 {
+                    ub = ub.min(yg)
+                } else {
+                    lb = lb.max(yg)
+                }
+            }
+            Bound::Free => {
+                free += 1;
+                sum_free += yg;
+            }
         }
-        let level =
-            |(free, sum, ub, lb): (usize, f64, f64, f64)| if free > 0 { sum / free as f64 } else { (ub + lb) / 2.0 };
-        let (r1, r2) = (level(side[0]), level(side[1]));
-        ((r1 - r2) / 2.0, (r1 + r2) / 2.0)
     }
+    if free > 0 {
+        sum_free / free as f64
+    } else {
+        (ub + lb) / 2.0
+    }
+}
+
+/// `Solver_NU`'s (rho, r) = ((r1 - r2) / 2, (r1 + r2) / 2), r1 and r2 the gradient's
+/// level over the free variables of each sign (or the middle of its interval).
+pub(super) fn rho_nu(y: &[f64], g: &[f64], bound: &[Bound]) -> (f64, f64) {
+    let mut side = [(0usize, 0.0, f64::INFINITY, f64::NEG_INFINITY); 2]; // (free, sum, ub, lb)
+    for ((&y, &g), &b) in y.iter().zip(g).zip(bound) {
+        let s = &mut side[usize::from(y < 0.0)];
+        match b {
+            Bound::Upper => s.3 = s.3.max(g),
+            Bound::Lower => s.2 = s.2.min(g),
+            Bound::Free => {
+                s.0 += 1;
+                s.1 += g;
+            }
+        }
+    }
+    let level =
+        |(free, sum, ub, lb): (usize, f64, f64, f64)| if free > 0 { sum / free as f64 } else { (ub + lb) / 2.0 };
+    let (r1, r2) = (level(side[0]), level(side[1]));
+    ((r1 - r2) / 2.0, (r1 + r2) / 2.0)
 }

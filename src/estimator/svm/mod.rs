@@ -74,10 +74,10 @@ impl SolverParams {
         SmoOptions { tol: self.tol, max_iter: self.max_iter, cache_bytes: self.cache_bytes(), shrinking: true, par }
     }
 
-    /// Peak bytes of a fit over n rows (2n variables for SVR): the column cache (at least
-    /// two columns) and O(n) arrays.
+    /// Peak bytes of a fit over n rows (2n variables for SVR): the kernel cache (at least
+    /// the solver's floor) and O(n) arrays.
     pub fn fit_memory_estimate(&self, n: usize, d: usize) -> usize {
-        self.cache_bytes().max(8 * n) + n * (3 * d * 8 + 192)
+        self.cache_bytes().max(smo::cache_floor_bytes(n)) + n * (3 * d * 8 + 192)
     }
 
     /// Solves `problem` over data rows `rows` (one or two variables per row).
