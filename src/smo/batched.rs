@@ -24,7 +24,10 @@
 //! pairs of 20,000 points (four classes at 40,000) 7.8 s against 6.5 s. Without shrinking
 //! every round computes rows over all points and updates every gradient, where LIBSVM's
 //! path shrinks most of a noisy problem's bounded variables away; so one-variable
-//! problems keep LIBSVM's path until this one shrinks too.
+//! problems keep LIBSVM's path. LIBSVM's shrinking was tried here (rows over the active
+//! points only, G_bar kept from whole rows of the variables that reached or left C): at
+//! 50,000 noisy points the active set averaged 63% of the points, and G_bar's whole rows
+//! (30,616 of them) cost more than the shrinking saved, 9.6 s against 5.4 s.
 
 use super::select::{rho, rho_nu};
 use super::{in_low, in_up, pair_step, Bound, Cancelled, Problem, SmoOptions, SmoSolution, TAU};

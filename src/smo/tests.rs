@@ -172,6 +172,7 @@ fn batched_working_set_reaches_libsvm_optimum_for_every_formulation() {
         Problem { y: vec![1.0; n], p: vec![0.0; n], c: vec![1.0; n], start: start.collect(), nu: false }
     };
     let kernel = Kernel::from_json(&json!({"type": "rbf", "gamma": 2.0})).unwrap();
+    let gram = kernel.gram(&x, Parallelism::Sequential);
     for (name, problem) in [
         ("c_svc", Problem::c_svc(labels.clone(), vec![C; n])),
         ("nu_svc", nu_svc),
@@ -184,6 +185,20 @@ fn batched_working_set_reaches_libsvm_optimum_for_every_formulation() {
             // A cache of 48 rows: working sets of 48 variables, many rounds.
             let opts = SmoOptions { par, ..options(48 * 4 * n, true) };
             let sol = batched::solve(ColumnKernel::new(&kernel, &x), &problem, &opts, &|| false).unwrap();
+            // The objective from the solution itself: 1/2 a'Qa + p'a with the full Gram.
+            let l = problem.y.len();
+            let mut direct = 0.0;
+            for t in 0..l {
+                let qa: f64 = (0..l)
+                    .map(|s| problem.y[t] * problem.y[s] * (gram[(t % n, s % n)] as f32) as f64 * sol.alpha[s])
+                    .sum();
+                direct += sol.alpha[t] * (0.5 * qa + problem.p[t]);
+            }
+            assert!(
+                (direct - sol.objective).abs() <= 1e-6 * direct.abs().max(1.0),
+                "{name}: the reported objective {} against a'Qa/2 + p'a = {direct}",
+                sol.objective
+            );
             eprintln!("{name} {par:?}: batched {} iterations, libsvm {}", sol.iterations, reference.iterations);
             assert!(sol.converged, "{name}");
             assert!(
