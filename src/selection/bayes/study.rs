@@ -16,12 +16,13 @@ use nalgebra::DMatrix;
 use serde_json::{Map, Value};
 use std::collections::HashSet;
 
-/// Complete trials between hyperparameter refits, the last refit having held `held`:
+/// Complete trials between hyperparameter refits, the last refit having seen `held`:
 /// one while there are few (stale length scales cost a 50-evaluation study its fine
 /// convergence, and a refit of 40 trials takes about a millisecond), then a twentieth
-/// of them, so that a refit's O(t^3) stays a small share of the suggestions between.
+/// of them, so that a refit's O(t^3) stays a small share of the suggestions between;
+/// at most [`MAX_GROWN`], as refits hold at most [`MAX_MODELLED`] trials.
 pub fn refit_interval(held: usize) -> usize {
-    (held / 20).max(1)
+    (held / 20).clamp(1, MAX_GROWN)
 }
 /// Dimensions a study's space may have.
 pub const MAX_DIMENSIONS: usize = 32;
@@ -146,16 +147,34 @@ pub enum State {
 }
 
 /// The surrogate a replica keeps for a study between suggestions.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Model {
     fitted: Option<Kept>,
+    /// Complete trials a refit models at most ([`MAX_MODELLED`]).
+    cap: usize,
 }
+
+impl Default for Model {
+    fn default() -> Model {
+        Model { fitted: None, cap: MAX_MODELLED }
+    }
+}
+
+/// Complete trials a refit models at most: the best half and the most recent half.
+/// The GP's O(t^3) refit and O(t^2) prediction stay bounded (a refit of 1,000 trials
+/// takes seconds; of a study's 100,000 allowed, hours), and the trials that shape EI
+/// near the best and around the newest evaluations are the ones kept.
+pub const MAX_MODELLED: usize = 1000;
+/// Trials grown onto a refit's GP at most before the next refit.
+const MAX_GROWN: usize = 100;
 
 #[derive(Debug, Clone)]
 struct Kept {
     gp: Surrogate,
-    /// Keys of the trials the GP holds, and how many it held at its last refit.
+    /// Keys of the trials the GP holds, of every trial it has considered (held or left
+    /// out at the refit), and how many complete trials there were at its last refit.
     held: HashSet<String>,
+    seen: HashSet<String>,
     at_refit: usize,
     mean: f64,
     std: f64,
@@ -163,10 +182,15 @@ struct Kept {
 }
 
 impl Model {
+    /// A model whose refits hold at most `cap` trials (tests use small ones).
+    pub fn with_cap(cap: usize) -> Model {
+        Model { fitted: None, cap: cap.max(2) }
+    }
+
     /// The GP of a study's complete trials: refitted (hyperparameters and
-    /// standardisation) when there is none or [`refit_interval`] trials came since, else
-    /// grown by the new ones. `points` are the complete trials' unit-cube points with
-    /// their values.
+    /// standardisation, on at most the model's cap of them) when there is none or
+    /// [`refit_interval`] trials came since, else grown by the new ones. `points` are the
+    /// complete trials' unit-cube points with their values, in trial order.
     pub fn update(&mut self, points: &[(String, Vec<f64>, f64)], seed: u64) -> Option<Fitted> {
         if points.is_empty() {
             return None;
@@ -178,19 +202,20 @@ impl Model {
         // A refit starts afresh (the priors' mode and seeded draws), so that it equals a
         // fresh fit on the same trials whatever came before.
         if stale {
-            self.fitted = refit(points, seed);
+            self.fitted = refit(points, seed, self.cap);
         } else if let Some(k) = self.fitted.as_mut() {
-            let new: Vec<&(String, Vec<f64>, f64)> = points.iter().filter(|p| !k.held.contains(&p.0)).collect();
+            let new: Vec<&(String, Vec<f64>, f64)> = points.iter().filter(|p| !k.seen.contains(&p.0)).collect();
             for (name, u, v) in new {
                 let y = (v - k.mean) / k.std;
                 match k.gp.extended(u, y) {
                     Some(gp) => {
                         k.gp = gp;
                         k.held.insert(name.clone());
+                        k.seen.insert(name.clone());
                         k.best = k.best.max(y);
                     }
                     None => {
-                        self.fitted = refit(points, seed);
+                        self.fitted = refit(points, seed, self.cap);
                         break;
                     }
                 }
@@ -205,15 +230,50 @@ impl Model {
     }
 }
 
-fn refit(points: &[(String, Vec<f64>, f64)], seed: u64) -> Option<Kept> {
-    let values: Vec<f64> = points.iter().map(|p| p.2).collect();
+/// The trials a refit models (indices into `points`, in order): all of them up to
+/// `cap`, else the best cap/2 and the most recent of the rest.
+fn modelled(points: &[(String, Vec<f64>, f64)], cap: usize) -> Vec<usize> {
+    let t = points.len();
+    if t <= cap {
+        return (0..t).collect();
+    }
+    let mut by_value: Vec<usize> = (0..t).collect();
+    by_value.sort_by(|&a, &b| points[b].2.total_cmp(&points[a].2).then(a.cmp(&b)));
+    let mut keep = vec![false; t];
+    for &i in by_value.iter().take(cap / 2) {
+        keep[i] = true;
+    }
+    let mut recent = cap - cap / 2;
+    for i in (0..t).rev() {
+        if recent == 0 {
+            break;
+        }
+        if !keep[i] {
+            keep[i] = true;
+            recent -= 1;
+        }
+    }
+    (0..t).filter(|&i| keep[i]).collect()
+}
+
+fn refit(points: &[(String, Vec<f64>, f64)], seed: u64, cap: usize) -> Option<Kept> {
+    let chosen = modelled(points, cap);
+    let values: Vec<f64> = chosen.iter().map(|&i| points[i].2).collect();
     let (mean, std) = crate::estimator::targets::outputs::normalisation(&values);
     let y: Vec<f64> = values.iter().map(|v| (v - mean) / std).collect();
     let width = points[0].1.len();
-    let x = DMatrix::from_fn(width, points.len(), |i, j| points[j].1[i]);
+    let x = DMatrix::from_fn(width, chosen.len(), |i, j| points[chosen[j]].1[i]);
     let gp = Surrogate::fit(x, y.clone(), None, seed ^ points.len() as u64)?;
     let best = y.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    Some(Kept { gp, held: points.iter().map(|p| p.0.clone()).collect(), at_refit: points.len(), mean, std, best })
+    Some(Kept {
+        gp,
+        held: chosen.iter().map(|&i| points[i].0.clone()).collect(),
+        seen: points.iter().map(|p| p.0.clone()).collect(),
+        at_refit: points.len(),
+        mean,
+        std,
+        best,
+    })
 }
 
 /// The next trial's values: a seeded draw while fewer than `initial` trials were
@@ -341,6 +401,42 @@ mod tests {
             }
         }
         assert!(grown_steps >= 2, "{grown_steps}");
+    }
+
+    /// Past its cap a refit models the best half and the most recent half of the
+    /// trials, grows by the ones that come after, and equals a fresh fit with the same
+    /// cap on the same trials.
+    #[test]
+    fn a_capped_model_keeps_the_best_and_the_recent_trials() {
+        let s = space();
+        let points: Vec<(String, Vec<f64>, f64)> = (0..60)
+            .map(|i| {
+                let values = s.draw(5, i);
+                (key(&values), s.space.encode(&values).unwrap(), -branin(&values))
+            })
+            .collect();
+        let cap = 20;
+        let mut model = Model::with_cap(cap);
+        let (mut last_refit, mut fresh) = (1, Model::with_cap(cap).update(&points[..1], 3).unwrap());
+        for n in 1..=points.len() {
+            let g = model.update(&points[..n], 3).unwrap();
+            if n >= last_refit + refit_interval(last_refit) {
+                last_refit = n;
+                fresh = Model::with_cap(cap).update(&points[..n], 3).unwrap();
+            }
+            assert_eq!(g.gp.len(), last_refit.min(cap) + (n - last_refit), "{n} trials");
+            assert_eq!(g.gp.hyper, fresh.gp.hyper, "{n} trials");
+        }
+        // The modelled trials: the 10 best and the 10 most recent of the others.
+        let chosen = modelled(&points, cap);
+        assert_eq!(chosen.len(), cap);
+        let mut by_value: Vec<usize> = (0..points.len()).collect();
+        by_value.sort_by(|&a, &b| points[b].2.total_cmp(&points[a].2));
+        assert!(by_value[..cap / 2].iter().all(|i| chosen.contains(i)));
+        let rest: Vec<usize> =
+            (0..points.len()).rev().filter(|i| !by_value[..cap / 2].contains(i)).take(cap / 2).collect();
+        assert!(rest.iter().all(|i| chosen.contains(i)));
+        assert_eq!(refit_interval(100_000), MAX_GROWN);
     }
 
     #[test]
