@@ -86,13 +86,18 @@ impl Progress {
     }
 }
 
-/// What a fit may use: how parallel it may be, how it learns it is no longer wanted, and
-/// where it reports how far it has got.
+/// What a fit may use: how parallel it may be, how it learns it is no longer wanted,
+/// where it reports how far it has got, and how much memory it may hold.
 #[derive(Debug, Clone)]
 pub struct FitContext {
     pub par: Parallelism,
     pub cancel: CancelToken,
     pub progress: Progress,
+    /// Bytes of working memory the fit may use (MERCER_MAX_FIT_BYTES; the service has
+    /// already refused fits whose estimate exceeds it). A fit that can trade memory for
+    /// time (the Nystrom classifiers holding every row's features) takes more than its
+    /// minimum when this allows; None: the built-in budgets.
+    pub memory: Option<u64>,
 }
 
 impl FitContext {
@@ -101,7 +106,7 @@ impl FitContext {
     }
 
     pub fn new(par: Parallelism) -> FitContext {
-        FitContext { par, cancel: CancelToken::default(), progress: Progress::default() }
+        FitContext { par, cancel: CancelToken::default(), progress: Progress::default(), memory: None }
     }
 }
 

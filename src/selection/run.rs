@@ -367,7 +367,9 @@ impl Search<'_> {
         trains: &[Vec<usize>],
         par: Parallelism,
     ) -> Result<Vec<Done>, SearchError> {
-        let ctx = FitContext { par, cancel: self.ctx.cancel.clone(), progress: Progress::default() };
+        // Candidates may run side by side: each keeps to the built-in budgets, which the
+        // search's memory estimate assumes (the final refit may take more).
+        let ctx = FitContext { par, cancel: self.ctx.cancel.clone(), progress: Progress::default(), memory: None };
         ctx.cancel.check().map_err(|_| SearchError::Cancelled)?;
         let started = Instant::now();
         let spec = |c: usize| self.plan.candidates[c].spec.as_ref().expect("units are made for valid specs");

@@ -262,6 +262,7 @@ impl Service {
             par: Parallelism::for_problem(data.x().n(), busy),
             cancel: entry.cancel.clone(),
             progress: entry.progress.clone(),
+            memory: Some(self.config.effective_max_fit_bytes()),
         };
         ctx.progress.phase("fit");
         let started = Instant::now();

@@ -23,7 +23,7 @@
 //! |w|^2 = a'Ka for w = L'a: the exact model's objective, and its optimum.
 
 use crate::estimator::dual;
-use crate::estimator::nystrom::classifiers::{FeatureMap, FEATURE_BUDGET};
+use crate::estimator::nystrom::classifiers::{feature_budget, FeatureMap};
 use crate::estimator::nystrom::{over_row_blocks, rank_update, whitened_block};
 use crate::estimator::targets::labels::ClassificationSet;
 use crate::estimator::{log1p_exp, sigmoid, FitContext, FitError, KernelLogistic, KernelLogisticModel};
@@ -39,7 +39,9 @@ const GRADIENT_TOL: f64 = 1e-9;
 const START_TOL: f64 = 1e-4;
 
 pub fn fit(spec: &KernelLogistic, data: &ClassificationSet, ctx: &FitContext) -> Result<KernelLogisticModel, FitError> {
-    fit_with_budget(spec, data, FEATURE_BUDGET, ctx)
+    let n = data.x.n();
+    let budget = feature_budget(n, data.x.d(), spec.approx.m(n), ctx);
+    fit_with_budget(spec, data, budget, ctx)
 }
 
 /// The fit holding every row's features when they fit `budget` bytes; otherwise a first
@@ -69,7 +71,7 @@ pub fn fit_with_budget(
     let mut w = DMatrix::zeros(map.width(), machines);
     let (mut iterations, mut converged) = (0, true);
     // The passes' block counts stay out of the progress, which counts Newton steps.
-    let quiet = FitContext { par: ctx.par, cancel: ctx.cancel.clone(), progress: Default::default() };
+    let quiet = FitContext { progress: Default::default(), ..ctx.clone() };
     ctx.progress.phase("solve");
     for c in 0..machines {
         let y = dual::machine_labels(&data.y, k, c);

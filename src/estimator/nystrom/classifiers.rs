@@ -184,10 +184,31 @@ impl FeatureMap {
 }
 
 /// Peak bytes of a Nystrom classifier's fit over n rows of d features with M inducing
-/// points: the streamed kernel pass's, plus the features held and the solvers' M x M.
+/// points, holding at most [`FEATURE_BUDGET`] of features: the streamed kernel pass's,
+/// plus the features held and the solvers' M x M (the least the fit can run in).
 pub fn fit_memory_estimate(n: usize, d: usize, m: usize) -> usize {
     let features = ((m + 1) * 8 * n).min(FEATURE_BUDGET);
-    nystrom::fit_memory_estimate(n, d, m, None) + features + 4 * (m + 1) * (m + 1) * 8 + n * 4 * 8
+    besides_features(n, d, m) + features
+}
+
+fn besides_features(n: usize, d: usize, m: usize) -> usize {
+    nystrom::fit_memory_estimate(n, d, m, None) + 4 * (m + 1) * (m + 1) * 8 + n * 4 * 8
+}
+
+/// Bytes of features a fit over n rows holds at once: every row's when that keeps the
+/// fit within the context's memory (MERCER_MAX_FIT_BYTES), else [`FEATURE_BUDGET`] (then
+/// the solvers stream blocks of rows). With the features whole the dual coordinate
+/// descent and Newton's method run as on a small problem; streamed, rows still in play
+/// are recomputed pass after pass, which on noisy labels (many rows inside the margin)
+/// is most of them.
+pub fn feature_budget(n: usize, d: usize, m: usize, ctx: &FitContext) -> usize {
+    let whole = (m + 1).saturating_mul(8).saturating_mul(n);
+    match ctx.memory {
+        Some(limit) if (besides_features(n, d, m) as u64).saturating_add(whole as u64) <= limit => {
+            whole.max(FEATURE_BUDGET)
+        }
+        _ => FEATURE_BUDGET,
+    }
 }
 
 #[cfg(test)]
@@ -195,6 +216,23 @@ mod tests {
     use super::*;
     use crate::estimator::nystrom::approx::{Mode, Selection};
     use serde_json::json;
+
+    /// Every row's features when the context's memory holds them with the rest of the
+    /// fit, else the built-in budget (as without a limit).
+    #[test]
+    fn features_are_held_whole_when_the_memory_allows() {
+        let (n, d, m) = (1_000_000, 10, 1024);
+        let whole = (m + 1) * 8 * n;
+        let with = |memory: Option<u64>| FitContext { memory, ..FitContext::sequential() };
+        assert_eq!(feature_budget(n, d, m, &with(None)), FEATURE_BUDGET);
+        assert_eq!(feature_budget(n, d, m, &with(Some(u64::MAX))), whole);
+        let need = (besides_features(n, d, m) + whole) as u64;
+        assert_eq!(feature_budget(n, d, m, &with(Some(need))), whole);
+        assert_eq!(feature_budget(n, d, m, &with(Some(need - 1))), FEATURE_BUDGET);
+        // Small fits keep the budget (whole features are under it anyway).
+        assert_eq!(feature_budget(1000, d, 64, &with(Some(u64::MAX))), FEATURE_BUDGET);
+        assert!(fit_memory_estimate(n, d, m) as u64 <= need);
+    }
 
     /// The features computed in blocks equal the whitened kernel columns, and scores
     /// from the dual form equal w'phi.

@@ -16,7 +16,7 @@
 //! loop on each (block minimisation, Yu et al. 2010).
 
 use crate::estimator::dual::{self, DualClassifier, DualSpec};
-use crate::estimator::nystrom::classifiers::{FeatureMap, FEATURE_BUDGET};
+use crate::estimator::nystrom::classifiers::{feature_budget, FeatureMap};
 use crate::estimator::targets::labels::ClassificationSet;
 use crate::estimator::{Decision, FitContext, FitError, ModelKind, PredictOptions, Prediction, Svm};
 use crate::kernel::{Kernel, Points};
@@ -55,7 +55,9 @@ impl DualSpec for Svm {
 }
 
 pub fn fit(spec: &Svm, data: &ClassificationSet, ctx: &FitContext) -> Result<NystromSvmModel, FitError> {
-    fit_with_budget(spec, data, FEATURE_BUDGET, ctx)
+    let n = data.x.n();
+    let budget = feature_budget(n, data.x.d(), spec.approx.m(n), ctx);
+    fit_with_budget(spec, data, budget, ctx)
 }
 
 /// The fit holding at most `budget` bytes of features at once.
