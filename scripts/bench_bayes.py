@@ -22,7 +22,8 @@ Benchmarks (--only, repeatable; default all three):
            5-fold accuracy: grid.py's grid (C = 2^-5..2^15 step 4x, gamma = 2^3..2^-15 step
            1/4: 110 candidates, 550 fold fits) against `bayes` with 27 candidates (<= 1/4 of
            the fold fits) on the same log ranges, seeds 0..4: each best mean score against
-           the grid's.
+           the grid's; and scikit-learn's GridSearchCV over the same grid (one core), its
+           wall time against mercer's grid and bayes searches.
 
 Every mercer measurement gets a freshly started server (scripts/bench_server.py). The
 Python is $MERCER_BENCH_PYTHON, else this python3 if it has numpy and scikit-learn.
@@ -205,6 +206,21 @@ def bench_svc(args, work):
             s = m["training"]["search"]
             out["bayes"].append({"seed": seed, "best": s["best_score"], "fits": s["n_fits"], "wall_s": wall})
             say(f"bayes seed {seed}: best {s['best_score']:.4f} in {s['n_fits']} fold fits, {wall:.1f} s")
+    # scikit-learn's GridSearchCV over the same grid (one core, as its default n_jobs;
+    # its stratified folds are not mercer's, so the best scores may differ slightly),
+    # timed while no server runs.
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.svm import SVC
+    t = time.perf_counter()
+    gs = GridSearchCV(SVC(kernel="rbf", cache_size=200),
+                      {"C": 2.0 ** np.arange(-5, 16, 2), "gamma": 2.0 ** np.arange(3, -16, -2)}, cv=5,
+                      scoring="accuracy").fit(x, y)
+    out["gridsearchcv"] = {"best": float(gs.best_score_), "fits": 5 * len(gs.cv_results_["params"]),
+                           "wall_s": time.perf_counter() - t}
+    say(f"GridSearchCV: best {gs.best_score_:.4f} in {out['gridsearchcv']['fits']} fold fits, "
+        f"{out['gridsearchcv']['wall_s']:.2f} s; mercer's grid {out['gridsearchcv']['wall_s'] / out['grid']['wall_s']:.1f}x "
+        f"faster, bayes (median of seeds) "
+        f"{out['gridsearchcv']['wall_s'] / sorted(b['wall_s'] for b in out['bayes'])[len(out['bayes']) // 2]:.1f}x")
     return out
 
 
