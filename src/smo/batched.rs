@@ -123,7 +123,7 @@ pub(super) fn solve(
     let fresh_count = (q / NEW_SHARE).max(1);
     let (mut iter, mut converged) = (0u64, true);
     loop {
-        let violation = s.violation(0..l, None);
+        let violation = s.violation();
         if violation < opts.tol {
             break;
         }
@@ -200,25 +200,20 @@ fn groups(nu: bool) -> &'static [f64] {
 }
 
 impl State {
-    /// LIBSVM's stopping quantity over `vars` (indices into `ws` when given, else
-    /// variables): the largest over the sign groups of max_{up} -y g - min_{low} -y g.
-    fn violation(&self, vars: std::ops::Range<usize>, ws: Option<(&[usize], &[f64])>) -> f64 {
+    /// LIBSVM's stopping quantity over every variable: the largest over the sign groups
+    /// of max_{up} -y g - min_{low} -y g.
+    fn violation(&self) -> f64 {
         let mut worst = f64::NEG_INFINITY;
         for &sign in groups(self.nu) {
             let (mut up, mut low) = (f64::NEG_INFINITY, f64::INFINITY);
-            for k in vars.clone() {
-                let (t, g) = match ws {
-                    Some((members, g)) => (members[k], g[k]),
-                    None => (k, self.g[k]),
-                };
-                let y = self.y[t];
+            for ((&y, &g), &b) in self.y.iter().zip(&self.g).zip(&self.bound) {
                 if sign != 0.0 && y != sign {
                     continue;
                 }
-                if in_up(y, self.bound[t]) {
+                if in_up(y, b) {
                     up = up.max(-y * g);
                 }
-                if in_low(y, self.bound[t]) {
+                if in_low(y, b) {
                     low = low.min(-y * g);
                 }
             }
