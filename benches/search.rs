@@ -7,6 +7,8 @@
 //! - kernel ridge, 30 lambdas x 2 length scales, 5-fold, n = 2000 (1600 training rows per
 //!   fold) and n = 4000 (3200): with the eigen path, with one Cholesky per value from the
 //!   table, without the table; and leave-one-out in closed form.
+//! - SVC over 3 values of C, 5-fold, n = 30,000: lazy tables of part and of all of the
+//!   columns, the whole table, no table (`MERCER_BENCH_ONLY=lazy` runs these rows alone).
 //!
 //! Each row is one run (they take seconds); the machine is shared, so compare rows of
 //! one run, not runs.
@@ -54,7 +56,11 @@ fn time(plan: &Plan, data: &TrainingData, env: Environment) -> (f64, Value) {
 }
 
 fn classification(n: usize) -> TrainingData {
-    let x = points(20, n, 17);
+    classification_in(20, n)
+}
+
+fn classification_in(d: usize, n: usize) -> TrainingData {
+    let x = points(d, n, 17);
     let y: Vec<Target> = (0..n)
         .map(|i| {
             let p = x.point(i);
@@ -89,8 +95,9 @@ fn main() {
         "space": {"/params/c": {"log_grid": [0.03125, 32768.0, 11]}, "/kernel/gamma": {"log_grid": [8.0, 3.0517578125e-05, 10]}},
         "cv": 5}});
     let p = plan(ModelKind::Svm, &body, &data);
-    let (base, best) = if only == "krr" { (0.0, Value::Null) } else { time(&p, &data, all) };
-    let svc: Vec<(&str, f64)> = if only == "krr" {
+    let run = |part: &str| only.is_empty() || only == part;
+    let (base, best) = if !run("svc") { (0.0, Value::Null) } else { time(&p, &data, all) };
+    let svc: Vec<(&str, f64)> = if !run("svc") {
         vec![]
     } else {
         vec![
@@ -99,12 +106,12 @@ fn main() {
             ("one fit at a time, one core", time(&p, &data, Environment { busy: 1, ..all }).0),
         ]
     };
-    for (name, s) in svc.into_iter().filter(|_| only != "krr") {
+    for (name, s) in svc {
         rows.push((format!("SVC grid.py grid, 110 x 5 folds, n = 2000: {name}"), s, s / base));
     }
     println!("SVC best: {best}");
 
-    for n in [2000usize, 4000].into_iter().filter(|_| only != "svc") {
+    for n in [2000usize, 4000].into_iter().filter(|_| run("krr")) {
         let data = regression(n);
         let body = json!({"kernel": {"type": "rbf", "gamma": 1.0}, "params": {"lambda": 1.0, "approximation": "exact"}, "search": {
             "space": {"/params/lambda": {"log_grid": [1e-4, 10.0, 30]}, "/kernel/gamma": {"log_grid": [0.01, 0.1, 2]}},
@@ -123,6 +130,31 @@ fn main() {
         let factored = time(&p, &data, Environment { eigen: false, ..all }).0;
         for (name, s) in [("closed-form LOO, eigen path", swept), ("closed-form LOO, a factor per value", factored)] {
             rows.push((format!("KRR 30 lambdas x 2 gammas, n = {n}: {name}"), s, s / eigen));
+        }
+    }
+
+    // Past the whole table: an SVC search over C at n = 30,000 (24,000 rows per fold),
+    // with a lazy table of 18,000 columns (f32, 2.2 GB), a lazy table of all of them
+    // (3.6 GB), the whole table (f64, 7.2 GB), none. MERCER_BENCH_D sets the dimension
+    // (20); MERCER_BENCH_TABLES picks rows (lazy,all,whole,none).
+    if run("lazy") {
+        let n = 30_000;
+        let d: usize = std::env::var("MERCER_BENCH_D").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
+        let pick = std::env::var("MERCER_BENCH_TABLES").unwrap_or_else(|_| "lazy,all,whole,none".into());
+        let data = classification_in(d, n);
+        let body = json!({"kernel": {"type": "rbf", "gamma": 1.0 / d as f64}, "params": {"c": 1.0, "cache_mb": 200, "approximation": "exact"},
+            "search": {"space": {"/params/c": [0.1, 1.0, 10.0]}, "cv": 5}});
+        let p = plan(ModelKind::Svm, &body, &data);
+        let configs = [
+            ("lazy", "lazy table, 18,000 columns (2.2 GB)", 18_000 * 4 * n as u64),
+            ("all", "lazy table, every column (3.6 GB)", 4 * (n * n) as u64),
+            ("whole", "whole table (7.2 GB)", GramTable::bytes(n)),
+            ("none", "no table", 0),
+        ];
+        for (key, name, budget) in configs.into_iter().filter(|c| pick.split(',').any(|p| p == c.0)) {
+            let s = time(&p, &data, Environment::new(0, budget)).0;
+            eprintln!("SVC 3 values of C x 5 folds, n = {n}, d = {d}: {name}: {s:.2} s");
+            rows.push((format!("SVC 3 values of C x 5 folds, n = {n}, d = {d}: {key}: {name}"), s, 1.0));
         }
     }
 

@@ -4,7 +4,7 @@ GridSearchCV on the same rows, grids and folds; and mercer's peak memory during 
 against one plain fit.
 
     python3 scripts/bench_search.py --mercer target/release/mercer [--only svc|krr|memory ...]
-        [--repeat 1] [--small] [--json OUT.json]
+        [--repeat 1] [--small] [--krr-n N] [--json OUT.json]
 
 Benchmarks (--only, repeatable; default all three):
   svc     grid.py's default grid, C = 2^-5, 2^-3 .. 2^15 (11) x rbf gamma = 2^3, 2^1 .. 2^-15
@@ -252,6 +252,7 @@ def main():
     ap.add_argument("--only", action="append", choices=("svc", "krr", "memory"),
                     help="run only this benchmark (repeatable); default all")
     ap.add_argument("--repeat", type=int, default=1, help="runs per measurement; medians reported (default 1)")
+    ap.add_argument("--krr-n", type=int, help="rows of the krr benchmark (default 4000)")
     ap.add_argument("--small", action="store_true", help="n = 300 / 400 and smaller grids: a quick check")
     ap.add_argument("--json", metavar="OUT.json")
     a = ap.parse_args()
@@ -262,6 +263,8 @@ def main():
     only = set(a.only or ("svc", "krr", "memory"))
     work = begin("mercer-bench-search.")  # SIGTERM exits through the finally blocks, which stop servers
     G = grids(a.small)
+    if a.krr_n:
+        G["krr"]["n"] = a.krr_n
     b = Bench(a, work)
     R = {"small": a.small, "repeat": a.repeat, "grids": G, "python": sys.executable,
          "sklearn": __import__("sklearn").__version__, "numpy": np.__version__, "mercer": b.binary}

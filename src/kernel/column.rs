@@ -47,10 +47,12 @@ enum Node {
         order: Vec<usize>,
     },
     /// Read from a table of the kernel over a superset; `order[p]` is the table row at
-    /// position p.
+    /// position p. `own` computes the columns a lazy table will not hold, over these
+    /// positions only.
     Table {
         table: std::sync::Arc<super::GramTable>,
         order: Vec<usize>,
+        own: Option<Box<Node>>,
     },
     Constant(f64),
     White(f64),
@@ -67,7 +69,22 @@ impl ColumnKernel {
     /// The kernel over rows `rows` of a precomputed table (a search's shared Gram).
     pub fn from_table(table: std::sync::Arc<super::GramTable>, rows: Vec<usize>) -> ColumnKernel {
         let n = rows.len();
-        ColumnKernel { root: Node::Table { table, order: rows }, n }
+        ColumnKernel { root: Node::Table { table, order: rows, own: None }, n }
+    }
+
+    /// The kernel over rows `rows` of a lazy table, whose columns it does not hold are
+    /// computed over `points` (the same rows, in the same order) as [`ColumnKernel::new`]
+    /// would: only the positions asked for, not the table's n.
+    pub fn from_lazy_table(
+        table: std::sync::Arc<super::GramTable>,
+        rows: Vec<usize>,
+        kernel: &Kernel,
+        points: &Points,
+    ) -> ColumnKernel {
+        assert_eq!(rows.len(), points.n(), "a point per row");
+        let own = Some(Box::new(Node::new(kernel, points)));
+        let n = rows.len();
+        ColumnKernel { root: Node::Table { table, order: rows, own }, n }
     }
 
     pub fn n(&self) -> usize {
@@ -77,13 +94,23 @@ impl ColumnKernel {
     /// out[k] = k(x_i, x_{range.start + k}); `white` counts where the position is i.
     pub fn column(&self, i: usize, range: Range<usize>, out: &mut [f64], par: Parallelism) {
         debug_assert_eq!(out.len(), range.len());
+        let mut node = &self.root;
+        if let Node::Table { table, order, own } = &self.root {
+            // The table's column once (a lazy table computes it on every core), then
+            // one gather; a column a lazy table will not hold is the fit's own.
+            match (table.column_if_held(order[i], par), own) {
+                (Some(column), _) => return column.gather(&order[range], out),
+                (None, Some(own)) => node = own,
+                (None, None) => unreachable!("a whole table holds every column"),
+            }
+        }
         if par.is_parallel() && range.len() >= 2 * CHUNK {
             out.par_chunks_mut(CHUNK).enumerate().for_each(|(c, part)| {
                 let start = range.start + c * CHUNK;
-                self.root.fill(i, start..start + part.len(), part);
+                node.fill(i, start..start + part.len(), part);
             });
         } else {
-            self.root.fill(i, range, out);
+            node.fill(i, range, out);
         }
     }
 
@@ -162,6 +189,10 @@ impl ColumnKernel {
 
     /// k(x_i, x_i).
     pub fn diag(&self, i: usize) -> f64 {
+        if let Node::Table { table, order, .. } = &self.root {
+            // Not a column's worth: a lazy table would compute all of it.
+            return table.diag(&order[i..i + 1])[0];
+        }
         let mut v = [0.0];
         self.root.fill(i, i..i + 1, &mut v);
         v[0]
@@ -178,7 +209,7 @@ impl Node {
         if let Kernel::Precomputed = kernel {
             let (rows, table) = points.indexed().expect("a precomputed kernel trains on indexed rows");
             let table = table.expect("a training set holds its kernel values").clone();
-            return Node::Table { table, order: rows.to_vec() };
+            return Node::Table { table, order: rows.to_vec(), own: None };
         }
         if let Some((base, map)) = feature_map(kernel) {
             return Node::new(&base, &map(points));
@@ -258,12 +289,11 @@ impl Node {
                     *o = kernel.pair(order[i], order[p], &mut scratch);
                 }
             }
-            Node::Table { table, order } => {
-                let column = table.column(order[i]);
-                for (o, &p) in out.iter_mut().zip(&order[range]) {
-                    *o = column[p];
-                }
-            }
+            Node::Table { table, order, own } => match (table.column_if_held(order[i], Parallelism::Sequential), own) {
+                (Some(column), _) => column.gather(&order[range], out),
+                (None, Some(own)) => own.fill(i, range, out),
+                (None, None) => unreachable!("a whole table holds every column"),
+            },
             Node::Constant(v) => out.fill(*v),
             Node::White(noise) => {
                 out.fill(0.0);
@@ -304,7 +334,13 @@ impl Node {
                     norms.swap(i, j);
                 }
             }
-            Node::Pairs { order, .. } | Node::Table { order, .. } => order.swap(i, j),
+            Node::Pairs { order, .. } => order.swap(i, j),
+            Node::Table { order, own, .. } => {
+                order.swap(i, j);
+                if let Some(own) = own {
+                    own.swap(i, j);
+                }
+            }
             Node::Constant(_) | Node::White(_) => {}
             Node::Sum(parts) | Node::Product(parts) => parts.iter_mut().for_each(|p| p.swap(i, j)),
             Node::Scale(_, inner) => inner.swap(i, j),
@@ -347,6 +383,41 @@ fn inner_products(xt: &[f64], n: usize, xi: &[f64], start: usize, out: &mut [f64
     for (q, o) in out.iter_mut().enumerate().skip(tiles * TILE) {
         let p = start + q;
         *o = xi.iter().enumerate().fold(0.0, |acc, (k, &a)| a.mul_add(xt[k * n + p], acc));
+    }
+}
+
+/// A lazy table's values: columns from a [`ColumnKernel`] over all its points, blocks
+/// from the kernel's own cross products.
+struct LazySource {
+    columns: ColumnKernel,
+    kernel: Kernel,
+    points: Points,
+}
+
+impl super::table::Source for LazySource {
+    fn n(&self) -> usize {
+        self.columns.n()
+    }
+
+    fn column(&self, i: usize, out: &mut [f64], par: Parallelism) {
+        self.columns.column(i, 0..self.columns.n(), out, par);
+    }
+
+    fn diag(&self, i: usize) -> f64 {
+        self.columns.diag(i)
+    }
+
+    fn block(&self, rows: &[usize], cols: &[usize], par: Parallelism) -> nalgebra::DMatrix<f64> {
+        self.kernel.cross(&self.points.select(rows), &self.points.select(cols), par)
+    }
+}
+
+impl super::GramTable {
+    /// `kernel`'s table over `x`, its columns computed when first asked for and at most
+    /// `budget` bytes of them held.
+    pub fn lazy(kernel: &Kernel, x: &Points, budget: u64) -> super::GramTable {
+        let source = LazySource { columns: ColumnKernel::new(kernel, x), kernel: kernel.clone(), points: x.clone() };
+        super::GramTable::from_source(Box::new(source), budget)
     }
 }
 

@@ -9,6 +9,10 @@
 //! - leave-one-out over all rows: diag(A^-1) = (Q o Q)(1 / (e + s)) and the residuals
 //!   alpha_i / [A^-1]_ii (R&W 5.4.2), with no refit.
 //!
+//! Sweeps that predict means only (no variance) keep K = Q T Q' factored instead
+//! (`Reduced`): Q'y once, (T + s I)^-1 Q'y and ln det(T + s I) in O(n) per s, Q applied
+//! to every s's solution at once; no eigenvectors are formed.
+//!
 //! Where K + s I is too ill-conditioned for the decomposition to match a Cholesky fit
 //! (or would need the contract's jitter), that s takes the direct path instead.
 
@@ -16,7 +20,7 @@ use super::evaluate::{self, FoldError, Ridge};
 use super::scoring::{Held, Needs};
 use crate::estimator::FitContext;
 use crate::kernel::GramTable;
-use crate::linalg::{mul_ab, SymmetricEigen};
+use crate::linalg::{mul_ab, SymmetricEigen, Tridiagonal};
 use nalgebra::{DMatrix, DVector};
 
 /// Above this condition number of K + s I the decomposition's answer and a Cholesky
@@ -126,6 +130,28 @@ pub fn sweep_fold(
     ctx: &FitContext,
 ) -> Result<Vec<Result<Held, FoldError>>, FoldError> {
     ctx.cancel.check()?;
+    let direct = |s: f64| {
+        let direct = Ridge { diagonal: s, ..r.clone() };
+        match evaluate::ridge(&direct, table, y, train, test, needs, ctx) {
+            Err(FoldError::Cancelled) => Err(FoldError::Cancelled),
+            other => Ok(other),
+        }
+    };
+    if !needs.variance {
+        let reduced = Reduced::new(r, table, y, train, ctx);
+        ctx.cancel.check()?;
+        let means = reduced.as_ref().map(|p| p.means(r, values, table, train, test, ctx));
+        let y_test: Vec<f64> = test.iter().map(|&i| y[i]).collect();
+        return values
+            .iter()
+            .enumerate()
+            .map(|(v, &s)| match means.as_ref().and_then(|m| m[v].as_ref()) {
+                Some(Ok(mean)) => Ok(Ok(Held::Regression { y: y_test.clone(), mean: mean.clone(), var: None })),
+                Some(Err(e)) => Ok(Err(e.clone())),
+                None => direct(s),
+            })
+            .collect();
+    }
     let path = Path::new(r, table, y, train, ctx);
     ctx.cancel.check()?;
     let held = path.as_ref().map(|p| HeldOut::new(p, table, y, train, test, ctx));
@@ -133,15 +159,67 @@ pub fn sweep_fold(
         .iter()
         .map(|&s| match (&path, &held) {
             (Some(p), Some(h)) if p.suits(s) => Ok(h.predict(r, p, s, needs)),
-            _ => {
-                let direct = Ridge { diagonal: s, ..r.clone() };
-                match evaluate::ridge(&direct, table, y, train, test, needs, ctx) {
-                    Err(FoldError::Cancelled) => Err(FoldError::Cancelled),
-                    other => Ok(other),
-                }
-            }
+            _ => direct(s),
         })
         .collect()
+}
+
+/// A fold's tridiagonal reduction K = Q T Q', for sweeps that need held-out means only.
+struct Reduced {
+    tri: Tridiagonal,
+    /// Q' y (normalised targets).
+    qty: Vec<f64>,
+    ymean: f64,
+    ystd: f64,
+}
+
+impl Reduced {
+    fn new(r: &Ridge, table: &GramTable, y: &[f64], train: &[usize], ctx: &FitContext) -> Option<Reduced> {
+        let k = table.block(train, train, ctx.par);
+        let tri = Tridiagonal::new(&k, ctx.par)?;
+        let (yt, ymean, ystd) = r.targets(&train.iter().map(|&i| y[i]).collect::<Vec<_>>());
+        let mut b = DMatrix::from_column_slice(yt.len(), 1, &yt);
+        tri.q_transpose(&mut b, ctx.par);
+        Some(Reduced { tri, qty: b.as_slice().to_vec(), ymean, ystd })
+    }
+
+    /// Each value's held-out means (or the direct fit's refusal); None where K + s I is
+    /// too ill-conditioned for this path (fit directly). The solutions of every value
+    /// are taken back from T's basis together, and predicted by one product.
+    #[allow(clippy::type_complexity)]
+    fn means(
+        &self,
+        r: &Ridge,
+        values: &[f64],
+        table: &GramTable,
+        train: &[usize],
+        test: &[usize],
+        ctx: &FitContext,
+    ) -> Vec<Option<Result<Vec<f64>, FoldError>>> {
+        let n = self.qty.len();
+        let e = &self.tri.values;
+        let half_log_2pi = 0.5 * n as f64 * (2.0 * std::f64::consts::PI).ln();
+        // Per value: its column of solutions, or why it has none.
+        let mut columns: Vec<Vec<f64>> = Vec::new();
+        let mut out: Vec<Option<Result<usize, FoldError>>> = Vec::with_capacity(values.len());
+        for &s in values {
+            let (lo, hi) = (e[0] + s, e[n - 1] + s);
+            let solved = (lo > 0.0 && hi / lo <= MAX_CONDITION).then(|| self.tri.shifted_solve(s, &self.qty)).flatten();
+            out.push(solved.map(|(z, log_det)| {
+                let fit: f64 = z.iter().zip(&self.qty).map(|(a, b)| a * b).sum();
+                r.check_likelihood(-0.5 * fit - 0.5 * log_det - half_log_2pi)?;
+                columns.push(z);
+                Ok(columns.len() - 1)
+            }));
+        }
+        let mut alpha = DMatrix::from_fn(n, columns.len(), |i, j| columns[j][i]);
+        self.tri.q(&mut alpha, ctx.par);
+        let kvt = table.block(test, train, ctx.par);
+        let means = mul_ab(&kvt, &alpha, ctx.par);
+        out.into_iter()
+            .map(|o| o.map(|r| r.map(|j| means.column(j).iter().map(|f| f * self.ystd + self.ymean).collect())))
+            .collect()
+    }
 }
 
 /// Leave-one-out over all rows for every value of a sweep, from one decomposition of K.
@@ -187,13 +265,21 @@ pub fn sweep_loo(
 /// (benches/search.rs): a symmetric eigendecomposition costs about 15 Cholesky
 /// factorisations of the same size at n = 1600 and 30-37 at n = 3200, because its
 /// tridiagonal reduction reads the trailing matrix once per column and is bound by memory
-/// bandwidth; the ratio grows with n. Leave-one-out by factor also needs diag(A^-1), a
+/// bandwidth; the ratio grows with n. The reduction alone (a fold sweep that needs no
+/// variance) costs about 8.4 at n = 1600 and 21 at n = 3200 (RATIO_REDUCED of the full
+/// decomposition's). Leave-one-out by factor also needs diag(A^-1), a
 /// second n^3/3.
-pub fn pays_off(values: usize, n: usize, loo: bool) -> bool {
-    let ratio = 14.0 + 21.0 * (n.saturating_sub(1600) as f64 / 1600.0);
+pub fn pays_off(values: usize, n: usize, loo: bool, means_only: bool) -> bool {
+    let full = 14.0 + 21.0 * (n.saturating_sub(1600) as f64 / 1600.0);
+    let ratio = if means_only && !loo { RATIO_REDUCED * full } else { full };
     let per_value = if loo { 2.0 } else { 1.0 };
     values >= 2 && values as f64 * per_value >= ratio
 }
+
+/// The tridiagonal reduction's cost against a full decomposition's, in factorisations
+/// (benches/search.rs, 2026-11-27: 30 values x 5 folds at n = 1600 in 1.57 s against
+/// 5.64 s by Cholesky, at n = 3200 in 21.95 s against 31.52 s).
+const RATIO_REDUCED: f64 = 0.6;
 
 #[cfg(test)]
 mod tests {
@@ -212,6 +298,50 @@ mod tests {
     fn rel(a: &[f64], b: &[f64]) -> f64 {
         let scale = b.iter().fold(0.0f64, |m, v| m.max(v.abs()));
         a.iter().zip(b).fold(0.0f64, |m, (x, y)| m.max((x - y).abs())) / scale
+    }
+
+    /// Without a variance to predict, the sweep keeps K factored as Q T Q': its means
+    /// equal direct fits for every value, ill-conditioned ones included (fitted directly).
+    #[test]
+    fn means_only_sweeps_equal_direct_fits_without_eigenvectors() {
+        let (set, kernel) = setup(70);
+        let table = GramTable::new(&kernel, &set.x, Parallelism::Sequential);
+        let train: Vec<usize> = (0..70).filter(|i| i % 5 != 2).collect();
+        let test: Vec<usize> = (0..70).filter(|i| i % 5 == 2).collect();
+        // 1e-14: K + s I too ill-conditioned for the path (the direct fit, with its jitter).
+        let values = [1e-14, 1e-3, 1e-2, 0.1, 1.0, 10.0];
+        let ctx = FitContext::sequential();
+        for (normalize_y, gaussian_process) in [(false, false), (true, true)] {
+            let r = Ridge { kernel: kernel.clone(), diagonal: 0.0, normalize_y, gaussian_process };
+            let needs = Needs::default();
+            let swept = sweep_fold(&r, &values, &table, &set.y, &train, &test, needs, &ctx).unwrap();
+            for (s, held) in values.iter().zip(swept) {
+                let direct =
+                    evaluate::ridge(&Ridge { diagonal: *s, ..r.clone() }, &table, &set.y, &train, &test, needs, &ctx)
+                        .unwrap();
+                let (Held::Regression { mean: a, var: None, .. }, Held::Regression { mean: b, .. }) =
+                    (held.unwrap(), direct)
+                else {
+                    panic!("means only")
+                };
+                assert!(rel(&a, &b) < 1e-8, "s = {s}: mean {}", rel(&a, &b));
+            }
+        }
+        // The reduced path's likelihood check refuses what the direct fit refuses.
+        let huge: Vec<f64> = set.y.iter().map(|v| v * 1e200).collect();
+        let r = Ridge { kernel: kernel.clone(), diagonal: 0.0, normalize_y: false, gaussian_process: true };
+        let swept = sweep_fold(&r, &[0.1], &table, &huge, &train, &test, Needs::default(), &ctx).unwrap();
+        let direct = evaluate::ridge(
+            &Ridge { diagonal: 0.1, ..r.clone() },
+            &table,
+            &huge,
+            &train,
+            &test,
+            Needs::default(),
+            &ctx,
+        );
+        assert!(matches!(&swept[0], Err(FoldError::Failed(_))), "{:?}", swept[0]);
+        assert_eq!(swept[0].as_ref().err(), direct.as_ref().err());
     }
 
     /// Every value on the path equals a fold fit by Cholesky from the table (means and GP

@@ -23,17 +23,15 @@ mod space;
 pub use folds::Folds;
 pub use plan::{Candidate, Plan, Rows};
 pub use pointer::{Document, Pointer};
-pub use run::{run, Environment, Outcome, SearchError};
+pub use run::{run, Environment, Outcome, SearchError, Tables};
 pub use scoring::Scoring;
 pub use space::{Cv, Method, SearchSpec};
 
-use crate::kernel::GramTable;
-
 impl Plan {
-    /// Bytes the search holds at its peak with `at_once` fold fits running side by
-    /// side: the largest candidate fit (at all n rows, which also bounds the final
-    /// refit), times `at_once`, and a shared Gram table when one is planned.
-    pub fn memory_estimate(&self, n: usize, d: usize, at_once: usize) -> (u64, u64) {
+    /// Bytes the search's fits hold at their peak with `at_once` fold fits running side
+    /// by side: the largest candidate fit (at all n rows, which also bounds the final
+    /// refit), times `at_once`. Shared Gram tables take what the limit leaves.
+    pub fn memory_estimate(&self, n: usize, d: usize, at_once: usize) -> u64 {
         let largest = self
             .candidates
             .iter()
@@ -41,7 +39,6 @@ impl Plan {
             .map(|s| s.fit_memory_estimate(n, d) as u64)
             .max()
             .unwrap_or(0);
-        let fits = largest.saturating_mul(at_once.max(1) as u64);
-        (fits, GramTable::bytes(n))
+        largest.saturating_mul(at_once.max(1) as u64)
     }
 }

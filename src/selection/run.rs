@@ -7,7 +7,9 @@
 //! - candidates with one kernel share a Gram table of all n rows (when it fits the
 //!   memory budget and the kernel's values do not depend on the subset), from which
 //!   every fold's training and held-out blocks are gathered: the SVM reads its columns
-//!   there, kernel ridge and fixed-kernel GPs factorise a block of it;
+//!   there, kernel ridge and fixed-kernel GPs factorise a block of it; past the budget,
+//!   the SVMs share a lazy table of the columns they ask for (computed once for every
+//!   fold and value of C, the most recently used held);
 //! - kernel ridge and GP candidates that differ only in `lambda` / `noise` share one
 //!   eigendecomposition per fold (`eigen.rs`) where that is cheaper than a factor each;
 //! - leave-one-out of those models is in closed form, one factor (or decomposition) for
@@ -28,6 +30,27 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+/// Which shared Gram tables a search over n rows uses within a budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tables {
+    /// Whole tables, for every model that reads one.
+    pub whole: bool,
+    /// Lazy tables, for the SVMs, when a whole one does not fit.
+    pub lazy: bool,
+}
+
+impl Tables {
+    /// The fewest columns a lazy table is worth holding: a thousand (the support
+    /// vectors' columns of most fits), or a quarter of small sets.
+    const LAZY_MIN_COLUMNS: usize = 1024;
+
+    pub fn for_budget(n: usize, budget: u64) -> Tables {
+        let whole = GramTable::bytes(n) <= budget;
+        let lazy = !whole && GramTable::lazy_capacity(n, budget) >= Tables::LAZY_MIN_COLUMNS.min(n / 4).max(1);
+        Tables { whole, lazy }
+    }
+}
 
 /// What the search may use besides its fit context.
 #[derive(Debug, Clone, Copy)]
@@ -244,6 +267,10 @@ impl Search<'_> {
             })
             .collect();
         let n_train = trains.iter().map(Vec::len).max().unwrap_or(0);
+        // The whole table when the budget holds it; else, for fits that read columns
+        // (the SVMs), a lazy table of the columns the budget holds, if that is at least
+        // a fit's own share of them (a fit's kernel cache holds about that many anyway).
+        let Tables { whole, lazy } = Tables::for_budget(self.n(), self.env.table_budget);
         let mut plain = Vec::new();
         let mut tabled: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         let mut order: Vec<String> = Vec::new();
@@ -262,9 +289,12 @@ impl Search<'_> {
             // the table (and what a direct fit would hold).
             let closed = full && self.plan.closed_form(spec);
             let shares = closed
-                || (Ridge::of(spec).is_some() || spec.table_fit().is_some())
-                    && GramTable::suits(spec.kernel())
-                    && GramTable::bytes(self.n()) <= self.env.table_budget;
+                || GramTable::suits(spec.kernel())
+                    && match (Ridge::of(spec).is_some(), spec.table_fit().is_some()) {
+                        (true, _) => whole,
+                        (false, true) => whole || lazy,
+                        (false, false) => false,
+                    };
             if shares {
                 let key = spec.kernel().to_json().to_string();
                 if !tabled.contains_key(&key) {
@@ -279,7 +309,8 @@ impl Search<'_> {
         // (at most two per core): their units then run as one batch, so that one
         // setting's slow fits overlap another's instead of ending each batch alone.
         let mut batch: Vec<(Unit, Option<Arc<GramTable>>)> = plain.into_iter().map(|u| (u, None)).collect();
-        let per_table = GramTable::bytes(self.n()).max(1);
+        // A lazy table takes the whole budget: one kernel setting at a time.
+        let per_table = if whole { GramTable::bytes(self.n()).max(1) } else { u64::MAX };
         let most = (self.env.table_budget / per_table).clamp(1, 2 * rayon::current_num_threads() as u64) as usize;
         let mut keys = order.into_iter().peekable();
         while keys.peek().is_some() || !batch.is_empty() {
@@ -289,7 +320,10 @@ impl Search<'_> {
                 let group = &tabled[&key];
                 let kernel = self.plan.candidates[group[0]].spec.as_ref().expect("tabled specs are valid").kernel();
                 self.ctx.cancel.check().map_err(|_| SearchError::Cancelled)?;
-                let table = Arc::new(GramTable::new(kernel, self.data.x(), par));
+                let table = Arc::new(match whole {
+                    true => GramTable::new(kernel, self.data.x(), par),
+                    false => GramTable::lazy(kernel, self.data.x(), self.env.table_budget),
+                });
                 batch.extend(self.table_units(group, full, &trains).into_iter().map(|u| (u, Some(table.clone()))));
             }
             results.extend(self.execute(&batch, &trains, n_train)?);
@@ -316,7 +350,7 @@ impl Search<'_> {
         let loo = self.pooled() && full;
         for cands in sweeps.into_values() {
             let n = if loo { self.n() } else { trains.iter().map(Vec::len).max().unwrap_or(0) };
-            let sweep = self.env.eigen && super::eigen::pays_off(cands.len(), n, loo);
+            let sweep = self.env.eigen && super::eigen::pays_off(cands.len(), n, loo, !self.needs.variance);
             match (loo, sweep) {
                 (true, true) => units.push(Unit::LooSweep { cands }),
                 (true, false) => units.extend(cands.into_iter().map(|c| Unit::Loo { c })),

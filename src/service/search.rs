@@ -34,9 +34,9 @@ impl Service {
             let why = plan.candidates.first().and_then(|c| c.spec.as_ref().err()).cloned().unwrap_or_default();
             FieldError::invalid("/search/space", format!("no candidate is a valid setting of the model: {why}"))
         })?;
-        // Fold fits run side by side on every core; the table comes on top, if it fits.
+        // Fold fits run side by side on every core.
         let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-        let (fits, table) = plan.memory_estimate(n, d, cores);
+        let fits = plan.memory_estimate(n, d, cores);
         if fits > limit {
             return Err(ServiceError::TooLarge {
                 detail: format!(
@@ -45,8 +45,9 @@ impl Service {
                 ),
             });
         }
-        // What the fits leave of the limit may hold shared Gram tables (none if not one).
-        let table_budget = if fits.saturating_add(table) <= limit { limit - fits } else { 0 };
+        // What the fits leave of the limit may hold shared Gram tables: whole ones if
+        // one fits, else the columns a lazy table holds (the search decides).
+        let table_budget = limit.saturating_sub(fits);
         let job = SearchJob { plan, table_budget, kernel: base.kernel().clone(), params: base.params().clone() };
         Ok(ValidTraining { spec: first, data, origin, search: Some(Box::new(job)), labels: None })
     }

@@ -115,7 +115,12 @@ fn read_nu(obj: &mut ObjectReader<'_>) -> Result<f64, FieldError> {
 /// table over a superset of them (`rows[i]` is data row i's place in it).
 enum Source<'a> {
     Points(&'a Points),
-    Table { table: &'a Arc<GramTable>, rows: &'a [usize] },
+    /// `x`: the data's points, for the columns a lazy table does not hold.
+    Table {
+        table: &'a Arc<GramTable>,
+        rows: &'a [usize],
+        x: &'a Points,
+    },
 }
 
 impl Source<'_> {
@@ -123,8 +128,12 @@ impl Source<'_> {
     fn columns(&self, kernel: &Kernel, rows: &[usize]) -> ColumnKernel {
         match self {
             Source::Points(x) => ColumnKernel::new(kernel, &x.select(rows)),
-            Source::Table { table, rows: at } => {
-                ColumnKernel::from_table(Arc::clone(table), rows.iter().map(|&r| at[r]).collect())
+            Source::Table { table, rows: at, x } => {
+                let places = rows.iter().map(|&r| at[r]).collect();
+                match table.is_lazy() {
+                    true => ColumnKernel::from_lazy_table(Arc::clone(table), places, kernel, &x.select(rows)),
+                    false => ColumnKernel::from_table(Arc::clone(table), places),
+                }
             }
         }
     }
@@ -133,7 +142,7 @@ impl Source<'_> {
     fn cross(&self, kernel: &Kernel, a: &[usize], b: &[usize], par: Parallelism) -> DMatrix<f64> {
         match self {
             Source::Points(x) => kernel.cross(&x.select(a), &x.select(b), par),
-            Source::Table { table, rows: at } => {
+            Source::Table { table, rows: at, .. } => {
                 let a: Vec<usize> = a.iter().map(|&r| at[r]).collect();
                 let b: Vec<usize> = b.iter().map(|&r| at[r]).collect();
                 table.block(&a, &b, par)

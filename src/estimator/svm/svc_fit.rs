@@ -27,7 +27,7 @@ impl Svm {
         rows: &[usize],
         ctx: &FitContext,
     ) -> Result<(SvmModel, Vec<usize>), FitError> {
-        self.fit_with(data, &Source::Table { table, rows }, ctx)
+        self.fit_with(data, &Source::Table { table, rows, x: &data.x }, ctx)
     }
 
     /// One machine's dual over data rows `rows` (labels y = +-1, per-row bounds before
