@@ -44,6 +44,12 @@ pub struct OutcomeLabels {
     pub outcome: String,
 }
 
+/// What a damaged stored object was: "model" (a full object) or "delta".
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ObjectLabels {
+    pub object: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StoreLabels {
     pub op: String,
@@ -86,6 +92,8 @@ pub struct Metrics {
     pub store_duration: HistogramFamily<StoreLabels>,
     /// Request handlers that panicked (each answered 500).
     pub handler_panics: Counter,
+    /// Stored objects found damaged when read, by kind.
+    pub damaged_objects: Family<ObjectLabels, Counter>,
     /// Compactions of online updates' deltas into a full model object, by outcome.
     pub compactions: Family<OutcomeLabels, Counter>,
     /// Deltas applied to bring a model read from the store up to its newest version.
@@ -127,6 +135,7 @@ impl Metrics {
         store_up.set(1);
         let store_duration: HistogramFamily<StoreLabels> = Family::new_with_constructor(latency_histogram);
         let handler_panics = Counter::default();
+        let damaged_objects = Family::<ObjectLabels, Counter>::default();
         let compactions = Family::<OutcomeLabels, Counter>::default();
         let deltas_replayed = Counter::default();
         let (studies_created, study_suggestions, study_tells) =
@@ -202,8 +211,15 @@ impl Metrics {
             "Request handlers that panicked (each answered with a 500 problem)",
             handler_panics.clone(),
         );
+        registry.register(
+            "mercer_store_damaged_objects",
+            "Stored objects found damaged when read: a full model (moved to quarantine) or a \
+             delta (left in place; its model answers 500 damaged-model), by object",
+            damaged_objects.clone(),
+        );
         Metrics {
             registry,
+            damaged_objects,
             http_requests,
             http_duration,
             fit_duration,

@@ -553,3 +553,50 @@ async fn a_compaction_landing_after_a_delete_is_taken_back() {
         assert!(gone, "{name} serves the deleted model");
     }
 }
+
+/// A damaged delta: the model answers 500 `damaged-model` naming the delta (a stored
+/// model is not lost: its full object stays), counted in
+/// `mercer_store_damaged_objects_total`; once an operator removes that delta (and any
+/// after it) the model serves the last intact version again.
+#[tokio::test]
+async fn a_damaged_delta_is_its_own_problem_and_its_removal_recovers_the_model() {
+    let dir = std::env::temp_dir().join(format!("mercer-deltas-damaged-{}", Uuid::new_v4()));
+    let backend = Backend::Dir(dir.clone());
+    let s = backend.replica(config()).await;
+    let id = s.train(&gp_body()).await["id"].as_str().unwrap().to_string();
+    let before = prediction(&s, &id).await;
+    append(&s, &id, &append_body(&gp_body(), 3, 0)).await;
+    append(&s, &id, &append_body(&gp_body(), 2, 1)).await;
+    let versions = deltas_of(&backend.store(), &id).await;
+    assert_eq!(versions.len(), 2, "two deltas");
+    stop(s).await;
+    // The first of the two: a replica learns the newest version from the second and
+    // needs the first to reach it.
+    let uuid = Uuid::parse_str(&id).unwrap();
+    let key = mercer::store::delta::delta_key(uuid, versions[0]);
+    std::fs::write(dir.join(&key), b"not a delta at all").unwrap();
+
+    let s = backend.replica(config()).await;
+    let r = s.post(&format!("/models/{id}/predict"), &query()).await;
+    assert_eq!(r.status(), 500);
+    let p: Value = r.json().await.unwrap();
+    assert_eq!(p["type"], "/problems/damaged-model", "{p}");
+    assert!(p["detail"].as_str().unwrap().contains(&key), "the delta is named: {p}");
+    let metrics = s.get("/metrics").await.text().await.unwrap();
+    // Every read that finds it counts (the start's and the predict's here).
+    let counted = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("mercer_store_damaged_objects_total{object=\"delta\"} "))
+        .and_then(|v| v.parse::<f64>().ok());
+    assert!(counted.is_some_and(|c| c >= 1.0), "{metrics}");
+    assert!(dir.join(format!("{id}.model")).exists(), "the full object stays");
+    stop(s).await;
+
+    // What docs/monitoring.md tells an operator: remove the damaged delta and any later.
+    for v in &versions {
+        std::fs::remove_file(dir.join(mercer::store::delta::delta_key(uuid, *v))).unwrap();
+    }
+    let s = backend.replica(config()).await;
+    assert_eq!(prediction(&s, &id).await, before, "the last intact version");
+    stop(s).await;
+}

@@ -230,3 +230,31 @@ async fn requests_and_fits_log_one_json_line_each() {
     child.wait().unwrap();
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A delete marker left by a process killed before it removed it (older than the marker
+/// window, no model behind it) is removed by the next refresh; a fresh marker, and an old
+/// one whose model is still stored, stay.
+#[tokio::test]
+async fn stale_delete_markers_are_removed_by_the_refresh() {
+    let dir = temp_dir("markers");
+    let s = started(&dir).await;
+    let stored = s.train(&bodies()[1]).await["id"].as_str().unwrap().to_string();
+    stop(s).await;
+    let markers = dir.join("deleted");
+    std::fs::create_dir_all(&markers).unwrap();
+    let (stale, fresh) = (uuid::Uuid::new_v4().to_string(), uuid::Uuid::new_v4().to_string());
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    for (id, written) in [(&stale, Some(hour_ago)), (&fresh, None), (&stored, Some(hour_ago))] {
+        let file = std::fs::File::create(markers.join(id)).unwrap();
+        if let Some(t) = written {
+            file.set_modified(t).unwrap();
+        }
+    }
+    let s = started(&dir).await;
+    s.service().sync_store().await;
+    assert!(!markers.join(&stale).exists(), "the stale marker is removed");
+    assert!(markers.join(&fresh).exists(), "a marker within the window stays");
+    assert!(markers.join(&stored).exists(), "a marker with its model still stored stays");
+    stop(s).await;
+    std::fs::remove_dir_all(dir).unwrap();
+}

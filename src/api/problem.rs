@@ -140,6 +140,9 @@ impl ApiError {
                 ServiceError::Storage(detail) => {
                     Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "storage-failed", detail)
                 }
+                ServiceError::DamagedModel { detail, .. } => {
+                    Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "damaged-model", detail)
+                }
                 ServiceError::StoreUnavailable { detail, .. } => {
                     Problem::new(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable", detail)
                 }

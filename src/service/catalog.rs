@@ -25,6 +25,10 @@ const CONCURRENT_READS: usize = 8;
 /// a deadline of 15 s plus its size at 20 MB/s (65 s for 1 GB).
 const MARKER_KEEP: Duration = Duration::from_secs(180);
 
+/// A marker this old with no model behind it was left by a process that stopped before
+/// removing it. Twice MARKER_KEEP: its age is read on the store's clock.
+const STALE_MARKER: Duration = Duration::from_secs(2 * 180);
+
 impl Service {
     /// Reads the store's models and datasets at start (blocking: call off the async
     /// threads), decodes the newest models while the cache has room, then marks the
@@ -86,6 +90,7 @@ impl Service {
             Ok(ids) => {
                 let listed: HashSet<Uuid> = ids.iter().map(|(id, _)| *id).collect();
                 self.sync_models(ids, started).await;
+                self.forget_stale_markers(&listed).await;
                 match deltas {
                     Ok(deltas) => self.sync_deltas(deltas, &listed).await,
                     Err(e) => tracing::debug!(error = %e, "cannot list the stored deltas"),
@@ -335,10 +340,17 @@ impl Service {
 
     /// What a request gets when reading model `id` from the store failed: a damaged full
     /// object is moved to quarantine and the model forgotten (500); a damaged delta is
-    /// reported and left for a human (500); anything else is the store's usual answer.
+    /// reported, counted and left for a human (500 `damaged-model`, naming the delta:
+    /// the versions before it are intact, and an operator decides); anything else is the
+    /// store's usual answer.
     pub(super) async fn read_failure(&self, id: Uuid, e: StoreError) -> ServiceError {
+        let damaged = |object: &str| {
+            let labels = crate::metrics::ObjectLabels { object: object.into() };
+            self.metrics.damaged_objects.get_or_create(&labels).inc();
+        };
         match e {
             StoreError::Corrupt { key, reason } if key == crate::store::model_key(id) => {
+                damaged("model");
                 tracing::error!(model_id = %id, reason, "a stored model is damaged");
                 self.store.quarantine_model(id, &reason).await;
                 self.registry.remove(id);
@@ -348,8 +360,13 @@ impl Service {
                 })
             }
             StoreError::Corrupt { key, reason } => {
+                damaged("delta");
                 tracing::error!(model_id = %id, key, reason, "a stored delta is damaged");
-                ServiceError::Storage(format!("model {id}: the stored update {key} is damaged: {reason}"))
+                let detail = format!(
+                    "model {id}: its stored update {key} is damaged ({reason}); the model cannot be brought up to \
+                     its newest version until an operator repairs or removes that delta"
+                );
+                ServiceError::DamagedModel { id, key, detail }
             }
             e => self.store_error(e),
         }
@@ -378,10 +395,39 @@ impl Service {
 
     /// Queues the removal of a delete's marker, once no compaction that began before it
     /// can still be writing (see `Store::delete_model`): the refresh removes it. A
-    /// marker queued by a process that stopped first stays: an empty object.
+    /// marker queued by a process that stopped first is removed by a later refresh of
+    /// any replica, once stale (`forget_stale_markers`).
     fn forget_marker_later(&self, id: Uuid) {
         let mut queue = self.pending_markers.lock().unwrap_or_else(|p| p.into_inner());
         queue.push_back((Instant::now() + MARKER_KEEP, id));
+    }
+
+    /// Removes the markers that deletes by processes that stopped first left behind:
+    /// older than STALE_MARKER, with no model listed behind them. At most once per
+    /// MARKER_KEEP (one listing of the markers).
+    async fn forget_stale_markers(&self, listed: &HashSet<Uuid>) {
+        {
+            let mut last = self.markers_swept.lock().unwrap_or_else(|p| p.into_inner());
+            if last.is_some_and(|t| t.elapsed() < MARKER_KEEP) {
+                return;
+            }
+            *last = Some(Instant::now());
+        }
+        let markers = match self.store.list_markers().await {
+            Ok(markers) => markers,
+            Err(e) => return tracing::debug!(error = %e, "cannot list the delete markers"),
+        };
+        let now = std::time::SystemTime::now();
+        for (id, written) in markers {
+            let stale = written.is_some_and(|w| now.duration_since(w).is_ok_and(|age| age >= STALE_MARKER));
+            if !stale || listed.contains(&id) {
+                continue;
+            }
+            match self.store.forget_deleted(id).await {
+                Ok(()) => tracing::info!(model_id = %id, "removed a delete marker a stopped process left behind"),
+                Err(e) => tracing::debug!(model_id = %id, error = %e, "cannot remove a delete marker"),
+            }
+        }
     }
 
     /// Removes the delete markers whose time has come.

@@ -140,6 +140,9 @@ pub enum ServiceError {
     /// The store refused an operation that must be durable.
     #[error("{0}")]
     Storage(String),
+    /// A stored delta of the model is damaged (`key`): the model cannot be brought up.
+    #[error("{detail}")]
+    DamagedModel { id: Uuid, key: String, detail: String },
     /// Other writers kept changing the model while an update ran.
     #[error("{detail}")]
     Contended { detail: String },
@@ -172,6 +175,8 @@ pub struct Service {
     full_objects: Mutex<HashMap<Uuid, (String, u64)>>,
     /// Delete markers to remove, each when its time comes (see `catalog`).
     pending_markers: Mutex<std::collections::VecDeque<(Instant, Uuid)>>,
+    /// When delete markers were last listed for stale ones (see `catalog`).
+    markers_swept: Mutex<Option<Instant>>,
     /// Models being compacted here (one compaction per model at a time).
     compacting: Mutex<std::collections::HashSet<Uuid>>,
     /// One store read per model at a time.
@@ -239,6 +244,7 @@ impl Service {
             loading: Mutex::default(),
             compacting: Mutex::default(),
             pending_markers: Mutex::default(),
+            markers_swept: Mutex::default(),
             full_objects: Mutex::default(),
             model_locks: Mutex::default(),
             sync_lock: tokio::sync::Mutex::new(()),

@@ -271,7 +271,7 @@ impl Blobs for DirBlobs {
                     continue;
                 }
                 let key = if prefix.is_empty() { name } else { format!("{}/{name}", prefix.trim_end_matches('/')) };
-                out.push(ObjectInfo { key, size: meta.len() });
+                out.push(ObjectInfo { key, size: meta.len(), modified: meta.modified().ok() });
             }
             out.sort_by(|a, b| a.key.cmp(&b.key));
             Ok(out)

@@ -344,6 +344,18 @@ impl Store {
         Ok(self.call("head", &mark, SMALL_CALL, self.blobs.tag(&mark)).await?.is_some())
     }
 
+    /// Every delete marker: the model's id and when the marker was written.
+    pub async fn list_markers(&self) -> Result<Vec<(Uuid, Option<std::time::SystemTime>)>, StoreError> {
+        let listed = self.call("list", DELETED_DIR, SMALL_CALL, self.blobs.list(DELETED_DIR)).await?;
+        Ok(listed
+            .iter()
+            .filter_map(|o| {
+                let name = o.key.strip_prefix(DELETED_DIR)?.trim_start_matches('/');
+                Uuid::parse_str(name).ok().map(|id| (id, o.modified))
+            })
+            .collect())
+    }
+
     /// Removes a delete marker (once no write that began before the delete can land).
     pub async fn forget_deleted(&self, id: Uuid) -> Result<(), StoreError> {
         let mark = deleted_key(id);

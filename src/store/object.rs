@@ -286,7 +286,7 @@ impl Blobs for ObjectBlobs {
                 .into_iter()
                 .filter_map(|m| {
                     let key = m.location.as_ref().strip_prefix(&self.prefix)?.to_string();
-                    Some(ObjectInfo { key, size: m.size })
+                    Some(ObjectInfo { key, size: m.size, modified: Some(m.last_modified.into()) })
                 })
                 .collect();
             out.sort_by(|a, b| a.key.cmp(&b.key));
