@@ -456,3 +456,33 @@ async fn a_fit_from_a_dataset_deleted_on_the_other_replica_ends_cleanly() {
         }
     }
 }
+
+/// After the store hung and came back, a delete on A is seen by B within the refresh
+/// interval + 1 s: B's refresh that began during the hang tries its listing again on
+/// fresh connections every interval instead of waiting out the listing's 5 s deadline.
+/// 20 rounds.
+#[tokio::test]
+async fn a_delete_after_a_hang_is_seen_within_the_refresh_interval() {
+    let store = shared_store();
+    let (a, b) = (replica(&store, config()).await, replica(&store, config()).await);
+    for round in 0..20 {
+        let id = a.train(&gp_body(round as f64)).await["id"].as_str().unwrap().to_string();
+        let known =
+            eventually(Duration::from_secs(5), async || b.get(&format!("/models/{id}")).await.status() == 200).await;
+        assert!(known, "round {round}: B lists the model");
+        // Hang until both replicas' refreshes have a call waiting on the hung store: each
+        // refreshes every second, and B's first hung call comes within a second of the
+        // hang, before A's listing is tried again (a second after A's first).
+        let before = store.hung_calls.load(Ordering::SeqCst);
+        store.hung.store(true, Ordering::SeqCst);
+        let waiting =
+            eventually(Duration::from_secs(5), async || store.hung_calls.load(Ordering::SeqCst) >= before + 2).await;
+        assert!(waiting, "round {round}: refreshes call the hung store");
+        store.hung.store(false, Ordering::SeqCst);
+        assert_eq!(a.delete(&format!("/models/{id}")).await.status(), 204, "round {round}");
+        let deleted_at = Instant::now();
+        let gone =
+            eventually(Duration::from_secs(2), async || b.get(&format!("/models/{id}")).await.status() == 404).await;
+        assert!(gone, "round {round}: B still serves the model {:?} after the delete", deleted_at.elapsed());
+    }
+}

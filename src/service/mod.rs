@@ -232,6 +232,7 @@ impl Service {
         let ready = tokio::sync::watch::Sender::new(!store.is_durable());
         let metrics = Metrics::new();
         store.observe(Arc::new(metrics.store_observer()));
+        store.hedge_listings(Duration::from_secs(config.store_refresh_secs.max(1)));
         let batcher = batch::Batcher::new(cores, metrics.predict_batch_rows.clone());
         Service {
             config,

@@ -36,7 +36,7 @@ impl Store {
 
     /// The ids of every stored dataset.
     pub async fn list_datasets(&self) -> Result<Vec<Uuid>, StoreError> {
-        let listed = self.call("list", "datasets", SMALL_CALL, self.blobs.list("datasets")).await?;
+        let listed = self.list("datasets").await?;
         Ok(listed
             .iter()
             .filter_map(|o| {

@@ -136,7 +136,7 @@ impl Store {
 
     /// Every stored delta, by model and version.
     pub async fn list_deltas(&self) -> Result<Vec<ListedDelta>, StoreError> {
-        let listed = self.call("list", DIR, SMALL_CALL, self.blobs.list(DIR)).await?;
+        let listed = self.list(DIR).await?;
         Ok(listed
             .iter()
             .filter_map(|o| parse_delta_key(&o.key).map(|(id, version)| ListedDelta { id, version, bytes: o.size }))

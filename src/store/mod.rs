@@ -184,6 +184,8 @@ const PROBE_KEY: &str = "mercer-probe";
 pub struct Store {
     blobs: Arc<dyn Blobs>,
     observer: OnceLock<Observer>,
+    /// How often a listing that has not answered is tried again (see [`Store::list`]).
+    hedge: OnceLock<Duration>,
     health: Mutex<Health>,
     io: tokio::runtime::Handle,
 }
@@ -212,9 +214,42 @@ impl Store {
         Store {
             blobs,
             observer: OnceLock::new(),
+            hedge: OnceLock::new(),
             health: Mutex::new(Health { up: true, error: None, last_try: Instant::now() }),
             io: io_handle(),
         }
+    }
+
+    /// Tries listings again, on fresh connections, every `every` while no attempt has
+    /// answered (once; later calls are ignored). The service sets its refresh interval.
+    pub fn hedge_listings(&self, every: Duration) {
+        let _ = self.hedge.set(every);
+    }
+
+    /// Lists `dir` as one call within the small-call deadline. With a hedge set, the
+    /// listing is tried again on fresh connections every hedge interval while no attempt
+    /// has answered: an attempt begun while the store hung (accepting and never
+    /// answering) waits until the deadline, while one begun after it recovered answers at
+    /// once, so that a refresh, and the deletes it would see, is not held back by the
+    /// deadline after a hang.
+    async fn list(&self, dir: &str) -> Result<Vec<blobs::ObjectInfo>, BlobError> {
+        let Some(&hedge) = self.hedge.get() else {
+            return self.call("list", dir, SMALL_CALL, self.blobs.list(dir)).await;
+        };
+        let attempts = async move {
+            let mut running = futures_util::stream::FuturesUnordered::new();
+            running.push(self.blobs.list(dir));
+            loop {
+                tokio::select! {
+                    Some(answer) = futures_util::StreamExt::next(&mut running) => return answer,
+                    _ = tokio::time::sleep(hedge) => {
+                        self.blobs.reset_connections();
+                        running.push(self.blobs.list(dir));
+                    }
+                }
+            }
+        };
+        self.call("list", dir, SMALL_CALL, Box::pin(attempts)).await
     }
 
     /// Sets the function told of every call (once; later calls are ignored).
@@ -346,7 +381,7 @@ impl Store {
 
     /// Every delete marker: the model's id and when the marker was written.
     pub async fn list_markers(&self) -> Result<Vec<(Uuid, Option<std::time::SystemTime>)>, StoreError> {
-        let listed = self.call("list", DELETED_DIR, SMALL_CALL, self.blobs.list(DELETED_DIR)).await?;
+        let listed = self.list(DELETED_DIR).await?;
         Ok(listed
             .iter()
             .filter_map(|o| {
@@ -371,7 +406,7 @@ impl Store {
 
     /// Every stored model: its id and its object's size in bytes.
     pub async fn list_models(&self) -> Result<Vec<(Uuid, u64)>, StoreError> {
-        let listed = self.call("list", "", SMALL_CALL, self.blobs.list("")).await?;
+        let listed = self.list("").await?;
         Ok(listed
             .iter()
             .filter_map(|o| o.key.strip_suffix(".model").and_then(|s| Uuid::parse_str(s).ok()).map(|id| (id, o.size)))

@@ -7,7 +7,7 @@ use mercer::store::blobs::{BlobError, BlobFuture, Blobs, ObjectInfo};
 use mercer::store::object::ObjectBlobs;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +19,8 @@ pub struct Switchable {
     pub inner: ObjectBlobs,
     pub down: AtomicBool,
     pub hung: AtomicBool,
+    /// Calls that began while the store hung (each waits until its deadline).
+    pub hung_calls: AtomicUsize,
     pub slow: AtomicBool,
     pub down_after_delta: AtomicBool,
     /// A server whose conditional writes are not atomic, at its worst: `put_if` writes
@@ -38,6 +40,7 @@ impl Switchable {
             return Err(BlobError::Unavailable { op, key: key.into(), message: "connection refused (test)".into() });
         }
         if self.hung.load(Ordering::SeqCst) {
+            self.hung_calls.fetch_add(1, Ordering::SeqCst);
             std::future::pending::<()>().await;
         }
         if self.slow.load(Ordering::SeqCst) {
@@ -124,6 +127,7 @@ pub fn shared_store() -> Arc<Switchable> {
         inner: ObjectBlobs::shared(memory, "cluster/a", std::env::temp_dir()),
         down: AtomicBool::new(false),
         hung: AtomicBool::new(false),
+        hung_calls: AtomicUsize::new(0),
         slow: AtomicBool::new(false),
         down_after_delta: AtomicBool::new(false),
         unconditional: AtomicBool::new(false),
