@@ -89,34 +89,25 @@ impl Tridiagonal {
         let bs = self.factor.nrows();
         let factor = MatRef::from_column_major_slice(self.factor.as_slice(), bs, n - 1);
         let target = MatMut::from_column_major_slice_mut(b.as_mut_slice(), n, m).subrows_mut(1, n - 1);
-        if transpose {
-            let scratch = householder::apply_block_householder_sequence_transpose_on_the_left_in_place_scratch::<f64>(
-                n - 1,
-                bs,
-                m,
-            );
-            let mut mem = MemBuffer::new(scratch);
-            householder::apply_block_householder_sequence_transpose_on_the_left_in_place_with_conj(
-                basis,
-                factor,
-                Conj::No,
-                target,
-                par.faer(),
-                MemStack::new(&mut mem),
-            );
+        // The two directions differ only in faer's function and its scratch.
+        type Apply = fn(MatRef<'_, f64>, MatRef<'_, f64>, Conj, MatMut<'_, f64>, faer::Par, &mut MemStack);
+        let (scratch, apply): (_, Apply) = if transpose {
+            (
+                householder::apply_block_householder_sequence_transpose_on_the_left_in_place_scratch::<f64>(
+                    n - 1,
+                    bs,
+                    m,
+                ),
+                householder::apply_block_householder_sequence_transpose_on_the_left_in_place_with_conj::<f64>,
+            )
         } else {
-            let scratch =
-                householder::apply_block_householder_sequence_on_the_left_in_place_scratch::<f64>(n - 1, bs, m);
-            let mut mem = MemBuffer::new(scratch);
-            householder::apply_block_householder_sequence_on_the_left_in_place_with_conj(
-                basis,
-                factor,
-                Conj::No,
-                target,
-                par.faer(),
-                MemStack::new(&mut mem),
-            );
-        }
+            (
+                householder::apply_block_householder_sequence_on_the_left_in_place_scratch::<f64>(n - 1, bs, m),
+                householder::apply_block_householder_sequence_on_the_left_in_place_with_conj::<f64>,
+            )
+        };
+        let mut mem = MemBuffer::new(scratch);
+        apply(basis, factor, Conj::No, target, par.faer(), MemStack::new(&mut mem));
         clear_upper_vector_state();
     }
 
