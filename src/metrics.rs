@@ -44,6 +44,13 @@ pub struct OutcomeLabels {
     pub outcome: String,
 }
 
+/// Why a connection ended with a request on it unanswered (see `api::serve`), or why an
+/// answer went out with its request's body unread (`drain_bound`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WhyLabels {
+    pub why: String,
+}
+
 /// What a damaged stored object was: "model" (a full object) or "delta".
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ObjectLabels {
@@ -92,6 +99,8 @@ pub struct Metrics {
     pub store_duration: HistogramFamily<StoreLabels>,
     /// Request handlers that panicked (each answered 500).
     pub handler_panics: Counter,
+    /// Requests whose connection ended without their whole answer, by why.
+    pub http_unanswered: Family<WhyLabels, Counter>,
     /// Stored objects found damaged when read, by kind.
     pub damaged_objects: Family<ObjectLabels, Counter>,
     /// Compactions of online updates' deltas into a full model object, by outcome.
@@ -136,6 +145,7 @@ impl Metrics {
         let store_duration: HistogramFamily<StoreLabels> = Family::new_with_constructor(latency_histogram);
         let handler_panics = Counter::default();
         let damaged_objects = Family::<ObjectLabels, Counter>::default();
+        let http_unanswered = Family::<WhyLabels, Counter>::default();
         let compactions = Family::<OutcomeLabels, Counter>::default();
         let deltas_replayed = Counter::default();
         let (studies_created, study_suggestions, study_tells) =
@@ -212,6 +222,13 @@ impl Metrics {
             handler_panics.clone(),
         );
         registry.register(
+            "mercer_http_unanswered",
+            "Requests whose connection ended before their whole answer was written, by why \
+             (client_closed, timeout, malformed, body_failed, io, shutdown, other), and answers \
+             sent with part of the request body unread (drain_bound)",
+            http_unanswered.clone(),
+        );
+        registry.register(
             "mercer_store_damaged_objects",
             "Stored objects found damaged when read: a full model (moved to quarantine) or a \
              delta (left in place; its model answers 500 damaged-model), by object",
@@ -220,6 +237,7 @@ impl Metrics {
         Metrics {
             registry,
             damaged_objects,
+            http_unanswered,
             http_requests,
             http_duration,
             fit_duration,

@@ -69,12 +69,12 @@ async fn serve(service: Service) -> std::io::Result<RunningServer> {
     });
     let app = api::router(service.clone());
     let (stop, stopped) = oneshot::channel::<()>();
+    let served = service.clone();
     let task = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = stopped.await;
-            })
-            .await
+        api::serve::serve(listener, app, served, async {
+            let _ = stopped.await;
+        })
+        .await
     });
     Ok(RunningServer { addr, service, stop: Some(stop), task })
 }

@@ -88,3 +88,46 @@ async fn answers_decided_before_the_body_ends_still_arrive() {
     assert_eq!(ok.status(), 200);
     assert!(ok.headers().get("connection").is_none_or(|v| v != "close"));
 }
+
+/// The one `mercer_http_unanswered_total` sample with this `why`, or 0 when absent.
+async fn unanswered(s: &TestServer, why: &str) -> u64 {
+    let text = s.get("/metrics").await.text().await.unwrap();
+    let want = format!("mercer_http_unanswered_total{{why=\"{why}\"}} ");
+    text.lines().find_map(|l| l.strip_prefix(want.as_str())).map_or(0, |v| v.trim().parse().unwrap())
+}
+
+/// A connection that ends with a request on it unanswered is counted, by why; a request
+/// answered to its end, on a connection then closed, is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_closed_without_an_answer_are_counted_by_why() {
+    let s = TestServer::start(Config { fit_workers: 1, ..Config::for_tests() }).await;
+    let (status, _) = send_all(&s.url, "GET /healthz HTTP/1.1\r\n", b"").await.expect("an answer");
+    assert_eq!(status, 200);
+    // A HEAD's answer has no body to write (hyper drops it unread): answered all the same.
+    let (status, _) = send_all(&s.url, "HEAD /healthz HTTP/1.1\r\n", b"").await.expect("an answer");
+    assert_eq!(status, 200);
+    let metrics = s.get("/metrics").await.text().await.unwrap();
+    let counted = metrics.lines().filter(|l| l.starts_with("mercer_http_unanswered_total{") && !l.ends_with(" 0"));
+    assert_eq!(counted.count(), 0, "answered requests are not counted:\n{metrics}");
+    // A fit that waits for its model while every worker is busy; the client goes away
+    // before the answer: the server can no longer answer it.
+    let block = s.block_worker();
+    let addr = s.url.trim_start_matches("http://");
+    let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let body = br#"{"model":"kernel_ridge","x":[[0],[1],[2]],"y":[0,1,0]}"#;
+    let head = format!(
+        "POST /models HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    c.write_all(head.as_bytes()).await.unwrap();
+    c.write_all(body).await.unwrap();
+    let queued = common::eventually(std::time::Duration::from_secs(5), async || s.service().pool.queued() == 1).await;
+    assert!(queued, "the fit waits in the queue");
+    drop(c);
+    let counted =
+        common::eventually(std::time::Duration::from_secs(5), async || unanswered(&s, "client_closed").await == 1)
+            .await;
+    drop(block);
+    assert!(counted, "the cut request is counted once as client_closed");
+    assert_eq!(unanswered(&s, "drain_bound").await, 0);
+}

@@ -23,9 +23,10 @@ use std::time::Duration;
 /// The longest an answer waits for the rest of a body it does not need.
 pub const DRAIN_SECS: u64 = 30;
 
-/// How many unread bytes are read and discarded at most.
-#[derive(Clone, Copy)]
-pub struct DrainLimit(pub u64);
+/// How many unread bytes are read and discarded at most, and the counter of answers that
+/// went out with their body not read to the end (`mercer_http_unanswered_total{why="drain_bound"}`).
+#[derive(Clone)]
+pub struct DrainLimit(pub u64, pub prometheus_client::metrics::counter::Counter);
 
 /// The request body, handing what is left of it back through `slot` if dropped unread.
 struct Returning {
@@ -79,7 +80,18 @@ pub async fn drain_unread(State(limit): State<DrainLimit>, req: Request, next: N
     if let Some(body) = left {
         let drained = tokio::time::timeout(Duration::from_secs(DRAIN_SECS), discard(body, limit.0)).await;
         if !matches!(drained, Ok(true)) {
-            tracing::info!("an answer went out before its request body was read to the end");
+            // The connection closes with bytes unread, which the kernel answers with a
+            // reset: the client may never read this answer.
+            let why = match drained {
+                Err(_) => format!("the rest of the body did not arrive within {DRAIN_SECS} s"),
+                Ok(_) => format!("the rest of the body is over {} bytes, or broken", limit.0),
+            };
+            tracing::warn!(
+                status = response.status().as_u16(),
+                why,
+                "an answer went out before its request body was read to the end"
+            );
+            limit.1.inc();
         }
         response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
     }

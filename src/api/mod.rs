@@ -10,10 +10,12 @@ pub mod oip;
 pub mod oip_binary;
 pub mod ops;
 pub mod problem;
+pub mod serve;
 pub mod studies;
 pub mod types;
 pub mod ui;
 
+use crate::metrics::WhyLabels;
 use crate::service::Service;
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderName, StatusCode};
@@ -154,6 +156,7 @@ pub fn layered(service: Arc<Service>, routes: Router<Arc<Service>>) -> Router {
     // An answer before the body's end reads at most this much of the rest: any body the
     // limits allow, and a body some way over them (a 413's).
     let drain_limit = (limit as u64).max(config.max_dataset_bytes).saturating_add(256 << 20);
+    let drain_bound = service.metrics.http_unanswered.get_or_create(&WhyLabels { why: "drain_bound".into() }).clone();
     routes
         .fallback(|req: Request| async move { ApiError::NoRoute(req.uri().path().to_string()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
@@ -167,7 +170,10 @@ pub fn layered(service: Arc<Service>, routes: Router<Arc<Service>>) -> Router {
                 }))
                 .layer(CompressionLayer::new())
                 .layer(axum::middleware::from_fn_with_state(service.clone(), middleware::observe))
-                .layer(axum::middleware::from_fn_with_state(drain::DrainLimit(drain_limit), drain::drain_unread))
+                .layer(axum::middleware::from_fn_with_state(
+                    drain::DrainLimit(drain_limit, drain_bound),
+                    drain::drain_unread,
+                ))
                 .layer(axum::middleware::map_response(middleware::problem_for_bare_errors))
                 .layer(TimeoutLayer::with_status_code(
                     StatusCode::REQUEST_TIMEOUT,
