@@ -1,16 +1,21 @@
 //! Replicas sharing one store, in process: two servers over one object store (the
 //! object_store crate's in-memory store, through the same backend code as S3), and a
-//! store that can be switched off. scripts/cluster.sh runs the same scenario with real
-//! processes, a real S3 server and a load balancer.
+//! store that can be switched off; and two servers over a real S3 server (s3s-fs) on
+//! loopback, which a test kills and restarts. scripts/cluster.sh runs the same scenario
+//! with real processes, a real S3 server and a load balancer.
 
 mod common;
+#[path = "common/s3.rs"]
+mod s3;
 
 use common::eventually;
 use common::switchable::{replica, shared_store};
 use mercer::config::Config;
 use mercer::store::blobs::Blobs;
+use mercer::store::object::ObjectBlobs;
 use serde_json::{json, Value};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn config() -> Config {
@@ -247,8 +252,7 @@ async fn appends_on_two_replicas_are_serialised_and_both_serve_the_last_version(
 /// A store that comes back is back for every replica on its next request, not at its next
 /// listing (the listing here is an hour away): in each of 20 rounds the store goes down
 /// until both replicas have answered a fit 503, comes back, and then a fit on A and the
-/// next fit on B are both 201. The wait before them is the documented probe back-off
-/// (one second after a replica last found the store down), not synchronisation.
+/// next fit on B are both 201 at once: each request probes a store its replica found down.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_that_comes_back_is_back_for_both_replicas_on_their_next_request() {
     let store = shared_store();
@@ -263,7 +267,6 @@ async fn a_store_that_comes_back_is_back_for_both_replicas_on_their_next_request
             assert!(got.headers().contains_key("retry-after"));
         }
         store.down.store(false, Ordering::SeqCst);
-        tokio::time::sleep(mercer::store::PROBE_BACKOFF).await;
         for (name, r) in [("A", &a), ("B", &b)] {
             let got = r.post("/models", &gp_body(round as f64 + 0.5)).await;
             let status = got.status().as_u16();
@@ -325,7 +328,6 @@ async fn a_hung_store_is_refused_in_time_while_cached_models_keep_answering() {
     }
     assert!(started.elapsed() < Duration::from_secs(60));
     store.hung.store(false, Ordering::SeqCst);
-    tokio::time::sleep(mercer::store::PROBE_BACKOFF).await; // the documented back-off
     let (_, listed) = json_of(a.get("/models").await).await;
     assert_eq!(listed["models"].as_array().unwrap().len(), 1, "the acknowledged model, nothing refused");
     let (_, m) = json_of(a.get(&format!("/models/{id}")).await).await;
@@ -484,5 +486,70 @@ async fn a_delete_after_a_hang_is_seen_within_the_refresh_interval() {
         let gone =
             eventually(Duration::from_secs(2), async || b.get(&format!("/models/{id}")).await.status() == 404).await;
         assert!(gone, "round {round}: B still serves the model {:?} after the delete", deleted_at.elapsed());
+    }
+}
+
+/// A replica of its own S3 client (its own connection pool, as a process has) on `server`.
+async fn s3_replica(server: &s3::S3Server, config: Config) -> common::TestServer {
+    let settings = server.settings();
+    let settings: Vec<(&str, &str)> = settings.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let url = format!("s3://{}/replicas", s3::BUCKET);
+    let blobs = ObjectBlobs::s3_with(&url, std::env::temp_dir(), &settings).expect("an S3 client");
+    let server = mercer::server::start_with_store(config, mercer::store::Store::new(Arc::new(blobs)))
+        .await
+        .expect("replica starts");
+    let s = common::TestServer {
+        url: format!("http://{}", server.addr),
+        http: reqwest::Client::new(),
+        server: Some(server),
+    };
+    s.service().wait_ready().await;
+    s
+}
+
+async fn fit_status(r: &common::TestServer, body: &Value) -> (u16, String, bool) {
+    let got = r.post("/models", body).await;
+    let (status, retry_after) = (got.status().as_u16(), got.headers().contains_key("retry-after"));
+    (status, got.text().await.unwrap_or_default(), retry_after)
+}
+
+/// A real S3 server killed (every connection closed) and started again on its port
+/// 0.3 s later, 20 rounds, both replicas holding pooled connections from before and
+/// refreshing every second. (a) Each replica fits during the outage: 503 with
+/// Retry-After. Right after the restart, A's and then B's next fit both succeed: each
+/// probes the store on that request, and neither uses a connection from before the
+/// restart. (b) The same restart unseen (no request during it): a fit on each right
+/// after, both 201.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_restarted_within_a_second_is_back_for_both_replicas() {
+    let mut server = s3::S3Server::start();
+    let a = s3_replica(&server, config()).await;
+    let b = s3_replica(&server, config()).await;
+    for round in 0..20 {
+        let shift = round as f64;
+        for (name, r) in [("A", &a), ("B", &b)] {
+            let (status, text, _) = fit_status(r, &gp_body(shift)).await;
+            assert_eq!(status, 201, "round {round}: replica {name} before the restart: {text}");
+        }
+        server.kill();
+        for (name, r) in [("A", &a), ("B", &b)] {
+            let (status, text, retry_after) = fit_status(r, &gp_body(shift + 0.25)).await;
+            assert_eq!(status, 503, "round {round}: replica {name} with the store down: {text}");
+            assert!(retry_after, "round {round}: replica {name}'s 503 names Retry-After");
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await; // the outage's length
+        server.restart();
+        for (name, r) in [("A", &a), ("B", &b)] {
+            let (status, text, _) = fit_status(r, &gp_body(shift + 0.5)).await;
+            assert_eq!(status, 201, "round {round}: replica {name}'s first fit after the restart: {text}");
+        }
+        // (b) unseen: killed and restarted with no request in between.
+        server.kill();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        server.restart();
+        for (name, r) in [("A", &a), ("B", &b)] {
+            let (status, text, _) = fit_status(r, &gp_body(shift + 0.75)).await;
+            assert_eq!(status, 201, "round {round}: replica {name}'s fit right after an unseen restart: {text}");
+        }
     }
 }

@@ -319,8 +319,7 @@ impl Service {
 
     /// Refuses work that must end in the store while the store is down: nothing is
     /// acknowledged that is not stored, and refusing now beats failing after the fit.
-    /// Down is rechecked on a request a second after the last try
-    /// ([`crate::store::Store::accepts_writes`]).
+    /// Down is rechecked by the request itself ([`crate::store::Store::accepts_writes`]).
     pub async fn store_admission(&self) -> Result<(), ServiceError> {
         if self.store.accepts_writes().await {
             return Ok(());
@@ -328,8 +327,9 @@ impl Service {
         let health = self.store.health();
         Err(ServiceError::StoreUnavailable {
             detail: format!(
-                "the store cannot be reached ({}); retry shortly",
-                health.error.unwrap_or_else(|| "unreachable".into())
+                "{} (last tried {:.1} s ago); retry shortly",
+                health.error.unwrap_or_else(|| "the store cannot be reached".into()),
+                health.last_try.elapsed().as_secs_f64(),
             ),
             retry_after: self.store_retry_after(),
         })

@@ -170,13 +170,9 @@ pub struct Health {
     pub up: bool,
     /// Why it is down.
     pub error: Option<String>,
-    /// When a call last found it unreachable, or a request last probed it.
+    /// When a call last found it unreachable (or last answered).
     pub last_try: Instant,
 }
-
-/// While the store is down, a request may try it again this long after the last try: a
-/// store that came back is back on the next request, not at the next listing.
-pub const PROBE_BACKOFF: Duration = Duration::from_secs(1);
 
 /// The key a probe asks for (a head: absent is an answer).
 const PROBE_KEY: &str = "mercer-probe";
@@ -187,6 +183,8 @@ pub struct Store {
     /// How often a listing that has not answered is tried again (see [`Store::list`]).
     hedge: OnceLock<Duration>,
     health: Mutex<Health>,
+    /// Held by the one probe of a down store running at a time (see `accepts_writes`).
+    probe: tokio::sync::Mutex<()>,
     io: tokio::runtime::Handle,
 }
 
@@ -216,6 +214,7 @@ impl Store {
             observer: OnceLock::new(),
             hedge: OnceLock::new(),
             health: Mutex::new(Health { up: true, error: None, last_try: Instant::now() }),
+            probe: tokio::sync::Mutex::new(()),
             io: io_handle(),
         }
     }
@@ -316,19 +315,26 @@ impl Store {
         result
     }
 
-    /// Whether work that must end in the store may start: yes while it answers; while it
-    /// is down, one request per [`PROBE_BACKOFF`] probes it (a head of an absent key,
-    /// within the small-call deadline) and goes ahead if it answers.
+    /// Whether work that must end in the store may start: yes while it answers. While it
+    /// is down, the request probes it (a head of an absent key, within the small-call
+    /// deadline, on connections opened after the failure) and goes ahead if it answers,
+    /// so that a store that came back is back on the next request. One probe runs at a
+    /// time: a request that finds one running waits for it, and takes its answer if the
+    /// store was found down after the request arrived.
     pub async fn accepts_writes(&self) -> bool {
+        if self.health().up {
+            return true;
+        }
+        let arrived = Instant::now();
+        let _turn = self.probe.lock().await;
         {
-            let mut health = self.health.lock().unwrap_or_else(|p| p.into_inner());
+            let health = self.health();
             if health.up {
                 return true;
             }
-            if health.last_try.elapsed() < PROBE_BACKOFF {
+            if health.last_try >= arrived {
                 return false;
             }
-            health.last_try = Instant::now();
         }
         let _ = self.call("head", PROBE_KEY, SMALL_CALL, self.blobs.tag(PROBE_KEY)).await;
         self.health().up

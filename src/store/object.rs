@@ -18,11 +18,42 @@ use object_store::{
 use std::io::Read;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 /// Uploads above this go in parts, a few at a time, read from the file as they go.
 const PART_BYTES: usize = 16 << 20;
+
+/// One S3 client (one connection pool).
+struct Client {
+    store: Arc<dyn ObjectStore>,
+    /// Whether the store has answered on it: its pool may then hold connections that a
+    /// store restart since has left dead.
+    used: AtomicBool,
+}
+
+impl Client {
+    fn new(store: Arc<dyn ObjectStore>) -> Arc<Client> {
+        Arc::new(Client { store, used: AtomicBool::new(false) })
+    }
+}
+
+/// Whether an error is the store's answer (the call need not be repeated elsewhere).
+fn is_answer(e: &object_store::Error) -> bool {
+    use object_store::Error::*;
+    matches!(
+        e,
+        NotFound { .. }
+            | AlreadyExists { .. }
+            | Precondition { .. }
+            | NotModified { .. }
+            | PermissionDenied { .. }
+            | Unauthenticated { .. }
+            | NotImplemented { .. }
+            | NotSupported { .. }
+    )
+}
 
 /// Builds the S3 client anew (with an empty connection pool).
 type Rebuild = Arc<dyn Fn() -> Result<Arc<dyn ObjectStore>, OpenError> + Send + Sync>;
@@ -30,7 +61,7 @@ type Rebuild = Arc<dyn Fn() -> Result<Arc<dyn ObjectStore>, OpenError> + Send + 
 pub struct ObjectBlobs {
     /// The client; replaced after a failure so that no connection from before it is used
     /// again ([`Blobs::reset_connections`]).
-    store: RwLock<Arc<dyn ObjectStore>>,
+    store: RwLock<Arc<Client>>,
     rebuild: Option<Rebuild>,
     /// Key prefix inside the bucket ("" or ending in '/').
     prefix: String,
@@ -51,6 +82,16 @@ impl ObjectBlobs {
     /// The store at `url` (`s3://bucket/prefix`), with credentials, region and endpoint
     /// from the standard AWS_* variables. Nothing is contacted here.
     pub fn s3(url: &str, scratch: PathBuf) -> Result<ObjectBlobs, OpenError> {
+        ObjectBlobs::s3_with(url, scratch, &[])
+    }
+
+    /// As [`ObjectBlobs::s3`], with settings (object_store's S3 keys: `aws_endpoint`,
+    /// `aws_access_key_id`, ...) over the environment's: tests give each replica its own.
+    pub fn s3_with(url: &str, scratch: PathBuf, settings: &[(&str, &str)]) -> Result<ObjectBlobs, OpenError> {
+        let settings: Vec<(AmazonS3ConfigKey, String)> = settings
+            .iter()
+            .map(|(k, v)| k.parse().map(|k| (k, v.to_string())).map_err(|e| OpenError::Client(format!("{e}"))))
+            .collect::<Result<_, _>>()?;
         let rest = url.strip_prefix("s3://").ok_or_else(|| OpenError::Url(url.into()))?;
         let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
         if bucket.is_empty() {
@@ -67,7 +108,11 @@ impl ObjectBlobs {
         };
         let bucket = bucket.to_string();
         let build = move || -> Result<Arc<dyn ObjectStore>, OpenError> {
-            let store = AmazonS3Builder::from_env()
+            let mut builder = AmazonS3Builder::from_env();
+            for (k, v) in &settings {
+                builder = builder.with_config(*k, v);
+            }
+            let store = builder
                 .with_bucket_name(&bucket)
                 .with_retry(retry.clone())
                 .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout), "2s")
@@ -86,7 +131,7 @@ impl ObjectBlobs {
         };
         let store = build()?;
         Ok(ObjectBlobs {
-            store: RwLock::new(store),
+            store: RwLock::new(Client::new(store)),
             rebuild: Some(Arc::new(build)),
             prefix: normalise_prefix(prefix),
             url: url.into(),
@@ -104,7 +149,7 @@ impl ObjectBlobs {
     pub fn shared(store: Arc<dyn ObjectStore>, prefix: &str, scratch: PathBuf) -> ObjectBlobs {
         ObjectBlobs {
             url: format!("{store}"),
-            store: RwLock::new(store),
+            store: RwLock::new(Client::new(store)),
             rebuild: None,
             prefix: normalise_prefix(prefix),
             durable: true,
@@ -112,8 +157,57 @@ impl ObjectBlobs {
         }
     }
 
-    fn client(&self) -> Arc<dyn ObjectStore> {
+    fn current(&self) -> Arc<Client> {
         self.store.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn client(&self) -> Arc<dyn ObjectStore> {
+        self.current().store.clone()
+    }
+
+    /// A fresh client in place of `old`, unless another call has already replaced it.
+    fn replace(&self, old: &Arc<Client>) {
+        let Some(rebuild) = &self.rebuild else { return };
+        let mut current = self.store.write().unwrap_or_else(|p| p.into_inner());
+        if Arc::ptr_eq(&current, old) {
+            match rebuild() {
+                Ok(fresh) => *current = Client::new(fresh),
+                Err(e) => tracing::warn!(error = %e, "cannot rebuild the store client"),
+            }
+        }
+    }
+
+    /// Runs `call` (one that may be repeated: a read, a delete, a whole put) on the
+    /// client. If it fails without an answer from the store on a client that has had
+    /// answers before, the failure may be a pooled connection that a store restart left
+    /// dead (object_store's own retries may draw more of them from the same pool): the
+    /// call runs once more on a fresh client before the failure stands. A client that
+    /// never had an answer holds no such connection, so a store that is down costs each
+    /// call its retries once, not twice.
+    async fn repeatable<T, F, Fut>(&self, call: F) -> Result<T, object_store::Error>
+    where
+        F: Fn(Arc<dyn ObjectStore>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, object_store::Error>>,
+    {
+        let client = self.current();
+        let first = call(client.store.clone()).await;
+        match &first {
+            Err(e) if !is_answer(e) && client.used.load(Ordering::Acquire) && self.rebuild.is_some() => {
+                tracing::info!(error = %e, "a store call failed on pooled connections: trying it once on fresh ones");
+                self.replace(&client);
+                let fresh = self.current();
+                let again = call(fresh.store.clone()).await;
+                if again.as_ref().err().is_none_or(is_answer) {
+                    fresh.used.store(true, Ordering::Release);
+                }
+                again
+            }
+            Err(e) if !is_answer(e) => first,
+            _ => {
+                client.used.store(true, Ordering::Release);
+                first
+            }
+        }
     }
 
     fn path(&self, key: &str) -> ObjectPath {
@@ -142,7 +236,7 @@ impl Blobs for ObjectBlobs {
     fn reset_connections(&self) {
         if let Some(rebuild) = &self.rebuild {
             match rebuild() {
-                Ok(fresh) => *self.store.write().unwrap_or_else(|p| p.into_inner()) = fresh,
+                Ok(fresh) => *self.store.write().unwrap_or_else(|p| p.into_inner()) = Client::new(fresh),
                 Err(e) => tracing::warn!(error = %e, "cannot rebuild the store client"),
             }
         }
@@ -150,7 +244,13 @@ impl Blobs for ObjectBlobs {
 
     fn put<'a>(&'a self, key: &'a str, bytes: Bytes) -> BlobFuture<'a, ()> {
         Box::pin(async move {
-            self.client().put(&self.path(key), bytes.into()).await.map_err(|e| classify("put", key, e))?;
+            let path = self.path(key);
+            self.repeatable(|c| {
+                let (path, bytes) = (path.clone(), bytes.clone());
+                async move { c.put(&path, bytes.into()).await }
+            })
+            .await
+            .map_err(|e| classify("put", key, e))?;
             Ok(())
         })
     }
@@ -225,7 +325,14 @@ impl Blobs for ObjectBlobs {
 
     fn tag<'a>(&'a self, key: &'a str) -> BlobFuture<'a, Option<String>> {
         Box::pin(async move {
-            match self.client().head(&self.path(key)).await {
+            let path = self.path(key);
+            match self
+                .repeatable(|c| {
+                    let path = path.clone();
+                    async move { c.head(&path).await }
+                })
+                .await
+            {
                 // A store without ETags cannot compare versions: every put_if conflicts.
                 Ok(meta) => Ok(Some(meta.e_tag.unwrap_or_default())),
                 Err(object_store::Error::NotFound { .. }) => Ok(None),
@@ -236,15 +343,26 @@ impl Blobs for ObjectBlobs {
 
     fn get<'a>(&'a self, key: &'a str) -> BlobFuture<'a, Bytes> {
         Box::pin(async move {
-            let got = self.client().get(&self.path(key)).await.map_err(|e| classify("get", key, e))?;
-            got.bytes().await.map_err(|e| classify("get", key, e))
+            let path = self.path(key);
+            self.repeatable(|c| {
+                let path = path.clone();
+                async move { c.get(&path).await?.bytes().await }
+            })
+            .await
+            .map_err(|e| classify("get", key, e))
         })
     }
 
     fn get_range<'a>(&'a self, key: &'a str, range: Range<u64>) -> BlobFuture<'a, Bytes> {
         Box::pin(async move {
             let path = self.path(key);
-            match self.client().get_range(&path, range.clone()).await {
+            let first = self
+                .repeatable(|c| {
+                    let (path, range) = (path.clone(), range.clone());
+                    async move { c.get_range(&path, range).await }
+                })
+                .await;
+            match first {
                 Ok(b) => Ok(b),
                 // A range past the end is an error for S3; clamp it as a file read does.
                 Err(object_store::Error::NotFound { .. }) => Err(BlobError::NotFound { key: key.into() }),
@@ -261,14 +379,29 @@ impl Blobs for ObjectBlobs {
     }
 
     fn size<'a>(&'a self, key: &'a str) -> BlobFuture<'a, u64> {
-        Box::pin(
-            async move { Ok(self.client().head(&self.path(key)).await.map_err(|e| classify("head", key, e))?.size) },
-        )
+        Box::pin(async move {
+            let path = self.path(key);
+            let meta = self
+                .repeatable(|c| {
+                    let path = path.clone();
+                    async move { c.head(&path).await }
+                })
+                .await
+                .map_err(|e| classify("head", key, e))?;
+            Ok(meta.size)
+        })
     }
 
     fn delete<'a>(&'a self, key: &'a str) -> BlobFuture<'a, ()> {
         Box::pin(async move {
-            match self.client().delete(&self.path(key)).await {
+            let path = self.path(key);
+            let deleted = self
+                .repeatable(|c| {
+                    let path = path.clone();
+                    async move { c.delete(&path).await }
+                })
+                .await;
+            match deleted {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
                 Err(e) => Err(classify("delete", key, e)),
             }
@@ -279,8 +412,13 @@ impl Blobs for ObjectBlobs {
         Box::pin(async move {
             let full = format!("{}{}", self.prefix, dir.trim_matches('/'));
             let under = (!full.trim_matches('/').is_empty()).then(|| ObjectPath::from(full.trim_matches('/')));
-            let listed =
-                self.client().list_with_delimiter(under.as_ref()).await.map_err(|e| classify("list", dir, e))?;
+            let listed = self
+                .repeatable(|c| {
+                    let under = under.clone();
+                    async move { c.list_with_delimiter(under.as_ref()).await }
+                })
+                .await
+                .map_err(|e| classify("list", dir, e))?;
             let mut out: Vec<ObjectInfo> = listed
                 .objects
                 .into_iter()
