@@ -598,3 +598,39 @@ async fn a_damaged_delta_is_its_own_problem_and_its_removal_recovers_the_model()
     assert_eq!(prediction(&s, &id).await, before, "the last intact version");
     stop(s).await;
 }
+
+/// The count of `mercer_store_damaged_objects_total{object="delta"}`, 0 when absent.
+async fn damaged_deltas(s: &TestServer) -> f64 {
+    let metrics = s.get("/metrics").await.text().await.unwrap();
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("mercer_store_damaged_objects_total{object=\"delta\"} "))
+        .map_or(0.0, |v| v.parse().unwrap())
+}
+
+/// A damaged *newest* delta, met by another replica's refresh: that replica keeps serving
+/// the intact version before it, and reports the delta once (logged and counted once over
+/// any number of refreshes), instead of skipping it in silence.
+#[tokio::test]
+async fn a_damaged_newest_delta_met_by_a_refresh_is_reported_once() {
+    let dir = std::env::temp_dir().join(format!("mercer-deltas-newest-{}", Uuid::new_v4()));
+    let backend = Backend::Dir(dir.clone());
+    // B refreshes only when told to here.
+    let (a, b) =
+        (backend.replica(config()).await, backend.replica(Config { store_refresh_secs: 3600, ..config() }).await);
+    let id = a.train(&gp_body()).await["id"].as_str().unwrap().to_string();
+    let before = prediction(&b, &id).await;
+    append(&a, &id, &append_body(&gp_body(), 3, 0)).await;
+    let versions = deltas_of(&backend.store(), &id).await;
+    assert_eq!(versions.len(), 1);
+    let key = mercer::store::delta::delta_key(Uuid::parse_str(&id).unwrap(), versions[0]);
+    std::fs::write(dir.join(&key), b"not a delta at all").unwrap();
+    assert_eq!(damaged_deltas(&b).await, 0.0);
+    for _ in 0..3 {
+        b.service().sync_store().await;
+    }
+    assert_eq!(damaged_deltas(&b).await, 1.0, "reported once over three refreshes");
+    assert_eq!(prediction(&b, &id).await, before, "B serves the intact version before it");
+    stop(a).await;
+    stop(b).await;
+}

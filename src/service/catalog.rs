@@ -224,7 +224,26 @@ impl Service {
             .collect()
             .await;
         for (delta, entry) in read {
-            let Ok(Some(delta)) = delta else { continue };
+            let delta = match delta {
+                Ok(Some(d)) => d,
+                Ok(None) => continue,
+                // This replica keeps serving the version before it, as it must (the
+                // versions before a damaged delta are intact): said once, and counted.
+                Err(StoreError::Corrupt { key, reason }) => {
+                    if self.damaged_deltas.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone()) {
+                        let labels = crate::metrics::ObjectLabels { object: "delta".into() };
+                        self.metrics.damaged_objects.get_or_create(&labels).inc();
+                        tracing::error!(
+                            model_id = %entry.id, key, reason,
+                            "a newer version's stored delta is damaged: this replica serves version {} until an \
+                             operator repairs or removes it",
+                            entry.version()
+                        );
+                    }
+                    continue;
+                }
+                Err(_) => continue, // the store did not answer: the next refresh tries again
+            };
             // An append here holds the model's lock and registers its own version.
             let lock = self.model_lock(entry.id);
             let Ok(_turn) = lock.try_lock() else { continue };

@@ -179,6 +179,8 @@ pub struct Service {
     markers_swept: Mutex<Option<Instant>>,
     /// Models being compacted here (one compaction per model at a time).
     compacting: Mutex<std::collections::HashSet<Uuid>>,
+    /// Damaged deltas a refresh has reported (each is logged and counted once).
+    damaged_deltas: Mutex<std::collections::HashSet<String>>,
     /// One store read per model at a time.
     loading: Mutex<HashMap<Uuid, Arc<tokio::sync::Mutex<()>>>>,
     sync_lock: tokio::sync::Mutex<()>,
@@ -244,6 +246,7 @@ impl Service {
             tombstones: Mutex::default(),
             loading: Mutex::default(),
             compacting: Mutex::default(),
+            damaged_deltas: Mutex::default(),
             pending_markers: Mutex::default(),
             markers_swept: Mutex::default(),
             full_objects: Mutex::default(),
