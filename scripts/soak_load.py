@@ -3,11 +3,13 @@
 deletes, dataset uploads and CLI calls against two replicas, for a given time; then the
 check that everything acknowledged is there.
 
-    python3 scripts/soak_load.py --stable URL --other URL --seconds N --mercer BIN --out FILE
+    python3 scripts/soak_load.py --stable URL --other URL [--balancer URL] --seconds N --mercer BIN --out FILE
     python3 scripts/soak_load.py --verify FILE --stable URL --other URL
 
 The stable replica is never killed: every request to it must be answered (a connection
 that ends without an answer is a failure), and its only 5xx may be 503 with Retry-After.
+The same holds for the balancer (haproxy in front of both, which re-sends a request that a
+killed replica dropped), which takes a quarter of the requests when given.
 Requests to the other replica, which soak.sh kills -9 every 30 s, may also fail to connect
 while it is down (counted apart). Every acknowledged model (with the version and the
 predictions its last acknowledged write answered) and dataset is recorded in FILE; --verify
@@ -73,21 +75,27 @@ class Load:
         self.stop = time.monotonic() + a.seconds
 
     def request(self, replica, method, path, body=None, content_type="application/json"):
-        """One request, classified; (status, body) or None when it got no answer."""
-        url = self.a.stable if replica == "stable" else self.a.other
+        """One request, classified; (status, body, who) or None when it got no answer. `who`
+        is the replica that answered: for the balancer, the one its X-Backend header names,
+        so that a write's follow-up reads (its version, its predictions) go where it landed
+        (another replica sees a new version only at its next refresh)."""
+        url = {"stable": self.a.stable, "other": self.a.other, "balancer": self.a.balancer}[replica]
         try:
             status, headers, parsed = call(url, method, path, body, content_type)
         except (OSError, http.client.HTTPException) as e:
-            if replica == "stable":
-                self.tally.add("stable: no answer", f"{method} {path}: {e!r}")
+            if replica != "other":
+                self.tally.add(f"{replica}: no answer", f"{replica} {method} {path}: {e!r}")
             else:
                 self.tally.add("other: no answer (down)")
             return None
         if status >= 500 and not (status == 503 and "retry-after" in headers):
-            self.tally.add(f"{replica}: {status} (failure)", f"{method} {path}: {status} {str(parsed)[:200]}")
+            self.tally.add(f"{replica}: {status} (failure)", f"{replica} {method} {path}: {status} {str(parsed)[:200]}")
         else:
             self.tally.add(f"{replica}: {status}")
-        return status, parsed
+        who = replica
+        if replica == "balancer":
+            who = {"r1": "stable", "r2": "other"}.get(headers.get("x-backend"), "balancer")
+        return status, parsed, who
 
     def fit(self, replica, wait):
         y = [((i / 8.0) * random.uniform(0.5, 2.0)) % 3.0 for i in range(24)]
@@ -96,7 +104,7 @@ class Load:
         got = self.request(replica, "POST", "/models" + ("" if wait else "?wait=false"), body)
         if not got or got[0] not in (201, 202):
             return
-        mid = got[1]["id"]
+        mid, replica = got[1]["id"], got[2]
         if got[0] == 202:
             for _ in range(100):
                 st = self.request(replica, "GET", f"/models/{mid}")
@@ -153,7 +161,7 @@ class Load:
             got = self.request(replica, "POST", f"/models/{mid}/observations",
                                {"x": [[random.uniform(0, 3)]], "y": [random.uniform(-1, 1)]})
             if got and got[0] == 200:
-                p = self.request(replica, "POST", f"/models/{mid}/predict", QUERY)
+                p = self.request(got[2], "POST", f"/models/{mid}/predict", QUERY)
                 if p and p[0] == 200:
                     self.models[mid] = {"version": got[1]["version"], "predictions": p[1]["predictions"]}
                 else:
@@ -183,18 +191,22 @@ class Load:
             self.request(replica, "POST", f"/models/{mid}/predict", QUERY)
 
     def cli(self, replica):
-        url = self.a.stable if replica == "stable" else self.a.other
+        url = {"stable": self.a.stable, "other": self.a.other, "balancer": self.a.balancer}[replica]
         r = subprocess.run([self.a.mercer, "models", "--json"], env=dict(os.environ, MERCER_URL=url),
                            capture_output=True, text=True, timeout=60)
         self.tally.add(f"{replica}: cli exit {r.returncode}",
-                       None if r.returncode == 0 or replica == "other" else f"cli: {r.stderr[:200]}")
+                       None if r.returncode == 0 or replica == "other" else f"{replica} cli: {r.stderr[:200]}")
 
     def worker(self, seed):
         rnd = random.Random(seed)
         actions = [(self.predict, 50), (self.fit, 10), (self.append, 12), (self.upload, 10),
                    (self.delete, 4), (self.cli, 2)]
         while time.monotonic() < self.stop:
-            replica = "stable" if rnd.random() < 0.7 else "other"
+            u = rnd.random()
+            if self.a.balancer:
+                replica = "stable" if u < 0.5 else "balancer" if u < 0.75 else "other"
+            else:
+                replica = "stable" if u < 0.7 else "other"
             action = rnd.choices([a for a, _ in actions], [w for _, w in actions])[0]
             if action == self.fit:
                 self.fit(replica, wait=rnd.random() < 0.7)
@@ -206,6 +218,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--stable", required=True)
     p.add_argument("--other", required=True)
+    p.add_argument("--balancer")
     p.add_argument("--seconds", type=float, default=180)
     p.add_argument("--mercer")
     p.add_argument("--out")
