@@ -10,6 +10,9 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+/// How often the allocator's free memory is handed back to the system.
+const TRIM_EVERY: Duration = Duration::from_secs(60);
+
 /// A server running on the current tokio runtime.
 pub struct RunningServer {
     pub addr: SocketAddr,
@@ -65,6 +68,20 @@ async fn serve(service: Service) -> std::io::Result<RunningServer> {
         let refresher = loader.clone();
         if tokio::task::spawn_blocking(move || loader.load_store()).await.is_ok() {
             refresher.spawn_refresh();
+        }
+    });
+    // Freed memory back to the system once a minute (see `crate::trim_allocator`), for
+    // as long as the service lives.
+    let weak = Arc::downgrade(&service);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(TRIM_EVERY);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            if weak.strong_count() == 0 {
+                break;
+            }
+            let _ = tokio::task::spawn_blocking(crate::trim_allocator).await;
         }
     });
     let app = api::router(service.clone());
