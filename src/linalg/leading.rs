@@ -76,10 +76,12 @@ fn partial(a: &DMatrix<f64>, k: usize, par: Parallelism) -> Option<Leading> {
 }
 
 /// Halko et al.'s randomized eigensolver for a symmetric A (held whole, as blocks, or
-/// any operator that applies it): Q spans A^(q+1) omega,
-/// re-orthonormalised after every product; the eigenpairs of the small Q'AQ, lifted by
-/// Q, approximate A's k largest. `omega` (n x l, l >= k: k plus oversampling) is the
-/// random start; `power_iterations` the products after the first.
+/// any operator that applies it): Q spans A^(2q+1) omega, re-orthonormalised after
+/// every product; the eigenpairs of the small Q'AQ, lifted by Q, approximate A's k
+/// largest. `omega` (n x l, l >= k: k plus oversampling) is the random start. Each of the
+/// `power_iterations` is two products, A'A, as scikit-learn's randomized range finder
+/// takes them (one product per iteration left the eigenvalues inside a cluster with
+/// 1-3% gaps percents off, where scikit-learn's are 0.2% off).
 pub fn leading_randomized(
     a: &impl SymmetricOperator,
     k: usize,
@@ -90,7 +92,7 @@ pub fn leading_randomized(
     let (n, l) = omega.shape();
     assert!(a.n() == n && l >= k && l <= n);
     let mut q = orthonormal(&a.apply(&omega, par));
-    for _ in 0..power_iterations {
+    for _ in 0..2 * power_iterations {
         q = orthonormal(&a.apply(&q, par));
     }
     // Rayleigh-Ritz on the range: B = Q'AQ (l x l), symmetrised against round-off.
@@ -166,5 +168,43 @@ mod tests {
         let r = leading_randomized(&a, 5, omega, 7, Parallelism::Sequential).unwrap();
         let e = leading_exact(&a, 5, Parallelism::Sequential).unwrap();
         same_pairs(&r, &e, 1e-10);
+    }
+
+    /// A kernel matrix's spectrum as an rbf kernel gives on isotropic data: one large
+    /// eigenvalue, then clusters (d of the first degree, d(d+1)/2 of the second) whose
+    /// members differ by 1-3%, then a tail. The 10th of the 10 leading eigenvalues sits in
+    /// the second cluster, where the gaps are small: the case where too few products leave
+    /// the randomized solver percents off (scikit-learn's is 0.2% off here).
+    fn clustered_spectrum(n: usize) -> Vec<f64> {
+        let mut v = vec![100.0];
+        v.extend((0..8).map(|i| 30.0 * (1.0 - 0.025 * i as f64)));
+        v.extend((0..36).map(|i| 9.0 * (1.0 - 0.01 * i as f64)));
+        let tail = n - v.len();
+        v.extend((0..tail).map(|i| 2.0 * 0.97f64.powi(i as i32)));
+        v
+    }
+
+    /// As close as scikit-learn's randomized solver on the same spectrum, 10 leading
+    /// eigenvalues with 10 oversamples and 7 power iterations: no farther off than its
+    /// worst of 10 seeds (tests/fixtures/generate_randomized_eigsh.py). One product per
+    /// iteration landed 1.2% off here.
+    #[test]
+    fn randomized_is_as_close_as_scikit_learns_where_the_gaps_are_small() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/randomized_eigsh_reference.json");
+        let fx: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let n = fx["n"].as_u64().unwrap() as usize;
+        let (k, l) = (10, 10 + fx["oversamples"].as_u64().unwrap() as usize);
+        assert_eq!(fx["k"].as_u64(), Some(k as u64));
+        let theirs = fx["worst_relative_error_per_seed"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap());
+        let bound = theirs.fold(0.0, f64::max);
+        let a = with_spectrum(&clustered_spectrum(n), 7);
+        let e = leading_exact(&a, k, Parallelism::Sequential).unwrap();
+        for seed in [8, 9, 10] {
+            let omega = crate::test_support::seeded_matrix(n, l, seed);
+            let iterations = fx["iterations"].as_u64().unwrap() as usize;
+            let r = leading_randomized(&a, k, omega, iterations, Parallelism::Sequential).unwrap();
+            let worst = (0..k).map(|j| (r.values[j] - e.values[j]).abs() / e.values[j]).fold(0.0, f64::max);
+            assert!(worst <= bound, "seed {seed}: worst relative eigenvalue error {worst}, scikit-learn's {bound}");
+        }
     }
 }

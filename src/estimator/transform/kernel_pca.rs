@@ -35,7 +35,7 @@ pub enum EigenSolver {
 /// scikit-learn's `n_oversamples`).
 const OVERSAMPLES: usize = 10;
 /// Power iterations of the randomized solver (scikit-learn's `"auto"` for few
-/// components); each is one product with the n x n matrix here, two there.
+/// components); each is two products with the n x n matrix, as there.
 const POWER_ITERATIONS: usize = 7;
 /// Eigenvalues at or below this fraction of the largest are zero (scikit-learn's
 /// `_check_psd_eigenvalues`).
