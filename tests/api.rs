@@ -773,3 +773,33 @@ async fn concurrent_predicts_are_batched_and_each_gets_its_own_rows() {
     let calls = sample("mercer_predict_batch_rows_count ");
     assert!((1.0..=parts.len() as f64).contains(&calls), "{calls} batches for {} requests", parts.len());
 }
+
+/// GET /models leaves out the bulky arrays (`training.inducing_indices`,
+/// `training.search.candidates`); GET /models/{id} keeps them; everything else is the same.
+#[tokio::test]
+async fn the_list_leaves_out_the_bulky_arrays_the_model_keeps() {
+    let s = TestServer::default().await;
+    let x: Vec<Vec<f64>> = (0..60).map(|i| vec![i as f64 / 10.0]).collect();
+    let y: Vec<f64> = x.iter().map(|r| r[0].sin()).collect();
+    let nystrom = s
+        .train(&json!({"model": "kernel_ridge", "x": x, "y": y,
+            "params": {"approximation": "nystrom", "inducing_points": 10, "inducing_selection": "uniform"}}))
+        .await;
+    let searched = s
+        .train(&json!({"model": "kernel_ridge", "x": x, "y": y,
+            "search": {"space": {"/params/lambda": [0.01, 0.1, 1.0]}, "cv": 3}}))
+        .await;
+    let list: Value = s.get("/models").await.json().await.unwrap();
+    for (m, bulky) in [(&nystrom, "/training/inducing_indices"), (&searched, "/training/search/candidates")] {
+        let id = m["id"].as_str().unwrap();
+        let one: Value = s.get(&format!("/models/{id}")).await.json().await.unwrap();
+        assert!(one.pointer(bulky).is_some_and(|v| !v.as_array().unwrap().is_empty()), "{bulky} in {one}");
+        let listed = list["models"].as_array().unwrap().iter().find(|l| l["id"] == m["id"]).unwrap();
+        assert!(listed.pointer(bulky).is_none(), "{bulky} in the list: {listed}");
+        let (mut a, mut b) = (one.clone(), listed.clone());
+        let (parent, key) = bulky.rsplit_once('/').unwrap();
+        a.pointer_mut(parent).unwrap().as_object_mut().unwrap().remove(key);
+        b.pointer_mut(parent).unwrap().as_object_mut().unwrap().remove(key);
+        assert_eq!(a, b, "the rest is the same");
+    }
+}

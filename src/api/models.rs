@@ -36,7 +36,7 @@ pub async fn create(
 }
 
 pub async fn list(State(service): State<Arc<Service>>) -> Json<ModelList> {
-    Json(ModelList { models: service.list().await.iter().map(|e| ModelResource::of(e)).collect() })
+    Json(ModelList { models: service.list().await.iter().map(|e| ModelResource::listed(e)).collect() })
 }
 
 pub async fn get(

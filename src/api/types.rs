@@ -385,6 +385,22 @@ impl ModelResource {
     }
 }
 
+impl ModelResource {
+    /// As [`ModelResource::of`], less the bulky arrays a list leaves out (the contract):
+    /// `training.inducing_indices` and `training.search.candidates` appear only in
+    /// GET /models/{id}.
+    pub fn listed(e: &ModelEntry) -> ModelResource {
+        let mut r = ModelResource::of(e);
+        if let Some(Value::Object(training)) = r.training.as_mut() {
+            training.shift_remove("inducing_indices");
+            if let Some(Value::Object(search)) = training.get_mut("search") {
+                search.shift_remove("candidates");
+            }
+        }
+        r
+    }
+}
+
 #[derive(Debug, Serialize)]
 pub struct ModelList {
     pub models: Vec<ModelResource>,
