@@ -169,6 +169,40 @@ async fn errors_are_the_protocol_s_with_the_predict_route_s_statuses() {
     assert_eq!((status, meta["name"].as_str()), (200, Some("mercer")));
 }
 
+/// The errors that the layers below the handlers answer (a method not allowed, a body over
+/// the limit, a path that is no route) are the protocol's `{"error"}` under /v2 too, with
+/// their headers; elsewhere they stay problem+json.
+#[tokio::test]
+async fn errors_from_below_the_handlers_keep_the_protocol_s_shape() {
+    let s = TestServer::start(Config { max_body_bytes: 1000, ..Config::for_tests() }).await;
+    let big = vec![b'a'; 3000];
+    let cases = [
+        (s.http.get(s.url("/v2/models/abc/infer")).send().await.unwrap(), 405),
+        (s.post_raw("/v2/models/abc/infer", big.clone(), "application/json").await, 413),
+        (s.get("/v2/models/abc/versions/1").await, 404),
+        (s.get("/v2/nothing").await, 404),
+    ];
+    for (r, want) in cases {
+        assert_eq!(r.status().as_u16(), want);
+        let allow = r.headers().contains_key("allow");
+        let content_type = r.headers()["content-type"].to_str().unwrap().to_string();
+        let e: Value = r.json().await.unwrap();
+        assert_eq!(content_type, "application/json", "{want}: {e}");
+        assert!(e["error"].as_str().is_some_and(|m| !m.is_empty()) && e.as_object().unwrap().len() == 1, "{want}: {e}");
+        assert_eq!(allow, want == 405, "{want}: Allow kept");
+    }
+    let r = s.post_raw("/models", big, "application/json").await;
+    assert_eq!(r.status(), 413);
+    assert!(r.headers()["content-type"].to_str().unwrap().starts_with("application/problem+json"));
+    // A missing token: 401 in the protocol's shape, its WWW-Authenticate kept.
+    let s = TestServer::start(Config { api_keys: "right-token".into(), ..Config::for_tests() }).await;
+    let r = s.get("/v2/models/abc/ready").await;
+    assert_eq!(r.status(), 401);
+    assert!(r.headers().contains_key("www-authenticate"));
+    let e: Value = r.json().await.unwrap();
+    assert!(e["error"].as_str().is_some_and(|m| !m.is_empty()), "{e}");
+}
+
 #[tokio::test]
 async fn health_needs_no_token_and_models_do() {
     let mut config = Config::for_tests();

@@ -118,6 +118,39 @@ where
     problem
 }
 
+/// Every error response as its route's protocol has it: problem+json
+/// ([`problem_for_bare_errors`]), except under `/v2` (the Open Inference Protocol), where
+/// every error, also those of the layers below the handlers (405, 413, 408, a route that
+/// does not exist, a panic), is the protocol's `{"error": message}`, the problem's
+/// `detail` its message.
+pub async fn errors_in_their_protocol(req: Request, next: Next) -> Response {
+    let path = req.uri().path();
+    let oip = path == "/v2" || path.starts_with("/v2/");
+    let response = problem_for_bare_errors(next.run(req).await).await;
+    let status = response.status();
+    if !oip
+        || !(status.is_client_error() || status.is_server_error())
+        || response.extensions().get::<super::oip::ProtocolError>().is_some()
+    {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    // A problem body is small; anything else is replaced by the status's reason.
+    let bytes = axum::body::to_bytes(body, 64 << 10).await.unwrap_or_default();
+    let detail = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|v| v["detail"].as_str().map(String::from))
+        .unwrap_or_else(|| status.canonical_reason().unwrap_or("error").to_lowercase());
+    let mut out = (status, axum::Json(serde_json::json!({"error": detail}))).into_response();
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            out.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    out.extensions_mut().insert(super::oip::ProtocolError);
+    out
+}
+
 /// The answer to a handler that panicked: a 500 problem, the panic logged with its
 /// message and counted (`mercer_handler_panics_total`). The connection then ends as any
 /// other, with an answer.

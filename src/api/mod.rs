@@ -145,7 +145,7 @@ pub fn router(service: Arc<Service>) -> Router {
 }
 
 /// `routes` under the service's middleware stack: request ids, tracing, compression,
-/// metrics, problem bodies for bare errors, the request timeout, and a panicking handler
+/// metrics, problem bodies for bare errors (the protocol's `{"error"}` under `/v2`), the request timeout, and a panicking handler
 /// answered with a 500 problem (logged and counted) instead of a connection closed
 /// without an answer. Public so that a test can put a route that panics under the same
 /// stack.
@@ -174,7 +174,7 @@ pub fn layered(service: Arc<Service>, routes: Router<Arc<Service>>) -> Router {
                     drain::DrainLimit(drain_limit, drain_bound),
                     drain::drain_unread,
                 ))
-                .layer(axum::middleware::map_response(middleware::problem_for_bare_errors))
+                .layer(axum::middleware::from_fn(middleware::errors_in_their_protocol))
                 .layer(TimeoutLayer::with_status_code(
                     StatusCode::REQUEST_TIMEOUT,
                     Duration::from_secs(config.request_timeout_secs),
