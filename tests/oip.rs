@@ -203,6 +203,28 @@ async fn errors_from_below_the_handlers_keep_the_protocol_s_shape() {
     assert!(e["error"].as_str().is_some_and(|m| !m.is_empty()), "{e}");
 }
 
+/// A model over token lists is not offered under the protocol: its metadata and its
+/// infer both answer 400 in the protocol's shape (the metadata advertised an input the
+/// infer refused).
+#[tokio::test]
+async fn token_list_models_are_not_offered() {
+    let s = TestServer::default().await;
+    let m = s
+        .train(&json!({"model": "kernel_ridge", "kernel": {"type": "set"},
+            "x": [["a", "b"], ["b"], ["c", "a"]], "y": [1, 2, 3]}))
+        .await;
+    let id = m["id"].as_str().unwrap();
+    let (status, e) = body(s.get(&format!("/v2/models/{id}")).await).await;
+    assert_eq!(status, 400, "{e}");
+    assert!(e["error"].as_str().unwrap().contains("token lists"), "{e}");
+    for (shape, data) in [(json!([1]), json!(["a"])), (json!([1, 1]), json!(["a"]))] {
+        let req = json!({"inputs": [{"name": "x", "shape": shape, "datatype": "BYTES", "data": data}]});
+        let (status, e) = body(s.post(&format!("/v2/models/{id}/infer"), &req).await).await;
+        assert_eq!(status, 400, "{e}");
+        assert!(e["error"].as_str().unwrap().contains("token lists"), "{e}");
+    }
+}
+
 #[tokio::test]
 async fn health_needs_no_token_and_models_do() {
     let mut config = Config::for_tests();

@@ -2,7 +2,8 @@
 //! KServe clients speak) over the same models: a model's name is its id.
 //!
 //! One input tensor `x`: `[m, d]` numbers (FP64; FP32 and integer types are widened),
-//! or `[m]` BYTES for models over strings. Outputs are the predict route's fields as
+//! or `[m]` BYTES for models over strings (models over token lists are not offered:
+//! 400). Outputs are the predict route's fields as
 //! tensors. Errors are the protocol's `{"error": "..."}`, with the status the predict
 //! route would give (409 for a model that is not ready). Tensors may travel in the
 //! binary tensor data extension ([`super::oip_binary`]) both ways.
@@ -106,7 +107,7 @@ pub async fn model_metadata(
     let input = match predictor.row_kind() {
         RowKind::Numeric => json!({"name": "x", "datatype": "FP64", "shape": [-1, predictor.n_features()]}),
         RowKind::Text => json!({"name": "x", "datatype": "BYTES", "shape": [-1]}),
-        RowKind::Tokens => json!({"name": "x", "datatype": "BYTES", "shape": [-1, -1]}),
+        RowKind::Tokens => return Err(not_offered()),
     };
     let probe_model = fitted.clone();
     // A one-row predict of a large GP is n^2 flops: off the async threads.
@@ -175,6 +176,22 @@ fn flag(parameters: &Option<Value>, name: &str) -> Option<bool> {
 }
 
 /// POST /v2/models/{id}/infer, in JSON or with the binary tensor data extension.
+/// Models over token lists are not offered under the protocol (it has no tensor of
+/// lists of strings): their metadata and infer both answer 400, so that no metadata
+/// advertises an input its infer refuses.
+fn not_offered() -> OipError {
+    bad("models over token lists are not offered under the Open Inference Protocol: use POST /models/{id}/predict")
+}
+
+/// 400 for a model over token lists; a model not ready yet is left to infer (409).
+async fn offered(service: &Service, id: Uuid) -> Result<(), OipError> {
+    let entry = service.lookup(id).await?;
+    match service.fitted(&entry).await {
+        Ok(f) if matches!(f.predictor().row_kind(), RowKind::Tokens) => Err(not_offered()),
+        _ => Ok(()),
+    }
+}
+
 pub async fn infer(
     State(service): State<Arc<Service>>,
     id: Result<Path<String>, PathRejection>,
@@ -182,6 +199,7 @@ pub async fn infer(
     body: Bytes,
 ) -> Result<Response, OipError> {
     let id = model_id(id)?;
+    offered(&service, id).await?;
     let header_len = headers.get(binary::HEADER_LENGTH).map(|v| v.to_str().unwrap_or("?"));
     let (head, binary_part) = binary::split(&body, header_len).map_err(bad)?;
     // JSON whatever the Content-Type, as every route of the contract.
