@@ -480,3 +480,33 @@ async fn a_search_where_every_candidate_fails_is_422() {
     assert_eq!((status, p["type"].as_str()), (422, Some("/problems/fit-failed")), "{p}");
     assert!(p["detail"].as_str().unwrap().contains("candidate 0"), "{p}");
 }
+
+/// On rows sorted by class, halving's early rounds draw each fold's rows at random with
+/// the seed, stratified by class, as HalvingGridSearchCV resamples, instead of taking the
+/// first rows (one class, so every first-round fit failed): every candidate of every
+/// round scores, and the same seed gives the same search.
+#[tokio::test]
+async fn halving_on_rows_sorted_by_class_scores_every_round() {
+    let s = TestServer::default().await;
+    let (x, y) = blobs(90);
+    let mut rows: Vec<(Vec<f64>, u32)> = x.into_iter().zip(y).collect();
+    rows.sort_by_key(|(_, c)| *c);
+    let (x, y): (Vec<Vec<f64>>, Vec<u32>) = rows.into_iter().unzip();
+    let body = json!({"model": "svm", "kernel": {"type": "rbf"}, "x": x, "y": y,
+        "search": {"method": "halving", "cv": 3, "seed": 5,
+                   "space": {"/params/c": [0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100]}}});
+    let m = s.train(&body).await;
+    let search = &m["training"]["search"];
+    let candidates = search["candidates"].as_array().unwrap();
+    // Each candidate reports its last round: 9 in round 0, 3 go on, 1 to round 2.
+    let last: Vec<u64> = candidates.iter().map(|c| c["round"].as_u64().unwrap()).collect();
+    assert_eq!((last.len(), last.iter().filter(|&&r| r == 0).count(), last.iter().max()), (9, 6, Some(&2)));
+    for c in candidates {
+        assert!(c["mean_score"].is_number(), "round {} unscored: {c}", c["round"]);
+    }
+    let again = s.train(&body).await;
+    let scores = |m: &Value| -> Vec<Value> {
+        m["training"]["search"]["candidates"].as_array().unwrap().iter().map(|c| c["fold_scores"].clone()).collect()
+    };
+    assert_eq!(scores(&again), scores(&m), "the same seed draws the same rows");
+}

@@ -111,6 +111,70 @@ impl Folds {
 }
 
 /// A seeded Fisher-Yates permutation of `rows`.
+/// The rows of a training fold that a halving round fits on: `k` of `train` (ascending)
+/// drawn at random with `seed`, as scikit-learn's HalvingGridSearchCV resamples each
+/// split, rather than its first `k` (which on sorted data are one class). With `classes`
+/// (each row's class index, classifiers) the draw is stratified: each class gets its
+/// share of `k` (the floors of k n_c / m, the remainder to the largest fractions, ties to
+/// the class seen first), at least one row of every class when `k` allows. The draws
+/// of one seed are nested: a later round's rows include an earlier round's. Ascending.
+pub fn subsample(train: &[usize], k: usize, seed: u64, classes: Option<&[usize]>) -> Vec<usize> {
+    let m = train.len();
+    if k >= m {
+        return train.to_vec();
+    }
+    let mut rng = SplitMix64::new(seed);
+    let mut out = match classes {
+        None => {
+            let mut order = train.to_vec();
+            shuffle_with(&mut order, &mut rng);
+            order.truncate(k);
+            order
+        }
+        Some(y) => {
+            // The fold's classes in order of first appearance, each with its rows.
+            let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
+            for &r in train {
+                match groups.iter_mut().find(|(c, _)| *c == y[r]) {
+                    Some((_, rows)) => rows.push(r),
+                    None => groups.push((y[r], vec![r])),
+                }
+            }
+            let exact: Vec<f64> = groups.iter().map(|(_, rows)| k as f64 * rows.len() as f64 / m as f64).collect();
+            let mut take: Vec<usize> = exact.iter().map(|e| e.floor() as usize).collect();
+            let mut by_fraction: Vec<usize> = (0..groups.len()).collect();
+            by_fraction.sort_by(|&a, &b| (exact[b] - exact[b].floor()).total_cmp(&(exact[a] - exact[a].floor())));
+            let mut left = k - take.iter().sum::<usize>();
+            // Every class once if k allows (a fit needs two classes), then the fractions.
+            for &g in &by_fraction {
+                if left > 0 && take[g] == 0 && k >= groups.len() {
+                    take[g] = 1;
+                    left -= 1;
+                }
+            }
+            for &g in by_fraction.iter().cycle().take(by_fraction.len() * 2) {
+                if left > 0 && take[g] < groups[g].1.len() {
+                    take[g] += 1;
+                    left -= 1;
+                }
+            }
+            // Over-assigned by the "every class once" rule: take back from the largest.
+            while take.iter().sum::<usize>() > k {
+                let g = (0..take.len()).max_by_key(|&g| take[g]).expect("a class");
+                take[g] -= 1;
+            }
+            let mut out = Vec::with_capacity(k);
+            for ((_, mut rows), n) in groups.into_iter().zip(take) {
+                shuffle_with(&mut rows, &mut rng);
+                out.extend_from_slice(&rows[..n]);
+            }
+            out
+        }
+    };
+    out.sort_unstable();
+    out
+}
+
 fn permute(rows: &mut [usize], seed: u64) {
     shuffle_with(rows, &mut SplitMix64::new(seed));
 }
@@ -124,6 +188,33 @@ fn shuffle_with<T>(items: &mut [T], rng: &mut SplitMix64) {
 
 #[cfg(test)]
 mod tests {
+    use super::subsample;
+
+    /// Sorted two-class rows: the first rows are one class, a halving draw holds both in
+    /// proportion; draws are seeded, nested across rounds and within the fold.
+    #[test]
+    fn halving_draws_are_seeded_stratified_and_nested() {
+        let y: Vec<usize> = (0..90).map(|i| usize::from(i >= 60)).collect();
+        let train: Vec<usize> = (0..90).filter(|i| i % 3 != 0).collect();
+        let small = subsample(&train, 10, 7, Some(&y));
+        assert_eq!(small.len(), 10);
+        let ones = small.iter().filter(|&&r| y[r] == 1).count();
+        assert_eq!(ones, 3, "a third of the fold is class 1: {small:?}");
+        assert!(small.windows(2).all(|w| w[0] < w[1]) && small.iter().all(|r| train.contains(r)));
+        assert_eq!(small, subsample(&train, 10, 7, Some(&y)), "seeded");
+        assert_ne!(small, subsample(&train, 10, 8, Some(&y)), "another seed, other rows");
+        let larger = subsample(&train, 30, 7, Some(&y));
+        assert!(small.iter().all(|r| larger.contains(r)), "nested: {small:?} in {larger:?}");
+        // Two rows: one of each class.
+        let two = subsample(&train, 2, 7, Some(&y));
+        assert_eq!(two.iter().map(|&r| y[r]).sum::<usize>(), 1, "{two:?}");
+        // Regression: a random draw, not the first rows.
+        let plain = subsample(&train, 10, 7, None);
+        assert_eq!(plain.len(), 10);
+        assert_ne!(plain, train[..10].to_vec());
+        assert_eq!(subsample(&train, 60, 7, None), train, "every row: the fold itself");
+    }
+
     use super::*;
 
     #[test]

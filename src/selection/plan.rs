@@ -39,6 +39,10 @@ pub struct Plan {
     /// Fold fits planned (closed-form leave-one-out counts one per candidate).
     pub total_fits: u64,
     pub n_classes: Option<usize>,
+    /// `halving`: the seed of each round's draw of rows, and (classifiers) each row's
+    /// class, by which the draw is stratified.
+    pub seed: u64,
+    pub class_of: Option<std::sync::Arc<[usize]>>,
     /// `bayes`: what the run needs to make the candidates after the initial ones.
     pub bayes: Option<BayesPlan>,
 }
@@ -158,6 +162,8 @@ impl Plan {
             rounds,
             total_fits: total as u64,
             n_classes: rows.classes.map(|(_, k)| k),
+            seed: search.seed,
+            class_of: (search.method == Method::Halving).then(|| rows.classes.map(|(y, _)| y.into())).flatten(),
             // The unit cube's width was checked with the search (`bayes` only).
             bayes: (search.method == Method::Bayes).then(|| BayesPlan {
                 space: super::bayes::Space::of(search.axes.iter().map(|(_, a)| a)),

@@ -255,15 +255,17 @@ impl Search<'_> {
         self.ctx.progress.iteration(done);
     }
 
-    /// Candidates `cands` on every fold, each fold's training rows cut to their first
-    /// `cut(m)`; `full` when nothing is cut (closed forms need every row).
+    /// Candidates `cands` on every fold, each fold's training rows cut to `cut(m)` of
+    /// them, drawn at random with the seed (stratified for classifiers: see
+    /// [`super::folds::subsample`]); `full` when nothing is cut (closed forms need every
+    /// row).
     fn evaluate(&self, cands: &[usize], cut: &dyn Fn(usize) -> usize, full: bool) -> Result<Vec<Entry>, SearchError> {
         let folds = &self.plan.folds;
         let trains: Vec<Vec<usize>> = (0..folds.k())
             .map(|f| {
-                let mut t = folds.train(f);
-                t.truncate(cut(t.len()));
-                t
+                let t = folds.train(f);
+                let seed = self.plan.seed ^ (f as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                super::folds::subsample(&t, cut(t.len()), seed, self.plan.class_of.as_deref())
             })
             .collect();
         let n_train = trains.iter().map(Vec::len).max().unwrap_or(0);
