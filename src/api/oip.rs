@@ -183,13 +183,10 @@ fn not_offered() -> OipError {
     bad("models over token lists are not offered under the Open Inference Protocol: use POST /models/{id}/predict")
 }
 
-/// 400 for a model over token lists; a model not ready yet is left to infer (409).
-async fn offered(service: &Service, id: Uuid) -> Result<(), OipError> {
-    let entry = service.lookup(id).await?;
-    match service.fitted(&entry).await {
-        Ok(f) if matches!(f.predictor().row_kind(), RowKind::Tokens) => Err(not_offered()),
-        _ => Ok(()),
-    }
+/// Whether model `id` is one over token lists (false when it cannot be read).
+async fn over_token_lists(service: &Service, id: Uuid) -> bool {
+    let Ok(entry) = service.lookup(id).await else { return false };
+    service.fitted(&entry).await.is_ok_and(|f| matches!(f.predictor().row_kind(), RowKind::Tokens))
 }
 
 pub async fn infer(
@@ -199,9 +196,23 @@ pub async fn infer(
     body: Bytes,
 ) -> Result<Response, OipError> {
     let id = model_id(id)?;
-    offered(&service, id).await?;
+    // No tensor this route reads is token lists, so such a model never answers: its
+    // failure (whatever the tensor) becomes the 400 of a model not offered. Asked on
+    // the failure only, which keeps the model's second lookup off the answered path.
+    match infer_model(&service, id, &headers, &body).await {
+        Err(_) if over_token_lists(&service, id).await => Err(not_offered()),
+        answered => answered,
+    }
+}
+
+async fn infer_model(
+    service: &Arc<Service>,
+    id: Uuid,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<Response, OipError> {
     let header_len = headers.get(binary::HEADER_LENGTH).map(|v| v.to_str().unwrap_or("?"));
-    let (head, binary_part) = binary::split(&body, header_len).map_err(bad)?;
+    let (head, binary_part) = binary::split(body, header_len).map_err(bad)?;
     // JSON whatever the Content-Type, as every route of the contract.
     let request: InferRequest =
         serde_json::from_slice(head).map_err(|e| bad(format!("malformed inference request: {e}")))?;
