@@ -2,7 +2,7 @@
 //! scikit-learn (tests/fixtures/generate_svm_family.py writes svm_family_reference.json):
 //! predictions, decision functions, score_samples, support vector counts, iterations,
 //! nu-SVR's epsilon, kernel PCA's eigenvalues, embeddings and inverse map. A model
-//! restored from the store answers bit for bit as before.
+//! restored from the store answers bit for bit as before, its coefficients included.
 
 mod common;
 
@@ -150,7 +150,9 @@ async fn answers(s: &TestServer, id: &str, case: &Value) -> Vec<Value> {
         let r = s.post(&format!("/models/{id}/inverse_transform"), &json!({"x": inv["z"]})).await;
         out.push(r.json::<Value>().await.unwrap());
     }
-    let shown: Value = s.get(&format!("/models/{id}")).await.json().await.unwrap();
+    let shown: Value = s.get(&format!("/models/{id}?include=coefficients")).await.json().await.unwrap();
+    out.push(shown["coefficients"].clone());
+    out.push(shown["training"]["rho"].clone());
     out.push(shown["training"]["n_support_per_class"].clone());
     out.push(shown["kernel"].clone());
     out

@@ -3,8 +3,8 @@
 use super::extract::JsonBody;
 use super::problem::ApiError;
 use super::types::{
-    EmbeddingResponse, ModelList, ModelResource, ObservationsBody, PosteriorBody, PosteriorQuery, PredictBody,
-    PredictQuery, PredictResponse, RowsBody, RowsResponse, SamplesResponse, TrainBody, TrainQuery,
+    EmbeddingResponse, ModelList, ModelQuery, ModelResource, ObservationsBody, PosteriorBody, PosteriorQuery,
+    PredictBody, PredictQuery, PredictResponse, RowsBody, RowsResponse, SamplesResponse, TrainBody, TrainQuery,
 };
 use crate::estimator::PredictOptions;
 use crate::service::{QueryRows, RowExtras, SampleOptions, Service, TrainInput, TrainOutcome};
@@ -42,9 +42,18 @@ pub async fn list(State(service): State<Arc<Service>>) -> Json<ModelList> {
 pub async fn get(
     State(service): State<Arc<Service>>,
     id: Result<Path<String>, PathRejection>,
+    query: Result<Query<ModelQuery>, QueryRejection>,
 ) -> Result<Json<ModelResource>, ApiError> {
-    let entry = service.lookup(model_id(id)?).await?;
-    Ok(Json(ModelResource::of(&entry)))
+    let Query(query) = query.map_err(|e| ApiError::BadQuery(format!("invalid query: {}", e.body_text())))?;
+    let id = model_id(id)?;
+    if !query.coefficients()? {
+        let entry = service.lookup(id).await?;
+        return Ok(Json(ModelResource::of(&entry)));
+    }
+    let (entry, coefficients) = service.with_coefficients(id).await?;
+    let mut resource = ModelResource::of(&entry);
+    resource.coefficients = coefficients;
+    Ok(Json(resource))
 }
 
 /// A ready model's training sample and kept points, for plots.

@@ -62,6 +62,31 @@ impl TryFrom<TrainBody> for TrainInput {
     }
 }
 
+/// Query of GET /models/{id}: `include=coefficients` (a comma-separated list).
+#[derive(Debug, Default, Deserialize)]
+pub struct ModelQuery {
+    pub include: Option<String>,
+}
+
+impl ModelQuery {
+    /// Whether the coefficients are asked for; an unknown name is 422 at `/include`.
+    pub fn coefficients(&self) -> Result<bool, crate::spec::FieldError> {
+        let mut wanted = false;
+        for name in self.include.iter().flat_map(|s| s.split(',')).map(str::trim).filter(|s| !s.is_empty()) {
+            match name {
+                "coefficients" => wanted = true,
+                other => {
+                    return Err(crate::spec::FieldError::invalid(
+                        "/include",
+                        format!("unknown include `{other}`; expected coefficients"),
+                    ))
+                }
+            }
+        }
+        Ok(wanted)
+    }
+}
+
 /// Query of POST /models.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -335,6 +360,9 @@ pub struct ModelResource {
     pub features: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<Problem>,
+    /// `?include=coefficients`, for the kinds that have them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coefficients: Option<crate::estimator::Coefficients>,
 }
 
 impl ModelResource {
@@ -361,6 +389,7 @@ impl ModelResource {
             dataset: e.origin.dataset.map(|d| d.to_string()),
             features: e.origin.features.clone(),
             error: None,
+            coefficients: None,
         };
         match state {
             ModelState::Ready(m) => {

@@ -22,7 +22,8 @@
 //! - shared machinery: `nystrom/` (the streaming toolkit, approximation params, inducing
 //!   points, the classifiers' feature map), `targets/` (training data, class labels,
 //!   several outputs), `online.rs` (rows appended to exact fits), `dual.rs` (one-vs-rest
-//!   expansions), `weights.rs`, `mixture.rs`, `numeric.rs`, `report.rs`, `prediction.rs`.
+//!   expansions), `coefficients.rs` (scikit-learn's fitted coefficients), `weights.rs`,
+//!   `mixture.rs`, `numeric.rs`, `report.rs`, `prediction.rs`.
 //!
 //! A family uses the shared machinery and the vocabulary, never another family nor the
 //! tables (`scripts/rooms.py` finds circles). A new kind is one row in `catalogue.rs`,
@@ -32,6 +33,7 @@
 //! capability the new row claims or denies.
 
 mod catalogue;
+mod coefficients;
 mod context;
 pub mod dual;
 mod fitted;
@@ -63,6 +65,7 @@ use serde_json::Value;
 use std::sync::Arc;
 
 pub use catalogue::{Capabilities, Entry, ModelKind, Precomputed, Task};
+pub use coefficients::{Alpha, Coefficients};
 pub use context::{CancelToken, FitContext, FitError, Progress, ProgressState};
 pub use fitted::FittedModel;
 pub(crate) use gaussian_process::search::HyperSearch;
@@ -278,6 +281,10 @@ pub trait Fitted: Predictor + std::fmt::Debug + Send + Sync {
     }
     /// The transform of the kinds that have one.
     fn transformer(&self) -> Option<&dyn Transformer> {
+        None
+    }
+    /// scikit-learn's fitted coefficients, for the kinds that have them.
+    fn coefficients(&self) -> Option<Coefficients> {
         None
     }
 }

@@ -75,6 +75,10 @@ pub struct TrainingReport {
     /// SVM classifiers: support vectors per class, in the order of `classes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub n_support_per_class: Option<Vec<u64>>,
+    /// one_class_svm: LIBSVM's rho (the decision function is the raw score minus rho;
+    /// scikit-learn's `offset_`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rho: Option<f64>,
     /// nu-SVR: the epsilon its solver found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub epsilon: Option<f64>,

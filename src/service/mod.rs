@@ -368,6 +368,20 @@ impl Service {
         Ok(v)
     }
 
+    /// A model and, when it is ready and its kind has them, its coefficients as
+    /// scikit-learn names them (`?include=coefficients`).
+    pub async fn with_coefficients(
+        &self,
+        id: Uuid,
+    ) -> Result<(Arc<ModelEntry>, Option<crate::estimator::Coefficients>), ServiceError> {
+        let entry = self.lookup(id).await?;
+        if entry.summary().is_none() {
+            return Ok((entry, None));
+        }
+        let fitted = self.fitted(&entry).await?;
+        Ok((entry, fitted.coefficients()))
+    }
+
     /// Starts shutting down: /readyz turns 503, new fits are refused, queued fits are
     /// dropped and their models marked failed. Running fits go on.
     pub fn begin_drain(&self) {

@@ -2,10 +2,12 @@
 //! appends and the stored state.
 
 use super::GaussianProcess;
+use crate::estimator::coefficients;
 use crate::estimator::online::{self, AppendError, Extra};
 use crate::estimator::targets::outputs::{gp_prediction, mean_rows, Normalisation};
 use crate::estimator::{
-    AppendRows, Fitted, ModelKind, Online, Outputs, PredictOptions, Prediction, Predictor, TrainingReport, TrainingSet,
+    AppendRows, Coefficients, Fitted, ModelKind, Online, Outputs, PredictOptions, Prediction, Predictor,
+    TrainingReport, TrainingSet,
 };
 use crate::kernel::Points;
 use crate::linalg::{self, Cholesky, Parallelism};
@@ -209,6 +211,10 @@ impl Fitted for GaussianProcessModel {
 
     fn online(&self) -> Option<&dyn Online> {
         Some(self)
+    }
+
+    fn coefficients(&self) -> Option<Coefficients> {
+        Some(coefficients::dual(&self.alpha, self.x.n(), self.outputs, &self.report))
     }
 
     fn has_row_noise(&self) -> bool {

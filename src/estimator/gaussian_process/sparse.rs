@@ -22,12 +22,13 @@
 //! [`OPTIMIZE_SUBSET_ROWS`], the search runs on a seeded uniform subset of that many rows
 //! (inducing points fixed) and the final fit on every row (`training.optimized_on_rows`).
 
+use crate::estimator::coefficients;
 use crate::estimator::gaussian_process::GaussianProcess;
 use crate::estimator::nystrom::{factor_kmm, over_row_blocks, weighted_moments, whiten, Moments};
 use crate::estimator::targets::outputs::{gp_prediction, mean_rows, Normalisation};
 use crate::estimator::{
-    FitContext, FitError, Fitted, ModelKind, Outputs, PredictOptions, Prediction, Predictor, Progress, TrainingReport,
-    TrainingSet,
+    Coefficients, FitContext, FitError, Fitted, ModelKind, Outputs, PredictOptions, Prediction, Predictor, Progress,
+    TrainingReport, TrainingSet,
 };
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{self, Cholesky, Parallelism};
@@ -485,5 +486,9 @@ impl Fitted for SparseGpModel {
 
     fn has_row_noise(&self) -> bool {
         self.spec.noise_rows.is_some()
+    }
+
+    fn coefficients(&self) -> Option<Coefficients> {
+        Some(coefficients::dual(&self.weights, self.z.n(), self.outputs, &self.report))
     }
 }

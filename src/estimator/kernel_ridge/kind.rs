@@ -2,11 +2,12 @@
 //! [`Fitted`] model with its online appends, and its restore.
 
 use super::{KernelRidge, KernelRidgeModel};
+use crate::estimator::coefficients;
 use crate::estimator::nystrom::approx::{Approximation, Mode};
 use crate::estimator::online::Extra;
 use crate::estimator::{
-    AppendError, AppendRows, Estimator, FitContext, FitError, Fitted, ModelKind, Online, Outputs, RestoreError,
-    Restoring, RidgeForm, Spec, TrainingData, TrainingSet,
+    AppendError, AppendRows, Coefficients, Estimator, FitContext, FitError, Fitted, ModelKind, Online, Outputs,
+    RestoreError, Restoring, RidgeForm, Spec, TrainingData, TrainingSet,
 };
 use crate::linalg::Parallelism;
 use crate::spec::FieldError;
@@ -82,6 +83,10 @@ impl Fitted for KernelRidgeModel {
 
     fn has_sample_weight(&self) -> bool {
         KernelRidgeModel::has_sample_weight(self)
+    }
+
+    fn coefficients(&self) -> Option<Coefficients> {
+        Some(coefficients::dual(&self.alpha, self.x.n(), self.outputs, &self.report))
     }
 }
 

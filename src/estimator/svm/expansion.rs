@@ -1,7 +1,8 @@
 //! One machine's support-vector expansion, f(x) = sum_i coef_i k(sv_i, x) - rho: what a
 //! fitted SVR and one-class SVM keep, store and evaluate.
 
-use crate::estimator::{predict_block_rows, weighted_columns, RestoreError, StoredArrays, StoredFit};
+use crate::estimator::coefficients;
+use crate::estimator::{predict_block_rows, weighted_columns, Coefficients, RestoreError, StoredArrays, StoredFit};
 use crate::kernel::{Kernel, Points};
 use crate::linalg::Parallelism;
 
@@ -10,6 +11,8 @@ pub(crate) struct Expansion {
     pub sv: Points,
     pub coef: Vec<f64>,
     pub rho: f64,
+    /// The training rows of the support vectors (None when stored before they were kept).
+    pub rows: Option<Vec<usize>>,
 }
 
 impl Expansion {
@@ -29,6 +32,9 @@ impl Expansion {
         s.put_points(&self.sv);
         s.alpha = self.coef.clone();
         s.arrays = vec![("rho".into(), vec![self.rho])];
+        if let Some(rows) = &self.rows {
+            s.arrays.push(("support_rows".into(), rows.iter().map(|&r| r as f64).collect()));
+        }
     }
 
     pub fn restore(sv: Points, coef: Vec<f64>, arrays: &mut StoredArrays) -> Result<Expansion, RestoreError> {
@@ -36,11 +42,21 @@ impl Expansion {
             return Err(RestoreError("one coefficient per support vector".into()));
         }
         let rho = arrays.take("rho", Some(1))?[0];
-        Ok(Expansion { sv, coef, rho })
+        let rows = super::stored_rows(arrays, sv.n())?;
+        Ok(Expansion { sv, coef, rho, rows })
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.sv.memory_bytes() + 8 * (self.coef.len() + 1)
+        self.sv.memory_bytes() + 8 * (2 * self.coef.len() + 1)
+    }
+
+    /// scikit-learn's `support_`, `dual_coef_` and `intercept_` (-rho) for one machine.
+    pub fn coefficients(&self) -> Coefficients {
+        Coefficients::Svm {
+            support: self.rows.as_deref().map(coefficients::rows),
+            dual_coef: vec![self.coef.clone()],
+            intercept: vec![-self.rho],
+        }
     }
 
     pub fn predict_cost(&self, kernel: &Kernel, m: usize) -> f64 {

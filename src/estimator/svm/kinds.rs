@@ -7,8 +7,8 @@ use super::{OneClassModel, OneClassSvm, Svm, SvmModel, Svr, SvrModel};
 use crate::estimator::nystrom::approx::{Approximation, Mode};
 use crate::estimator::nystrom::classifiers;
 use crate::estimator::{
-    ClassLabels, CrossPredictor, Estimator, FitContext, FitError, Fitted, ModelKind, PredictOptions, Prediction,
-    RestoreError, Restoring, Spec, TableFit, TrainingData,
+    ClassLabels, Coefficients, CrossPredictor, Estimator, FitContext, FitError, Fitted, ModelKind, PredictOptions,
+    Prediction, RestoreError, Restoring, Spec, TableFit, TrainingData,
 };
 use crate::kernel::GramTable;
 use crate::linalg::Parallelism;
@@ -121,6 +121,10 @@ impl Fitted for SvmModel {
             false => ModelKind::Svm,
         }
     }
+
+    fn coefficients(&self) -> Option<Coefficients> {
+        Some(SvmModel::coefficients(self))
+    }
 }
 
 /// A stored C- or nu-SVC, exact or (C-SVC) on Nystrom features. An SVM may keep no
@@ -174,6 +178,10 @@ impl Fitted for SvrModel {
             false => ModelKind::Svr,
         }
     }
+
+    fn coefficients(&self) -> Option<Coefficients> {
+        Some(self.expansion().coefficients())
+    }
 }
 
 /// A stored epsilon- or nu-SVR (which may keep no support vector when the epsilon tube
@@ -216,6 +224,10 @@ impl Fitted for OneClassModel {
 
     fn kind(&self) -> ModelKind {
         ModelKind::OneClassSvm
+    }
+
+    fn coefficients(&self) -> Option<Coefficients> {
+        Some(self.expansion().coefficients())
     }
 }
 

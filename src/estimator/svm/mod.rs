@@ -151,6 +151,18 @@ impl Source<'_> {
     }
 }
 
+/// The support vectors' training rows as stored (`support_rows`), one per support vector;
+/// None for a model stored before they were kept.
+fn stored_rows(arrays: &mut super::StoredArrays, n_sv: usize) -> Result<Option<Vec<usize>>, super::RestoreError> {
+    let Ok(rows) = arrays.take("support_rows", None) else {
+        return Ok(None);
+    };
+    if rows.len() != n_sv || rows.iter().any(|r| !(r.fract() == 0.0 && *r >= 0.0)) {
+        return Err(super::RestoreError("support rows do not match the support vectors".into()));
+    }
+    Ok(Some(rows.into_iter().map(|r| r as usize).collect()))
+}
+
 /// The support vectors of a dual expansion f(x) = sum_i coef_i k(x_i, x) - rho over
 /// `rows`: those with |coef| > 0, as LIBSVM keeps them, in row order.
 fn support(rows: &[usize], coef: &[f64]) -> (Vec<usize>, Vec<f64>) {

@@ -3,8 +3,9 @@
 
 use super::probability::{pairwise_coupling, sigmoid_predict, MIN_PROB};
 use super::Svm;
+use crate::estimator::coefficients;
 use crate::estimator::targets::labels::ClassLabels;
-use crate::estimator::{Decision, PredictOptions, Prediction, Predictor, TrainingReport};
+use crate::estimator::{Coefficients, Decision, PredictOptions, Prediction, Predictor, TrainingReport};
 use crate::kernel::Points;
 use crate::linalg::Parallelism;
 use nalgebra::DMatrix;
@@ -25,6 +26,8 @@ pub struct SvmModel {
     pub(super) prob_a: Vec<f64>,
     pub(super) prob_b: Vec<f64>,
     pub(super) report: TrainingReport,
+    /// The training rows of the support vectors (None when stored before they were kept).
+    pub(super) support_rows: Option<Vec<usize>>,
 }
 
 impl SvmModel {
@@ -50,6 +53,9 @@ impl SvmModel {
             ("prob_a".into(), self.prob_a.clone()),
             ("prob_b".into(), self.prob_b.clone()),
         ];
+        if let Some(rows) = &self.support_rows {
+            s.arrays.push(("support_rows".into(), rows.iter().map(|&r| r as f64).collect()));
+        }
     }
 
     pub(crate) fn restore(
@@ -73,7 +79,20 @@ impl SvmModel {
         if prob_a.len() != expect_prob || prob_b.len() != expect_prob {
             return Err(crate::estimator::RestoreError("Platt coefficients do not match `probability`".into()));
         }
-        Ok(SvmModel { spec, classes, sv, sv_start, coef, rho, prob_a, prob_b, report })
+        let support_rows = super::stored_rows(&mut arrays, sv.n())?;
+        Ok(SvmModel { spec, classes, sv, sv_start, coef, rho, prob_a, prob_b, report, support_rows })
+    }
+
+    /// scikit-learn's `support_`, `dual_coef_` and `intercept_`. LIBSVM's machine for the
+    /// pair (i, j) is positive for class i; scikit-learn turns a binary model's around so
+    /// that positive means the second class (its coefficients and intercept negated).
+    pub fn coefficients(&self) -> Coefficients {
+        let sign = if self.classes.len() == 2 { -1.0 } else { 1.0 };
+        Coefficients::Svm {
+            support: self.support_rows.as_deref().map(coefficients::rows),
+            dual_coef: self.coef.row_iter().map(|r| r.iter().map(|v| sign * v).collect()).collect(),
+            intercept: self.rho.iter().map(|r| -sign * r).collect(),
+        }
     }
 
     /// LIBSVM's decision value of each machine for one query, from its kernel values
@@ -126,7 +145,7 @@ impl Predictor for SvmModel {
     }
 
     fn memory_bytes(&self) -> usize {
-        self.sv.memory_bytes() + 8 * (self.coef.len() + self.rho.len() * 3 + self.sv_start.len())
+        self.sv.memory_bytes() + 8 * (self.coef.len() + self.rho.len() * 3 + self.sv_start.len() + self.sv.n())
     }
 
     fn predict_cost(&self, m: usize, _opts: &PredictOptions) -> f64 {

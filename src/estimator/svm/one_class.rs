@@ -80,11 +80,15 @@ impl OneClassSvm {
         ctx.progress.phase("solve");
         let sol = self.solver.solve(&self.kernel, &Source::Points(x), &kept, &self.problem(&kw), ctx)?;
         let (sv_rows, coef) = support(&kept, &sol.alpha);
-        let report =
-            TrainingReport { converged: Some(sol.converged), iterations: Some(sol.iterations), ..Default::default() };
+        let report = TrainingReport {
+            converged: Some(sol.converged),
+            iterations: Some(sol.iterations),
+            rho: Some(sol.rho),
+            ..Default::default()
+        };
         Ok(OneClassModel {
             spec: self.clone(),
-            machine: Expansion { sv: x.select(&sv_rows), coef, rho: sol.rho },
+            machine: Expansion { sv: x.select(&sv_rows), coef, rho: sol.rho, rows: Some(sv_rows) },
             report,
         })
     }
@@ -103,6 +107,10 @@ impl OneClassModel {
         self.machine.rho
     }
 
+    pub(super) fn expansion(&self) -> &Expansion {
+        &self.machine
+    }
+
     pub(crate) fn store_into(&self, s: &mut StoredFit) {
         self.machine.store_into(s);
     }
@@ -112,9 +120,12 @@ impl OneClassModel {
         sv: Points,
         coef: Vec<f64>,
         mut arrays: crate::estimator::StoredArrays,
-        report: TrainingReport,
+        mut report: TrainingReport,
     ) -> Result<OneClassModel, RestoreError> {
-        Ok(OneClassModel { spec, machine: Expansion::restore(sv, coef, &mut arrays)?, report })
+        let machine = Expansion::restore(sv, coef, &mut arrays)?;
+        // Models stored before rho was reported.
+        report.rho = Some(machine.rho);
+        Ok(OneClassModel { spec, machine, report })
     }
 }
 

@@ -140,7 +140,7 @@ impl Estimator for Svr {
         };
         Ok(SvrModel {
             spec: self.clone(),
-            machine: Expansion { sv: data.x.select(&sv_rows), coef, rho: sol.rho },
+            machine: Expansion { sv: data.x.select(&sv_rows), coef, rho: sol.rho, rows: Some(sv_rows) },
             report,
         })
     }
@@ -158,6 +158,10 @@ impl SvrModel {
     /// Whether it is a nu-SVR.
     pub fn is_nu(&self) -> bool {
         self.spec.nu.is_some()
+    }
+
+    pub(super) fn expansion(&self) -> &Expansion {
+        &self.machine
     }
 
     pub(crate) fn store_into(&self, s: &mut StoredFit) {

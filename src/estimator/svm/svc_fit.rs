@@ -211,6 +211,7 @@ impl Svm {
             prob_a,
             prob_b,
             report,
+            support_rows: Some(sv_rows.clone()),
         };
         if self.probability {
             ctx.cancel.check()?;
