@@ -238,10 +238,12 @@ pub fn dataset_upload(data: &[u8]) {
     let parsed = if data.first() == Some(&b'{') {
         crate::dataset::json::ingest(data, Vec::new(), 64)
     } else {
-        // A first byte of 1 or 3 mod 4 names the target `a`, or the targets `a,b`.
+        // A first byte of 1, 3 or 2 mod 8 names the target `a`, the targets `a,b`, or none
+        // (`?target=` empty).
         let (target, body) = match data.split_first() {
             Some((b, rest)) if b % 4 == 1 => (Some("a".to_string()), rest),
             Some((b, rest)) if b % 4 == 3 => (Some("a,b".to_string()), rest),
+            Some((b, rest)) if b % 8 == 2 => (Some(String::new()), rest),
             _ => (None, data),
         };
         crate::dataset::csv::ingest(body, Vec::new(), crate::dataset::csv::CsvOptions { target, name: None })
@@ -255,8 +257,9 @@ pub fn dataset_upload(data: &[u8]) {
     assert_eq!((&streamed.info, &streamed.x, &streamed.y), (&back.info, &back.x, &back.y));
     assert_eq!(back.info, info);
     assert_eq!(back.x.n() as u64, info.n_rows);
-    assert_eq!(back.y.len() as u64, info.n_rows);
-    assert_eq!(info.outputs.is_some(), matches!(back.y, crate::dataset::Targets::Multi { .. }));
+    assert_eq!(back.y.len() as u64, if info.has_target() { info.n_rows } else { 0 });
+    assert_eq!(info.has_target(), back.y != crate::dataset::Targets::None);
+    assert_eq!(info.outputs.is_some_and(|t| t > 0), matches!(back.y, crate::dataset::Targets::Multi { .. }));
     assert_eq!(back.x.numeric().is_some(), info.n_features.is_some());
     assert!(back.x.numeric().is_none_or(|m| m.iter().all(|v| v.is_finite())));
 }

@@ -1,5 +1,6 @@
-//! Datasets end to end: CSV and JSON uploads, their errors, fits that name a dataset,
-//! CSV predict bodies and answers, limits, and datasets surviving a restart.
+//! Datasets end to end: CSV and JSON uploads (with a target, several, or none), their
+//! errors, fits that name a dataset, CSV predict bodies and answers, limits, and datasets
+//! surviving a restart.
 
 mod common;
 
@@ -228,6 +229,49 @@ async fn uploads_over_the_dataset_limit_are_refused_and_leave_nothing() {
     assert_eq!(status, 413);
 }
 
+/// `?target=` present and empty: every column is a feature and the dataset serves the
+/// models without targets; a JSON body without `y` likewise. Other models are 422 at
+/// `/dataset`; `?target=` on a JSON body is 422 at `/target`.
+#[tokio::test]
+async fn datasets_without_a_target_serve_the_models_without_one() {
+    let s = TestServer::default().await;
+    let (csv, x, _) = table();
+    let d = created(&s, "?target=", &csv, "text/csv").await;
+    assert_eq!(d["features"], json!(["u", "v", "target"]), "{d}");
+    assert_eq!(
+        (d["target"].clone(), d["target_kind"].clone(), d["n_features"].clone()),
+        (Value::Null, json!("numeric"), json!(3))
+    );
+    let m = s.train(&json!({"model": "one_class_svm", "dataset": d["id"], "params": {"nu": 0.2}})).await;
+    assert_eq!((m["n_features"].clone(), m["features"].clone()), (json!(3), json!(["u", "v", "target"])));
+    let (status, answer) = predict_csv(&s, m["id"].as_str().unwrap(), "", "target,v,u\n0.5,0.1,0.2\n").await;
+    assert_eq!(status, 200, "{answer}");
+    let pca = s.train(&json!({"model": "kernel_pca", "dataset": d["id"], "params": {"n_components": 2}})).await;
+    assert_eq!(pca["training"]["n_components"], 2);
+    // The plot sample has no target to colour by.
+    let sample: Value = s.get(&format!("/models/{}/sample", pca["id"].as_str().unwrap())).await.json().await.unwrap();
+    assert!(sample["y"].as_array().unwrap().iter().all(Value::is_null), "{sample}");
+    for model in ["kernel_ridge", "svm", "gaussian_process"] {
+        let (status, p) = problem(s.post("/models", &json!({"model": model, "dataset": d["id"]})).await).await;
+        assert_eq!((status, pointers(&p)), (422, vec!["/dataset".to_string()]), "{model}: {p}");
+        assert!(p["errors"][0]["message"].as_str().unwrap().contains("no target"), "{p}");
+    }
+
+    let j = created(&s, "", &json!({"x": x}).to_string(), "application/json").await;
+    assert_eq!((j["target"].clone(), j["n_rows"].clone()), (Value::Null, json!(30)));
+    s.train(&json!({"model": "one_class_svm", "dataset": j["id"]})).await;
+    let (status, p) = problem(s.post("/models", &json!({"model": "kernel_ridge", "dataset": j["id"]})).await).await;
+    assert_eq!((status, pointers(&p)), (422, vec!["/dataset".to_string()]), "{p}");
+
+    for query in ["?target=y", "?target="] {
+        let (status, p) = problem(upload(&s, query, r#"{"x": [[1]], "y": [1]}"#, "application/json").await).await;
+        assert_eq!((status, pointers(&p)), (422, vec!["/target".to_string()]), "{query}: {p}");
+    }
+    // Neither refused upload left a dataset behind.
+    let listed: Value = s.get("/datasets").await.json().await.unwrap();
+    assert_eq!(listed["datasets"].as_array().unwrap().len(), 2, "{listed}");
+}
+
 #[tokio::test]
 async fn datasets_and_feature_names_survive_a_restart() {
     let dir = std::env::temp_dir().join(format!("mercer-datasets-{}", uuid::Uuid::new_v4()));
@@ -237,13 +281,19 @@ async fn datasets_and_feature_names_survive_a_restart() {
         let mut s = TestServer::start(config.clone()).await;
         s.service().wait_ready().await;
         let d = created(&s, "", &csv, "text/csv").await;
+        let none = created(&s, "?target=", &csv, "text/csv").await;
         let m = s.train(&json!({"model": "kernel_ridge", "dataset": d["id"]})).await;
         assert!(s.server.take().unwrap().shutdown().await);
-        (d, m)
+        ((d, none), m)
     };
+    let (d, none) = d;
     let s = TestServer::start(config).await;
     s.service().wait_ready().await;
-    assert_eq!(s.get("/datasets").await.json::<Value>().await.unwrap(), json!({"datasets": [d.clone()]}));
+    assert_eq!(s.get("/datasets").await.json::<Value>().await.unwrap(), json!({"datasets": [d.clone(), none.clone()]}));
+    // Still without a target: it fits a one-class SVM and refuses a regression.
+    s.train(&json!({"model": "one_class_svm", "dataset": none["id"]})).await;
+    let (status, p) = problem(s.post("/models", &json!({"model": "kernel_ridge", "dataset": none["id"]})).await).await;
+    assert_eq!((status, pointers(&p)), (422, vec!["/dataset".to_string()]), "{p}");
     let again = s.train(&json!({"model": "kernel_ridge", "dataset": d["id"]})).await;
     let mid = model["id"].as_str().unwrap();
     let restored: Value = s.get(&format!("/models/{mid}")).await.json().await.unwrap();

@@ -7,6 +7,7 @@ use super::types::{DatasetList, DatasetQuery, DatasetResource};
 use crate::dataset::csv::CsvOptions;
 use crate::service::datasets::UploadFormat;
 use crate::service::{Service, ServiceError};
+use crate::spec::FieldError;
 use axum::body::{Bytes, HttpBody};
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, Request, State};
@@ -80,6 +81,12 @@ pub async fn create(
     }
     let format = if is_csv(request.headers()) {
         UploadFormat::Csv(CsvOptions { target: query.target, name: query.name })
+    } else if query.target.is_some() {
+        return Err(FieldError::invalid(
+            "/target",
+            "a JSON dataset's target is its `y` (leave `y` out for none): `?target=` names a CSV column",
+        )
+        .into());
     } else {
         UploadFormat::Json { name: query.name }
     };

@@ -294,19 +294,12 @@ pub async fn train(api: &Api, args: &TrainArgs) -> Result<Value, ClientError> {
     if let Some(s) = search {
         body["search"] = s;
     }
-    if untargeted && args.target.is_none() {
-        // A dataset always has a target column (the last by default), which these models
-        // would lose as a feature: send every column as rows instead.
-        let text = tokio::fs::read_to_string(&args.file)
-            .await
-            .map_err(|e| ClientError::Other(format!("cannot read {}: {e}", args.file.display())))?;
-        body["x"] =
-            json!(feature_rows(&text).map_err(|e| ClientError::Other(format!("{}: {e}", args.file.display())))?);
-        return fit(api, &body).await;
-    }
     let mut query = Vec::new();
-    if let Some(t) = &args.target {
-        query.push(format!("target={}", encode(t)));
+    match &args.target {
+        Some(t) => query.push(format!("target={}", encode(t))),
+        // These models take no target: every column is a feature (`?target=` empty).
+        None if untargeted => query.push("target=".into()),
+        None => {}
     }
     if let Some(n) = &args.name {
         query.push(format!("name={}", encode(n)));
@@ -322,36 +315,6 @@ async fn fit(api: &Api, body: &Value) -> Result<Value, ClientError> {
     let model = api.post_json("/models?wait=false", body).await?;
     let id = model["id"].as_str().ok_or_else(|| ClientError::Other("the server answered no model id".into()))?;
     wait_ready(api, id).await
-}
-
-/// Every column of a CSV text as numbers, one row per record.
-fn feature_rows(text: &str) -> Result<Vec<Vec<f64>>, String> {
-    let mut reader = csv::ReaderBuilder::new().from_reader(text.as_bytes());
-    let header: Vec<String> =
-        reader.headers().map_err(|e| e.to_string())?.iter().map(|h| h.trim().to_string()).collect();
-    let mut rows = Vec::new();
-    for record in reader.records() {
-        let record = record.map_err(|e| e.to_string())?;
-        let line = record.position().map_or(0, |p| p.line());
-        let row = record
-            .iter()
-            .enumerate()
-            .map(|(c, cell)| {
-                cell.trim().parse::<f64>().ok().filter(|v| v.is_finite()).ok_or_else(|| {
-                    format!(
-                        "line {line}, column `{}`: `{}` is not a number",
-                        header.get(c).map_or("?", |h| h),
-                        cell.trim()
-                    )
-                })
-            })
-            .collect::<Result<Vec<f64>, _>>()?;
-        rows.push(row);
-    }
-    if rows.is_empty() {
-        return Err("no rows after the header".into());
-    }
-    Ok(rows)
 }
 
 /// Polls the model until it is ready (returned) or failed (its problem as the error).

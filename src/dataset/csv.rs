@@ -13,7 +13,8 @@ use std::io::{Read, Write};
 /// What the query string of POST /datasets says about a CSV body.
 #[derive(Debug, Clone, Default)]
 pub struct CsvOptions {
-    /// The target column's name; None: the last column.
+    /// The target column's name (or several, `a,b`); None: the last column; empty: no
+    /// target (every column a feature).
     pub target: Option<String>,
     pub name: Option<String>,
 }
@@ -195,9 +196,11 @@ pub fn ingest<R: Read, W: Write>(input: R, out: W, opts: CsvOptions) -> Result<(
     let mut r = Records::new(input);
     let (header, header_end) = read_header(&mut r)?;
     // The target columns: the one named (an exact column name wins over splitting at
-    // commas), several named `a,b` (a multi-output regression's), or the last one.
+    // commas), several named `a,b` (a multi-output regression's), none (`?target=`
+    // empty), or the last one.
     let targets_at: Vec<usize> = match &opts.target {
         None => vec![header.len() - 1],
+        Some(name) if name.is_empty() => Vec::new(),
         Some(name) => match header.iter().position(|c| c == name) {
             Some(t) => vec![t],
             None if name.contains(',') => {
@@ -222,8 +225,9 @@ pub fn ingest<R: Read, W: Write>(input: R, out: W, opts: CsvOptions) -> Result<(
             }
         },
     };
-    let multi = opts.target.as_ref().is_some_and(|name| !header.contains(name));
-    let t = targets_at[0];
+    let multi = !targets_at.is_empty() && opts.target.as_ref().is_some_and(|name| !header.contains(name));
+    // usize::MAX: no column is the target.
+    let t = targets_at.first().copied().unwrap_or(usize::MAX);
     let features: Vec<String> =
         header.iter().enumerate().filter(|(i, _)| !targets_at.contains(i)).map(|(_, c)| c.clone()).collect();
     if features.is_empty() {
@@ -275,7 +279,9 @@ pub fn ingest<R: Read, W: Write>(input: R, out: W, opts: CsvOptions) -> Result<(
         return Err(at_line(header_end, "no data rows after the header"));
     }
     let mut info = DatasetInfo::new(opts.name);
-    let targets = if multi {
+    let targets = if targets_at.is_empty() {
+        Targets::None
+    } else if multi {
         info.targets = Some(targets_at.iter().map(|&c| header[c].clone()).collect());
         Targets::Multi { t: targets_at.len(), values: multi_values.concat() }
     } else {

@@ -16,7 +16,8 @@
 //! Several numeric targets per row (a multi-output regression's y, n x t) fill the y
 //! section output by output (t x n f64 LE), and the trailer's bytes end with a targets
 //! suffix: a postcard [`MultiTargets`], its length (u32 LE) and [`MULTI_MARK`] (after the
-//! version 2 suffix when there is one). Files without it have one target.
+//! version 2 suffix when there is one). Files without it have one target; t = 0 is a
+//! dataset without a target (no y section).
 //!
 //! Rows go to the file as they are parsed, so n is only known at the end: the metadata
 //! sits in a trailer found from the file's last 16 bytes. The CRC covers every byte before
@@ -186,6 +187,11 @@ impl<W: Write> DatasetWriter<W> {
                 info.outputs = Some(*t as u32);
                 (Vec::new(), None)
             }
+            // Stored as zero targets per row: an empty y section.
+            Targets::None => {
+                info.outputs = Some(0);
+                (Vec::new(), None)
+            }
         };
         if let Some(codes) = codes {
             for chunk in codes.chunks(4096) {
@@ -275,7 +281,8 @@ fn decode_trailer(bytes: &[u8]) -> Result<Decoded2, FormatError> {
         let start = end.checked_sub(len).ok_or_else(|| FormatError::Corrupt("targets suffix overruns".into()))?;
         let multi: MultiTargets = postcard::from_bytes(&rest[start..end])
             .map_err(|e| FormatError::Corrupt(format!("cannot decode the targets: {e}")))?;
-        if multi.t == 0 || multi.names.as_ref().is_some_and(|n| n.len() != multi.t as usize) {
+        // t = 0: a dataset without a target (older versions refuse it as inconsistent).
+        if multi.names.as_ref().is_some_and(|n| n.len() != multi.t as usize) {
             return Err(FormatError::Corrupt("inconsistent targets".into()));
         }
         trailer.info.outputs = Some(multi.t);
@@ -414,6 +421,7 @@ pub fn read_dataset_streaming(r: impl Read, tail: &[u8], size: u64) -> Result<De
         Some((kind, _)) => read_rows(&r.bytes(xb)?, kind, n)?,
     };
     let y = match (trailer.info.outputs, trailer.labels.is_empty()) {
+        (Some(0), _) => Targets::None,
         (Some(t), _) => Targets::Multi { t: t as usize, values: r.f64s(yb)? },
         (None, true) => Targets::Numeric(r.f64s(yb)?),
         (None, false) => {
@@ -526,15 +534,18 @@ mod tests {
     }
 
     #[test]
-    fn round_trips_both_target_kinds_bit_exactly() {
+    fn round_trips_every_target_kind_bit_exactly() {
         let rows = [[0.1, -2.5e-300], [f64::MAX, 3.0], [1.0 / 3.0, 0.0]];
         for y in [
             Targets::Numeric(vec![1.5, -0.0, 7.0]),
             Targets::Labels { labels: vec!["cat".into(), "dög".into()], codes: vec![1, 0, 1] },
+            Targets::Multi { t: 2, values: vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0] },
+            Targets::None,
         ] {
             let bytes = write(&rows, &y);
             let back = read_dataset(&bytes[..], bytes.len() as u64).unwrap();
             assert_eq!(back.y, y);
+            assert_eq!(back.info.has_target(), y != Targets::None);
             assert_eq!((back.info.n_rows, back.info.n_features, back.info.bytes), (3, Some(2), bytes.len() as u64));
             for (i, r) in rows.iter().enumerate() {
                 assert_eq!(back.x.point(i)[0].to_bits(), r[0].to_bits());

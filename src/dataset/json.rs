@@ -193,7 +193,8 @@ pub fn ingest<R: Read, W: Write>(input: R, out: W, max_row_chars: usize) -> Resu
         });
     };
     let targets = match state.y.take() {
-        None => return Err(IngestError::malformed("/y", "missing field `y`")),
+        // Rows for the models without targets (one_class_svm, kernel_pca).
+        None => Targets::None,
         Some(Ys::Numbers(y)) => Targets::Numeric(y),
         Some(Ys::Labels(y)) => Targets::from_labels(y.iter().map(String::as_str)),
         Some(Ys::Rows { t, values }) => {
@@ -207,7 +208,7 @@ pub fn ingest<R: Read, W: Write>(input: R, out: W, max_row_chars: usize) -> Resu
         }
     };
     let n_y = targets.len() as u64;
-    if n_y != writer.rows() {
+    if targets != Targets::None && n_y != writer.rows() {
         return Err(IngestError::invalid("/y", format!("has {n_y} entries but x has {} rows", writer.rows())));
     }
     let mut info = DatasetInfo::new(state.name.flatten());
@@ -474,6 +475,14 @@ mod tests {
         assert_eq!(back.x, crate::kernel::Points::from_tokens(want));
     }
 
+    /// A body without `y`: rows without a target.
+    #[test]
+    fn y_may_be_left_out() {
+        let (info, back) = load(r#"{"x": [[1, 2], [3, 4]]}"#).unwrap();
+        assert_eq!((info.n_rows, info.has_target(), info.target_kind), (2, false, TargetKind::Numeric));
+        assert_eq!(back.y, Targets::None);
+    }
+
     #[test]
     fn errors_point_into_the_body() {
         assert_eq!(failure(r#"{"x": [[1, 2], [3]], "y": [1, 2]}"#), (true, "/x/1".into()));
@@ -490,7 +499,6 @@ mod tests {
         assert_eq!(failure(r#"{"x": [[1], [2]], "y": [1]}"#), (true, "/y".into()));
         assert_eq!(failure(r#"{"x": [[1], [2]], "y": [1, "a"]}"#), (true, "/y/1".into()));
         assert_eq!(failure(r#"{"x": [[1]], "y": [true]}"#), (false, "/y/0".into()));
-        assert_eq!(failure(r#"{"x": [[1]]}"#), (false, "/y".into()));
         assert_eq!(failure(r#"{"y": [1]}"#), (false, "/x".into()));
         assert_eq!(failure(r#"{"x": [[1]], "y": [1], "z": 1}"#), (false, "/z".into()));
         assert_eq!(failure(r#"{"x": [[1]], "y": [1], "name": 5}"#), (false, "/name".into()));

@@ -30,8 +30,9 @@ pub struct DatasetInfo {
     /// The CSV target column's name; None for JSON uploads and several targets.
     pub target: Option<String>,
     pub target_kind: TargetKind,
-    /// Several numeric targets per row (`?target=a,b`, or a JSON 2-D y): how many. Kept
-    /// in the stored form's targets suffix, not in the trailer's encoding.
+    /// Several numeric targets per row (`?target=a,b`, or a JSON 2-D y): how many; 0 for
+    /// a dataset without a target. Kept in the stored form's targets suffix, not in the
+    /// trailer's encoding.
     #[serde(skip)]
     pub outputs: Option<u32>,
     /// The CSV target columns' names when there are several.
@@ -58,6 +59,11 @@ impl DatasetInfo {
             bytes: 0,
             created_at_unix_nanos: created.as_nanos(),
         }
+    }
+
+    /// Whether the rows have a target (`?target=` empty, or a JSON body without `y`: not).
+    pub fn has_target(&self) -> bool {
+        self.outputs != Some(0)
     }
 
     pub fn created_at(&self) -> SystemTime {
@@ -88,22 +94,26 @@ pub enum Targets {
         t: usize,
         values: Vec<f64>,
     },
+    /// No target: rows for the models that take none (`one_class_svm`, `kernel_pca`).
+    None,
 }
 
 impl Targets {
     pub fn kind(&self) -> TargetKind {
         match self {
-            Targets::Numeric(_) | Targets::Multi { .. } => TargetKind::Numeric,
+            // No target holds nothing but numbers (the contract's rule, vacuously).
+            Targets::Numeric(_) | Targets::Multi { .. } | Targets::None => TargetKind::Numeric,
             Targets::Labels { .. } => TargetKind::Labels,
         }
     }
 
-    /// Rows.
+    /// Rows with a target (0 without one).
     pub fn len(&self) -> usize {
         match self {
             Targets::Numeric(y) => y.len(),
             Targets::Labels { codes, .. } => codes.len(),
             Targets::Multi { t, values } => values.len() / (*t).max(1),
+            Targets::None => 0,
         }
     }
 
@@ -127,9 +137,10 @@ impl Targets {
         Targets::Labels { labels, codes }
     }
 
-    /// The targets as a training body would carry them.
+    /// The targets as a training body would carry them (none without a target).
     pub fn to_targets(&self) -> Vec<Target> {
         match self {
+            Targets::None => Vec::new(),
             Targets::Numeric(y) => y.iter().map(|v| Target::Number(*v)).collect(),
             Targets::Labels { labels, codes } => {
                 codes.iter().map(|&c| Target::Text(labels[c as usize].clone())).collect()

@@ -82,6 +82,17 @@ impl Service {
                 TrainingData::Unlabelled(x)
             }
             (_, Ys::Absent) => return Err(FieldError::shape("/y", "missing field `y`").into()),
+            (_, Ys::Stored(crate::dataset::Targets::None)) => {
+                return Err(FieldError::invalid(
+                    "/dataset",
+                    format!(
+                        "the dataset has no target (uploaded with `?target=` empty, or without `y`); {} needs one: \
+                         upload the rows with their target, or fit one_class_svm or kernel_pca",
+                        kind.name()
+                    ),
+                )
+                .into())
+            }
             (_, Ys::Sent(y)) if matches!(y.first(), Some(Target::Row(_))) && !takes_several_outputs(kind) => {
                 return Err(FieldError::invalid(
                     "/y",
@@ -432,7 +443,7 @@ fn sample_json(data: &TrainingData, labels: Option<&crate::dataset::Targets>) ->
             Some(crate::dataset::Targets::Labels { labels, codes }) => {
                 rows.iter().map(|&i| Value::String(labels[codes[i] as usize].clone())).collect()
             }
-            None => vec![Value::Null; rows.len()],
+            None | Some(crate::dataset::Targets::None) => vec![Value::Null; rows.len()],
         },
     };
     serde_json::json!({"n_train": x.n(), "x": rows_json(x, &rows), "y": y}).to_string()
