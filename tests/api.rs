@@ -803,3 +803,37 @@ async fn the_list_leaves_out_the_bulky_arrays_the_model_keeps() {
         assert_eq!(a, b, "the rest is the same");
     }
 }
+
+/// A problem's `detail` says what is wrong without repeating the pointer its `errors`
+/// carry: a refusal before the fit, a fit that failed on a field (answered and kept on the
+/// failed model), and a malformed body.
+#[tokio::test]
+async fn problem_details_do_not_repeat_their_pointers() {
+    let s = TestServer::default().await;
+    let (x, y) = sine(5);
+    let identical = json!({"model": "kernel_pca", "x": [[1.0, 2.0], [1.0, 2.0]]});
+    for (body, pointer) in [
+        (json!({"model": "kernel_ridge", "x": x, "y": &y[..3]}), "/y"),
+        (json!({"model": "kernel_ridge", "x": x, "y": y, "params": {"lambda": -1}}), "/params/lambda"),
+        (identical.clone(), "/kernel"),
+        (json!({"model": "kernel_ridge", "x": [[1, "a"]], "y": [1]}), "/x/0/1"),
+    ] {
+        let (_, p) = problem(s.post("/models", &body).await).await;
+        assert_eq!(p["errors"][0]["pointer"], pointer, "{p}");
+        let detail = p["detail"].as_str().unwrap();
+        assert!(!detail.contains(pointer), "{detail}");
+        assert_eq!(detail, p["errors"][0]["message"], "{p}");
+    }
+    // The same failure found by a fit in the background, shown on the failed model.
+    let r = s.post("/models?wait=false", &identical).await;
+    let id = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
+    let failed = common::eventually(std::time::Duration::from_secs(30), async || {
+        let m: Value = s.get(&format!("/models/{id}")).await.json().await.unwrap();
+        m["status"] == "failed"
+    })
+    .await;
+    assert!(failed);
+    let m: Value = s.get(&format!("/models/{id}")).await.json().await.unwrap();
+    assert_eq!(m["error"]["errors"][0]["pointer"], "/kernel", "{m}");
+    assert_eq!(m["error"]["detail"], m["error"]["errors"][0]["message"], "{m}");
+}

@@ -276,6 +276,20 @@ async fn bad_inputs_name_their_place() {
         "/params/n_components",
         "components above n",
     );
+    // One row is short of rows whatever the kernel or n_components.
+    for params in [json!({}), json!({"n_components": 1}), json!({"eigen_solver": "randomized", "n_components": 1})] {
+        expect(
+            rejected(&s, "/models", json!({"model": "kernel_pca", "params": params, "x": [[1.0, 2.0]]})).await,
+            "/x",
+            "one row",
+        );
+    }
+    // Two rows the kernel cannot tell apart: the kernel is blamed.
+    expect(
+        rejected(&s, "/models", json!({"model": "kernel_pca", "x": [[1.0, 2.0], [1.0, 2.0]]})).await,
+        "/kernel",
+        "identical rows",
+    );
     expect(
         rejected(
             &s,

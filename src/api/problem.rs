@@ -54,7 +54,7 @@ impl Problem {
         match &f.kind {
             FailureKind::Unprocessable => Problem::new(StatusCode::UNPROCESSABLE_ENTITY, "fit-failed", &f.detail),
             FailureKind::InvalidField { pointer } => {
-                Problem::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid-input", format!("{pointer}: {}", f.detail))
+                Problem::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid-input", &f.detail)
                     .with_field(pointer.clone(), f.detail.clone())
             }
             FailureKind::Shutdown => Problem::new(StatusCode::SERVICE_UNAVAILABLE, "draining", &f.detail),
@@ -115,7 +115,8 @@ impl ApiError {
                         ErrorKind::Shape => (StatusCode::BAD_REQUEST, "malformed-request"),
                         ErrorKind::Invalid => (StatusCode::UNPROCESSABLE_ENTITY, "invalid-input"),
                     };
-                    Problem::new(status, slug, f.to_string()).with_field(f.pointer.clone(), f.message.clone())
+                    // The pointer is in `errors`; the detail does not repeat it.
+                    Problem::new(status, slug, &f.message).with_field(f.pointer.clone(), f.message.clone())
                 }
                 ServiceError::TooLarge { detail } => Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "too-large", detail),
                 ServiceError::TooLargeAt { pointer, detail } => {

@@ -110,6 +110,13 @@ impl KernelPca {
 
     /// n_components at most n.
     pub fn check_data(&self, n: usize) -> Result<(), FieldError> {
+        // One row centred is 0 whatever the kernel: the rows, not the kernel, are short.
+        if n < 2 {
+            return Err(FieldError::invalid(
+                "/x",
+                format!("kernel_pca needs at least 2 rows ({n} given): one row, centred, has no variance to find"),
+            ));
+        }
         match self.n_components {
             Some(k) if k > n => Err(FieldError::invalid(
                 "/params/n_components",
