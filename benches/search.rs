@@ -44,7 +44,7 @@ fn plan(kind: ModelKind, body: &Value, data: &TrainingData) -> Plan {
     };
     let spec = SearchSpec::from_json(&body["search"]).unwrap();
     let base = Document::new(body.get("kernel"), body.get("params"));
-    Plan::new(&spec, kind, &base, Rows { n, classes }, 1_000_000, &check).unwrap()
+    Plan::new(&spec, kind, &base, Rows { n, classes, several_outputs: false }, 1_000_000, &check).unwrap()
 }
 
 /// Seconds of one search, and its best candidate's values.

@@ -285,9 +285,6 @@ async fn misuse_names_its_place() {
     for model in ["svr", "nadaraya_watson", "rbf_network", "svm", "gp_classifier", "kernel_logistic"] {
         refused(problem(s.post("/models", &fit(model, two.clone())).await).await, "/y", model);
     }
-    let mut searched = fit("kernel_ridge", two.clone());
-    searched["search"] = json!({"space": {"/params/lambda": [0.1, 1.0]}, "cv": 2});
-    refused(problem(s.post("/models", &searched).await).await, "/search", "a search over several outputs");
     // A draw limit counts the outputs: m x t x n_samples.
     let m = s.train(&fit("gaussian_process", two.clone())).await;
     let body = json!({"x": [[0.5], [1.5]], "n_samples": 6_000_000});
@@ -448,4 +445,41 @@ async fn a_restart_changes_nothing() {
         assert_eq!(predict(&s, &id, ask).await, want, "restored bit for bit");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A search over two outputs scores each fold by the mean over outputs: with
+/// leave-one-out (pooled, one score per candidate), r2 and the mean squared error of the
+/// two-output search equal the mean of the two one-output searches' scores; the refit
+/// keeps both outputs. (The k-fold cases against GridSearchCV are in tests/search.rs.)
+#[tokio::test]
+async fn a_search_over_two_outputs_scores_the_mean_over_outputs() {
+    let s = TestServer::default().await;
+    let x: Vec<Vec<f64>> = (0..24).map(|i| vec![i as f64 * 0.25, (i as f64 * 0.7).sin()]).collect();
+    let y0: Vec<f64> = x.iter().map(|r| r[0].sin() + 0.3 * r[1]).collect();
+    let y1: Vec<f64> = x.iter().map(|r| 5.0 + (2.0 * r[1]).cos() * r[0]).collect();
+    let two: Vec<Vec<f64>> = y0.iter().zip(&y1).map(|(a, b)| vec![*a, *b]).collect();
+    for scoring in ["r2", "neg_mean_squared_error"] {
+        let search = json!({"space": {"/params/lambda": [0.01, 0.1, 1.0]}, "cv": "loo", "scoring": scoring});
+        let scores = async |y: Value| {
+            let m = s
+                .train(&json!({"model": "kernel_ridge", "kernel": {"type": "rbf", "gamma": 0.5}, "x": x, "y": y,
+                    "search": search}))
+                .await;
+            let got: Vec<f64> = m["training"]["search"]["candidates"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["mean_score"].as_f64().unwrap())
+                .collect();
+            (got, m)
+        };
+        let (both, m) = scores(json!(two)).await;
+        let (first, _) = scores(json!(y0)).await;
+        let (second, _) = scores(json!(y1)).await;
+        for c in 0..3 {
+            let want = (first[c] + second[c]) / 2.0;
+            assert!((both[c] - want).abs() <= 1e-9 * want.abs().max(1.0), "{scoring} {c}: {} vs {want}", both[c]);
+        }
+        assert_eq!(shape(&predict(&s, id(&m), json!({"x": [[0.5, 0.1]]})).await["predictions"]), [1, 2]);
+    }
 }

@@ -38,7 +38,7 @@ fn scores(data: &TrainingData, budget: u64) -> Vec<Value> {
         "space": {"/params/c": [0.1, 1.0, 10.0, 100.0], "/kernel/gamma": [0.5, 2.0]}, "cv": 5}});
     let check = |doc: &Document| candidate(ModelKind::Svm, doc, data);
     let TrainingData::Classification(c) = data else { unreachable!() };
-    let rows = Rows { n: data.x().n(), classes: Some((c.y.as_slice(), c.classes.len())) };
+    let rows = Rows { n: data.x().n(), classes: Some((c.y.as_slice(), c.classes.len())), several_outputs: false };
     let spec = SearchSpec::from_json(&body["search"]).unwrap();
     let base = Document::new(body.get("kernel"), body.get("params"));
     let plan = Plan::new(&spec, ModelKind::Svm, &base, rows, 1_000, &check).unwrap();

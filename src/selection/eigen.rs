@@ -111,7 +111,7 @@ impl HeldOut {
                 })
                 .collect()
         });
-        Ok(Held::Regression { y: self.y.clone(), mean, var })
+        Ok(Held::Regression { y: self.y.clone(), mean, var, outputs: 1 })
     }
 }
 
@@ -146,7 +146,9 @@ pub fn sweep_fold(
             .iter()
             .enumerate()
             .map(|(v, &s)| match means.as_ref().and_then(|m| m[v].as_ref()) {
-                Some(Ok(mean)) => Ok(Ok(Held::Regression { y: y_test.clone(), mean: mean.clone(), var: None })),
+                Some(Ok(mean)) => {
+                    Ok(Ok(Held::Regression { y: y_test.clone(), mean: mean.clone(), var: None, outputs: 1 }))
+                }
                 Some(Err(e)) => Ok(Err(e.clone())),
                 None => direct(s),
             })

@@ -51,10 +51,16 @@ impl FoldSet {
     pub fn new(data: &TrainingData, train: &[usize]) -> Result<FoldSet, FoldError> {
         let x = data.x().select(train);
         Ok(match data {
-            TrainingData::Regression(d) => FoldSet {
-                data: TrainingData::Regression(TrainingSet::new(x, train.iter().map(|&i| d.y[i]).collect())),
-                present: None,
-            },
+            TrainingData::Regression(d) => {
+                // y is n x t column-major: output by output, the training rows'.
+                let n = d.x.n();
+                let y = (0..d.outputs.t()).flat_map(|k| train.iter().map(move |&i| d.y[k * n + i])).collect();
+                let set = match d.outputs.is_multi() {
+                    true => TrainingSet::multi(x, y, d.outputs.t()),
+                    false => TrainingSet::new(x, y),
+                };
+                FoldSet { data: TrainingData::Regression(set), present: None }
+            }
             TrainingData::Unlabelled(_) => FoldSet { data: TrainingData::Unlabelled(x), present: None },
             TrainingData::Classification(d) => {
                 let mut seen = vec![false; d.classes.len()];
@@ -85,10 +91,12 @@ impl FoldSet {
     /// The held-out rows' targets with what the fold's model predicted for them.
     pub fn held(&self, all: &TrainingData, test: &[usize], p: Prediction, needs: Needs) -> Held {
         match all {
+            // Row-major, t per row, as the prediction's values.
             TrainingData::Regression(d) => Held::Regression {
-                y: test.iter().map(|&i| d.y[i]).collect(),
+                y: test.iter().flat_map(|&i| (0..d.outputs.t()).map(move |k| d.y[k * d.x.n() + i])).collect(),
                 mean: p.values,
                 var: if needs.variance { p.variance } else { None },
+                outputs: d.outputs.t(),
             },
             TrainingData::Unlabelled(_) => unreachable!("a search refuses models without targets (plan.rs)"),
             TrainingData::Classification(d) => {
@@ -254,7 +262,7 @@ pub fn ridge(
             .map(|(v, kxx)| (kxx - v.norm_squared()).max(0.0) * std * std + r.diagonal * std * std)
             .collect()
     });
-    Ok(Held::Regression { y: test.iter().map(|&i| y[i]).collect(), mean: values, var })
+    Ok(Held::Regression { y: test.iter().map(|&i| y[i]).collect(), mean: values, var, outputs: 1 })
 }
 
 /// A fold fit whose kernel values come from the table (the kinds whose spec has a
@@ -295,7 +303,7 @@ pub fn ridge_loo(r: &Ridge, table: &GramTable, y: &[f64], needs: Needs, ctx: &Fi
 pub fn loo_held(y: &[f64], yt: &[f64], alpha: &[f64], inv_diag: &[f64], mean: f64, std: f64, needs: Needs) -> Held {
     let pred = (0..y.len()).map(|i| (yt[i] - alpha[i] / inv_diag[i]) * std + mean).collect();
     let var = needs.variance.then(|| inv_diag.iter().map(|d| std * std / d).collect());
-    Held::Regression { y: y.to_vec(), mean: pred, var }
+    Held::Regression { y: y.to_vec(), mean: pred, var, outputs: 1 }
 }
 
 #[cfg(test)]

@@ -5,12 +5,13 @@
 //! the search (`space.rs`, `pointer.rs`), checking it against the rows and expanding the
 //! candidates (`plan.rs`), assigning folds as scikit-learn does (`folds.rs`), fitting
 //! and scoring every candidate on every fold while reusing the work candidates share
-//! (`run.rs`, `evaluate.rs`, `eigen.rs`), and scoring as scikit-learn's scorers
+//! (`run.rs`, `evaluate.rs`, `eigen.rs`, within `budget.rs`'s means), and scoring as scikit-learn's scorers
 //! (`scoring.rs`). It sits above the estimators and below the service: it knows models,
 //! kernels and factorisations, nothing of HTTP or storage. The service refits the best
 //! candidate on all rows and reports `training.search`.
 
 pub mod bayes;
+mod budget;
 mod eigen;
 mod evaluate;
 mod folds;
@@ -20,10 +21,11 @@ mod run;
 mod scoring;
 mod space;
 
+pub use budget::{Environment, Tables};
 pub use folds::Folds;
 pub use plan::{Candidate, Plan, Rows};
 pub use pointer::{Document, Pointer};
-pub use run::{run, Environment, Outcome, SearchError, Tables};
+pub use run::{run, Outcome, SearchError};
 pub use scoring::Scoring;
 pub use space::{Cv, Method, SearchSpec};
 

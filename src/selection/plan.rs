@@ -23,6 +23,8 @@ pub struct Rows<'a> {
     pub n: usize,
     /// Classifiers: each row's class index; None for regression.
     pub classes: Option<(&'a [usize], usize)>,
+    /// Regression with a 2-D y: scored by the mean over outputs, fitted plainly.
+    pub several_outputs: bool,
 }
 
 /// A checked search, ready to run.
@@ -43,6 +45,8 @@ pub struct Plan {
     /// class, by which the draw is stratified.
     pub seed: u64,
     pub class_of: Option<std::sync::Arc<[usize]>>,
+    /// A 2-D y: no closed form nor table fits (they take one output).
+    pub several_outputs: bool,
     /// `bayes`: what the run needs to make the candidates after the initial ones.
     pub bayes: Option<BayesPlan>,
 }
@@ -130,7 +134,7 @@ impl Plan {
             .collect();
         let rounds = search.rounds(candidates.len());
         // Closed-form leave-one-out counts one fit; a round of halving fits its survivors.
-        let closed = |c: &Candidate| c.spec.as_ref().is_ok_and(|s| s.closed_form_loo());
+        let closed = |c: &Candidate| !rows.several_outputs && c.spec.as_ref().is_ok_and(|s| s.closed_form_loo());
         let total: u128 = match search.method {
             Method::Halving => rounds.iter().map(|&r| r as u128 * folds.k() as u128).sum(),
             // The candidates after the initial ones are of the same model: as the first.
@@ -164,6 +168,7 @@ impl Plan {
             n_classes: rows.classes.map(|(_, k)| k),
             seed: search.seed,
             class_of: (search.method == Method::Halving).then(|| rows.classes.map(|(y, _)| y.into())).flatten(),
+            several_outputs: rows.several_outputs,
             // The unit cube's width was checked with the search (`bayes` only).
             bayes: (search.method == Method::Bayes).then(|| BayesPlan {
                 space: super::bayes::Space::of(search.axes.iter().map(|(_, a)| a)),
@@ -177,7 +182,7 @@ impl Plan {
 
     /// Whether leave-one-out is taken in closed form for this candidate.
     pub fn closed_form(&self, spec: &ModelSpec) -> bool {
-        self.cv == Cv::Loo && spec.closed_form_loo()
+        self.cv == Cv::Loo && !self.several_outputs && spec.closed_form_loo()
     }
 }
 

@@ -15,6 +15,7 @@
 //! - leave-one-out of those models is in closed form, one factor (or decomposition) for
 //!   all n rows.
 
+use super::budget::{Environment, Tables};
 use super::evaluate::{self, FoldError, Ridge};
 use super::plan::{Candidate, Plan};
 use super::pointer::Document;
@@ -30,47 +31,6 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-
-/// Which shared Gram tables a search over n rows uses within a budget.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Tables {
-    /// Whole tables, for every model that reads one.
-    pub whole: bool,
-    /// Lazy tables, for the SVMs, when a whole one does not fit.
-    pub lazy: bool,
-}
-
-impl Tables {
-    /// The fewest columns a lazy table is worth holding: a thousand (the support
-    /// vectors' columns of most fits), or a quarter of small sets.
-    const LAZY_MIN_COLUMNS: usize = 1024;
-
-    pub fn for_budget(n: usize, budget: u64) -> Tables {
-        let whole = GramTable::bytes(n) <= budget;
-        let lazy = !whole && GramTable::lazy_capacity(n, budget) >= Tables::LAZY_MIN_COLUMNS.min(n / 4).max(1);
-        Tables { whole, lazy }
-    }
-}
-
-/// What the search may use besides its fit context.
-#[derive(Debug, Clone, Copy)]
-pub struct Environment {
-    /// Other CPU-heavy jobs running now (the search then runs its fits one at a time on
-    /// one core).
-    pub busy: usize,
-    /// Bytes shared Gram tables may take (0: no table).
-    pub table_budget: u64,
-    /// The eigen path for lambda / noise sweeps (on in the service; off only to measure
-    /// what it gives).
-    pub eigen: bool,
-}
-
-impl Environment {
-    /// Every reuse on: what the service runs.
-    pub fn new(busy: usize, table_budget: u64) -> Environment {
-        Environment { busy, table_budget, eigen: true }
-    }
-}
 
 #[derive(Debug)]
 pub enum SearchError {
@@ -250,6 +210,12 @@ impl Search<'_> {
         self.plan.cv == Cv::Loo
     }
 
+    /// Whether candidate `spec`'s leave-one-out comes from the closed form (every row
+    /// kept, one output).
+    fn closed_form(&self, spec: &ModelSpec, full: bool) -> bool {
+        full && self.plan.closed_form(spec)
+    }
+
     fn advance(&self, fits: u64) {
         let done = self.done.fetch_add(fits, Ordering::Relaxed) + fits;
         self.ctx.progress.iteration(done);
@@ -289,9 +255,11 @@ impl Search<'_> {
             };
             // Closed-form leave-one-out factorises the Gram matrix of all rows, which is
             // the table (and what a direct fit would hold).
-            let closed = full && self.plan.closed_form(spec);
+            let closed = self.closed_form(spec, full);
             let shares = closed
-                || GramTable::suits(spec.kernel())
+                // The table's fits (ridge sweeps) take one output: several are fitted plainly.
+                || !self.plan.several_outputs
+                    && GramTable::suits(spec.kernel())
                     && match (Ridge::of(spec).is_some(), spec.table_fit().is_some()) {
                         (true, _) => whole,
                         (false, true) => whole || lazy,
@@ -460,7 +428,7 @@ impl Search<'_> {
     /// Scores per candidate and fold (leave-one-out: all n predictions as one fold).
     fn collect(&self, cands: &[usize], results: Vec<Done>, full: bool) -> Vec<Entry> {
         let k = self.plan.folds.k();
-        let closed = |c: usize| full && self.plan.candidates[c].spec.as_ref().is_ok_and(|s| self.plan.closed_form(s));
+        let closed = |c: usize| self.plan.candidates[c].spec.as_ref().is_ok_and(|s| self.closed_form(s, full));
         let mut held: BTreeMap<usize, BTreeMap<usize, Held>> = BTreeMap::new();
         let mut entries: BTreeMap<usize, Entry> = cands
             .iter()

@@ -74,7 +74,19 @@ impl Scoring {
     /// one class, a non-finite value).
     pub fn score(self, held: &Held) -> Option<f64> {
         let v = match (self, held) {
-            (_, Held::Regression { y, mean, var }) => regression(self, y, mean, var.as_deref())?,
+            (_, Held::Regression { y, mean, var, outputs: 1 }) => regression(self, y, mean, var.as_deref())?,
+            // Several outputs: the mean over outputs of each one's score (scikit-learn's
+            // multioutput="uniform_average"; for the density, over rows and outputs).
+            (_, Held::Regression { y, mean, var, outputs }) => {
+                let t = *outputs;
+                let column = |v: &[f64], k: usize| v.iter().skip(k).step_by(t).copied().collect::<Vec<f64>>();
+                let mut sum = 0.0;
+                for k in 0..t {
+                    let var_k = var.as_deref().map(|v| column(v, k));
+                    sum += regression(self, &column(y, k), &column(mean, k), var_k.as_deref())?;
+                }
+                sum / t as f64
+            }
             (_, Held::Classification(c)) => classification(self, c)?,
         };
         v.is_finite().then_some(v)
@@ -93,11 +105,13 @@ pub struct Needs {
 /// Held-out targets and what the model predicted for them.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Held {
+    /// `outputs` values per row, row-major (1 for a 1-D y).
     Regression {
         y: Vec<f64>,
         mean: Vec<f64>,
         /// Predictive variance with the noise included (for the density).
         var: Option<Vec<f64>>,
+        outputs: usize,
     },
     Classification(HeldClasses),
 }
@@ -120,13 +134,16 @@ impl Held {
         let mut parts = parts.into_iter();
         let first = parts.next().expect("at least one part");
         parts.fold(first, |acc, part| match (acc, part) {
-            (Held::Regression { mut y, mut mean, mut var }, Held::Regression { y: y2, mean: m2, var: v2 }) => {
+            (
+                Held::Regression { mut y, mut mean, mut var, outputs },
+                Held::Regression { y: y2, mean: m2, var: v2, .. },
+            ) => {
                 y.extend(y2);
                 mean.extend(m2);
                 if let (Some(v), Some(v2)) = (var.as_mut(), v2) {
                     v.extend(v2);
                 }
-                Held::Regression { y, mean, var }
+                Held::Regression { y, mean, var, outputs }
             }
             (Held::Classification(mut a), Held::Classification(b)) => {
                 a.y.extend(b.y);
@@ -266,7 +283,7 @@ mod tests {
     use super::*;
 
     fn reg(y: &[f64], mean: &[f64]) -> Held {
-        Held::Regression { y: y.to_vec(), mean: mean.to_vec(), var: None }
+        Held::Regression { y: y.to_vec(), mean: mean.to_vec(), var: None, outputs: 1 }
     }
 
     fn cls(y: &[usize], predicted: &[usize], k: usize) -> HeldClasses {
@@ -285,7 +302,7 @@ mod tests {
         // A constant target: 1 when predicted exactly, else 0 (scikit-learn's force_finite).
         assert_eq!(Scoring::R2.score(&reg(&[2.0, 2.0], &[2.0, 2.0])), Some(1.0));
         assert_eq!(Scoring::R2.score(&reg(&[2.0, 2.0], &[2.0, 1.0])), Some(0.0));
-        let dens = Held::Regression { y: vec![0.0], mean: vec![0.0], var: Some(vec![1.0]) };
+        let dens = Held::Regression { y: vec![0.0], mean: vec![0.0], var: Some(vec![1.0]), outputs: 1 };
         let want = -0.5 * (2.0 * std::f64::consts::PI).ln();
         assert!((Scoring::MeanLogPredictiveDensity.score(&dens).unwrap() - want).abs() < 1e-15);
     }
@@ -320,11 +337,11 @@ mod tests {
 
     #[test]
     fn pooled_parts_keep_their_rows_in_order() {
-        let a = Held::Regression { y: vec![1.0], mean: vec![2.0], var: Some(vec![0.5]) };
-        let b = Held::Regression { y: vec![3.0], mean: vec![4.0], var: Some(vec![0.25]) };
+        let a = Held::Regression { y: vec![1.0], mean: vec![2.0], var: Some(vec![0.5]), outputs: 1 };
+        let b = Held::Regression { y: vec![3.0], mean: vec![4.0], var: Some(vec![0.25]), outputs: 1 };
         assert_eq!(
             Held::concat(vec![a, b]),
-            Held::Regression { y: vec![1.0, 3.0], mean: vec![2.0, 4.0], var: Some(vec![0.5, 0.25]) }
+            Held::Regression { y: vec![1.0, 3.0], mean: vec![2.0, 4.0], var: Some(vec![0.5, 0.25]), outputs: 1 }
         );
     }
 }

@@ -29,7 +29,9 @@ impl Service {
             TrainingData::Classification(c) => Some((c.y.as_slice(), c.classes.len())),
             TrainingData::Regression(_) | TrainingData::Unlabelled(_) => None,
         };
-        let plan = Plan::new(&spec, kind, &base, Rows { n, classes }, self.config.max_search_fits, &check)?;
+        let several_outputs = matches!(&data, TrainingData::Regression(d) if d.outputs.is_multi());
+        let rows = Rows { n, classes, several_outputs };
+        let plan = Plan::new(&spec, kind, &base, rows, self.config.max_search_fits, &check)?;
         let first = plan.candidates.iter().find_map(|c| c.spec.as_ref().ok().cloned()).ok_or_else(|| {
             let why = plan.candidates.first().and_then(|c| c.spec.as_ref().err()).cloned().unwrap_or_default();
             FieldError::invalid("/search/space", format!("no candidate is a valid setting of the model: {why}"))

@@ -145,13 +145,7 @@ impl Service {
             *data.x_mut() = crate::kernel::precomputed_training_rows(data.x())?;
         }
         if let Some(search) = &input.search {
-            if matches!(&data, TrainingData::Regression(d) if d.outputs.is_multi()) {
-                return Err(FieldError::invalid(
-                    "/search",
-                    "a model search scores one output: search on one column of y, then fit all of them",
-                )
-                .into());
-            }
+            // Several outputs are scored by the mean over outputs (selection::scoring).
             return self.plan_search(kind, input, search, data, origin);
         }
         let kernel = match &input.kernel {
