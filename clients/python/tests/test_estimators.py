@@ -339,7 +339,7 @@ def test_large_x_goes_through_a_dataset(monkeypatch, client, regression):
     and predictions are sent in chunks; the model is the same as an inline fit."""
     X, y = regression
     inline = KernelRidge(kernel="rbf", gamma=0.3).fit(X, y)
-    monkeypatch.setattr(mercer_client.estimators, "UPLOAD_THRESHOLD", 50)
+    monkeypatch.setattr(mercer_client._base, "UPLOAD_THRESHOLD", 50)
     before = {d["id"] for d in client.datasets.list()}
     uploaded = KernelRidge(kernel="rbf", gamma=0.3).fit(X, y)
     assert uploaded.model_.get("dataset") is not None

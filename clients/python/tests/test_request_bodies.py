@@ -13,7 +13,16 @@ import pytest
 import requests
 from sklearn.base import clone
 
-from mercer_client import KernelRidge
+from mercer_client import (
+    SVC,
+    GaussianProcessRegressor,
+    KernelLogisticRegression,
+    KernelPerceptron,
+    KernelRidge,
+    NadarayaWatsonRegressor,
+    NuSVR,
+    RBFNetworkRegressor,
+)
 
 URL = "http://mercer.invalid"  # never contacted: the stub answers
 
@@ -40,7 +49,8 @@ def sent(monkeypatch):
         assert (method, url) == ("POST", URL + "/models"), (method, url)
         bodies.append(json.loads(data))
         training = {"duration_ms": 1.0, "solver": "cg", "iterations": 3, "converged": True, "residual": 1e-9}
-        return _Answer({"id": "00000000-0000-0000-0000-000000000001", "status": "ready", "training": training})
+        resource = {"id": "00000000-0000-0000-0000-000000000001", "status": "ready", "n_support": 3, "kernel": {}}
+        return _Answer({**resource, "training": training})
 
     monkeypatch.setattr(requests.Session, "request", request)
     return bodies
@@ -103,3 +113,58 @@ def test_get_params_set_params_and_clone_keep_the_new_params():
     copy.set_params(solver="direct", precision=None, n_components=50)
     assert (copy.solver, copy.precision, copy.n_components) == ("direct", None, 50)
     assert model.solver == "cg"
+
+
+# What each estimator sends: (estimator, classification?, mercer's model, its params).
+BODIES = [
+    (SVC(), True, "svm", {"c": 1.0, "tol": 1e-3, "cache_mb": 200.0, "probability": False}),
+    (
+        SVC(approximation="nystrom", n_components=np.int64(50), inducing_selection="uniform", random_state=2,
+            tol=0.1, max_iter=500),
+        True,
+        "svm",
+        {"c": 1.0, "tol": 0.1, "cache_mb": 200.0, "max_iter": 500, "probability": False, "seed": 2,
+         "approximation": "nystrom", "inducing_points": 50, "inducing_selection": "uniform"},
+    ),
+    (
+        GaussianProcessRegressor(),
+        False,
+        "gaussian_process",
+        {"noise": {"value": 1e-10, "fixed": True}, "normalize_y": False, "optimize": True, "restarts": 0,
+         "approximation": "exact"},
+    ),
+    (
+        GaussianProcessRegressor(approximation="nystrom", n_components=30, inducing_selection="kmeans",
+                                 random_state=1, optimizer=None),
+        False,
+        "gaussian_process",
+        {"noise": {"value": 1e-10, "fixed": True}, "normalize_y": False, "optimize": False, "restarts": 0,
+         "seed": 1, "approximation": "nystrom", "inducing_points": 30, "inducing_selection": "kmeans"},
+    ),
+    (KernelLogisticRegression(), True, "kernel_logistic", {"lambda": 1.0, "max_iter": 100}),
+    (
+        KernelLogisticRegression(C=4.0, max_iter=20, approximation="nystrom", n_components=10, random_state=1),
+        True,
+        "kernel_logistic",
+        {"lambda": 0.25, "max_iter": 20, "seed": 1, "approximation": "nystrom", "inducing_points": 10},
+    ),
+    (KernelPerceptron(max_iter=7, random_state=5), True, "kernel_perceptron", {"max_epochs": 7, "seed": 5}),
+    (NuSVR(nu=0.3, C=2.0), False, "nu_svr", {"nu": 0.3, "c": 2.0, "tol": 1e-3, "cache_mb": 200.0}),
+    (NadarayaWatsonRegressor(), False, "nadaraya_watson", {}),
+    (RBFNetworkRegressor(), False, "rbf_network", {"lambda": 0.0}),
+    (RBFNetworkRegressor(np.int64(12), alpha=0.5, random_state=3), False, "rbf_network",
+     {"centers": 12, "lambda": 0.5, "seed": 3}),
+]
+
+
+@pytest.mark.parametrize("estimator, classifier, model, params", BODIES, ids=lambda v: repr(v)[:60])
+def test_each_estimator_sends_its_model_and_params(sent, rows, estimator, classifier, model, params):
+    """scikit-learn's names become mercer's (C -> lambda = 1 / C for the logistic model,
+    max_iter -> max_epochs, n_components -> inducing_points, random_state -> seed,
+    alpha -> lambda), and parameters left None stay out of the request."""
+    X, y = rows
+    clone(estimator).set_params(url=URL).fit(X, (y > 0).astype(int) if classifier else y)
+    (body,) = sent
+    assert body["model"] == model
+    assert body["params"] == params
+    assert body["kernel"]["type"] == "rbf"

@@ -112,10 +112,17 @@ class Models:
         """``GET /models``: every model resource (dicts)."""
         return self._client.request("GET", "/models").json()["models"]
 
-    def get(self, model_id: str) -> dict:
+    def get(self, model_id: str, *, include: Any = None) -> dict:
         """``GET /models/{id}``: the model resource (status, fitted kernel and params,
-        training report, and ``progress`` while training)."""
-        return self._client.request("GET", f"/models/{model_id}").json()
+        training report, and ``progress`` while training). ``include="coefficients"``
+        (``?include=coefficients``; a list of names is joined with commas) adds the
+        fitted ``coefficients`` for the models that have them: the SVM family's
+        ``support``, ``dual_coef`` and ``intercept`` (scikit-learn's ``support_``,
+        ``dual_coef_``, ``intercept_``), kernel ridge's and Gaussian processes'
+        ``alpha`` and ``support`` (the rows they belong to)."""
+        names = [include] if isinstance(include, str) else list(include or [])
+        query = {"include": ",".join(names)} if names else None
+        return self._client.request("GET", f"/models/{model_id}", params=query).json()
 
     def delete(self, model_id: str) -> None:
         """``DELETE /models/{id}``: removes the model (a running fit is discarded)."""
