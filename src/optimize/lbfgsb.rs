@@ -122,6 +122,9 @@ pub fn minimize(
     let mut iterations = 0;
     let mut memory = Memory::new(n, opts.memory);
     let mut ftol_held = false;
+    // Steps taken on the slope alone (values within round-off) since the projected
+    // gradient's lowest value.
+    let (mut lowest_gradient, mut stalled) = (f64::INFINITY, 0);
 
     let stop = loop {
         if projected_gradient_norm(&x, &g, bounds) <= opts.pgtol {
@@ -172,6 +175,8 @@ pub fn minimize(
         let stp0 = if iterations == 0 && !boxed { (1.0 / dnorm).min(stpmax) } else { 1.0 };
         let (mut ls, mut stp) = LineSearch::new(fx, gd, stp0, stpmax);
         let mut accepted = None;
+        // Accepted on the approximate Wolfe conditions: f's change is round-off.
+        let mut by_slope = false;
         for _ in 0..opts.max_line_search {
             let trial: Vec<f64> = if stp == 1.0 {
                 z.clone()
@@ -195,6 +200,13 @@ pub fn minimize(
                     break;
                 }
                 Next::Converged | Next::Warning => break,
+                // As Hager and Zhang: the slope vouches for the step, even where round-off
+                // puts its value above fx.
+                Next::RoundOff => {
+                    accepted = Some((trial, ft, gt));
+                    by_slope = true;
+                    break;
+                }
             }
         }
         let Some((xn, fn_, gn)) = accepted else {
@@ -210,6 +222,23 @@ pub fn minimize(
         let y: Vec<f64> = gn.iter().zip(&g).map(|(a, b)| a - b).collect();
         let reduction = (fx - fn_) / fx.abs().max(fn_.abs()).max(1.0);
         let gd_step = -gd * dot(&s, &d) / dot(&d, &d);
+        if by_slope {
+            // The values no longer tell points apart (the relative-reduction rule holds
+            // as far as they can say): the gradient measures progress from here. Steps
+            // that do not bring it to a new low are counted; enough of them in a row end
+            // the search (a gradient with round-off of its own could wander).
+            ftol_held = true;
+            let pg = projected_gradient_norm(&xn, &gn, bounds);
+            if pg < lowest_gradient {
+                lowest_gradient = pg;
+                stalled = 0;
+            } else {
+                stalled += 1;
+                if stalled >= STALLED_BY_SLOPE {
+                    break Stop::RelativeReduction;
+                }
+            }
+        }
         x = xn;
         fx = fn_;
         g = gn;
@@ -217,7 +246,7 @@ pub fn minimize(
             break Stop::ProjectedGradient;
         }
         ftol_held |= reduction <= opts.ftol;
-        if reduction <= opts.refine_ftol {
+        if !by_slope && reduction <= opts.refine_ftol {
             break Stop::RelativeReduction;
         }
         // Keep the pair only with enough curvature (s'y > eps (-g's)): B stays positive
@@ -229,6 +258,10 @@ pub fn minimize(
     let stop = if ftol_held && !stop.converged() { Stop::RelativeReduction } else { stop };
     Some(Outcome { x, f: fx, iterations, evaluations, stop })
 }
+
+/// Steps accepted on the slope alone, in a row, that may leave the projected gradient
+/// above its lowest value before the search ends.
+const STALLED_BY_SLOPE: usize = 10;
 
 fn valid(r: Option<(f64, Vec<f64>)>, n: usize) -> Option<(f64, Vec<f64>)> {
     r.filter(|(v, g)| v.is_finite() && g.len() == n && g.iter().all(|x| x.is_finite()))

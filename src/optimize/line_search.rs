@@ -7,10 +7,17 @@
 //! direction it tries the same steps as scipy; only its driving differs (a state machine
 //! with [`LineSearch::next`] instead of reverse communication through string tasks), plus
 //! [`LineSearch::back_off`] for points where the objective cannot be evaluated, which the
-//! reference has no notion of (scikit-learn hands it +inf there, which it turns into NaN).
+//! reference has no notion of (scikit-learn hands it +inf there, which it turns into NaN),
+//! and Hager and Zhang's approximate Wolfe conditions for a step whose value is within
+//! round-off of the start's ([`Next::RoundOff`]): there sufficient decrease cannot be told,
+//! and the reference would give up on a descent its slopes still show.
 
 /// L-BFGS-B's constants: sufficient decrease, curvature, relative interval width.
 const FTOL: f64 = 1e-3;
+/// Hager and Zhang's epsilon: a value within this fraction of |f(0)| of f(0) cannot be
+/// told from it (CG_DESCENT's default; the sum of many terms that cancel, as a likelihood
+/// over several outputs, carries round-off far above machine precision).
+const ROUND_OFF: f64 = 1e-6;
 const GTOL: f64 = 0.9;
 const XTOL: f64 = 0.1;
 const XTRAPL: f64 = 1.1;
@@ -23,6 +30,12 @@ pub(super) enum Next {
     Evaluate(f64),
     /// The last evaluated step satisfies the strong Wolfe conditions.
     Converged,
+    /// The last evaluated step satisfies the approximate Wolfe conditions of Hager and
+    /// Zhang (2005) and not the strong ones: its value differs from f(0) by no more than
+    /// round-off (so sufficient decrease cannot be told), and its slope says the step
+    /// reached the line's minimum, sigma f'(0) <= f'(stp) <= (2 ftol - 1) f'(0). The value
+    /// may be above f(0) by that round-off.
+    RoundOff,
     /// The search cannot make further progress (rounding, the interval is below `xtol`,
     /// or the step sits on `stpmax` / `stpmin`); the last evaluated step stands, as in
     /// the reference code.
@@ -95,6 +108,15 @@ impl LineSearch {
             || (stp == self.stpmin && (f > ftest || g >= self.gtest));
         if f <= ftest && g.abs() <= GTOL * (-self.ginit) {
             return Next::Converged;
+        }
+        // Sufficient decrease fails, or cannot be told, within round-off: the slope
+        // decides (approximate Wolfe). The exact test comes first, so that wherever the
+        // values can be told apart the search takes scipy's steps.
+        if (f - self.finit).abs() <= ROUND_OFF * self.finit.abs()
+            && GTOL * self.ginit <= g
+            && g <= (2.0 * FTOL - 1.0) * self.ginit
+        {
+            return Next::RoundOff;
         }
         if warned {
             return Next::Warning;
@@ -303,6 +325,22 @@ mod tests {
         panic!("no termination in 40 evaluations");
     }
 
+    /// phi = 1e4 + 1e-9 (stp - 1)^2 with round-off that raises the value at stp = 1 by
+    /// 1e-8: sufficient decrease fails there, but the value is within round-off of phi(0)
+    /// and the slope (0 at the line's minimum) vouches for the step. The same raise of
+    /// 1e-2 (1e-6 of phi) does too; 1 (above round-off) does not.
+    #[test]
+    fn a_step_within_round_off_is_taken_on_its_slope() {
+        for (raise, want) in [(1e-8, Next::RoundOff), (1e-2, Next::RoundOff)] {
+            let phi = |s: f64| (1e4 + 1e-9 * (s - 1.0).powi(2) + if s == 1.0 { raise } else { 0.0 }, 2e-9 * (s - 1.0));
+            let (stp, how, evals) = search(phi, 1.0, 1e10);
+            assert_eq!((stp, how, evals), (1.0, want, 1), "raise {raise}");
+        }
+        // Raised by 1 at stp = 1: the values can tell, so the search goes on.
+        let (mut ls, stp) = LineSearch::new(1e4 + 1e-9, -2e-9, 1.0, 1e10);
+        assert!(matches!(ls.next(1e4 + 1.0, 0.0), Next::Evaluate(s) if s < stp));
+    }
+
     #[test]
     fn accepts_a_unit_step_that_satisfies_the_wolfe_conditions() {
         // phi = (stp - 1)^2: the unit step is the minimiser.
@@ -351,6 +389,7 @@ mod tests {
                     Next::Evaluate(s) => stp = s,
                     Next::Converged => break "converged",
                     Next::Warning => break "warning",
+                    Next::RoundOff => break "round_off",
                 }
             };
             let want: Vec<f64> = case["steps"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();

@@ -208,6 +208,39 @@ mod tests {
         assert_eq!((r.stop, r.iterations, r.evaluations), (Stop::ProjectedGradient, 0, 1));
     }
 
+    /// A stiff quadratic whose values carry round-off of 1e-8 of f (a likelihood summed
+    /// over many outputs whose large terms cancel) while its gradient is exact. Near the
+    /// minimum a step's true decrease falls below that noise before the gradient reaches
+    /// pgtol and before the relative reduction falls to ftol, so sufficient decrease fails
+    /// on noise alone; the approximate Wolfe conditions (the value within round-off of the
+    /// start's, the slope showing the step's minimum reached) accept the step instead of
+    /// giving up on the line search.
+    #[test]
+    fn a_value_change_below_round_off_still_converges() {
+        let a = [1.0, 30.0, 900.0, 2.7e4];
+        let noisy = |x: &[f64]| {
+            let q: f64 = x.iter().zip(&a).map(|(v, a)| 0.5 * a * (v - 1.0) * (v - 1.0)).sum();
+            // Deterministic noise in [-1, 1] from the point's bits.
+            let h = x.iter().fold(0x9E37_79B9_7F4A_7C15u64, |h, v| (h ^ v.to_bits()).wrapping_mul(0x100_0000_01B3));
+            let noise = (h >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+            let g = x.iter().zip(&a).map(|(v, a)| a * (v - 1.0)).collect();
+            Some((1e4 + q + 1e-4 * noise, g))
+        };
+        let mut worked = 0;
+        for start in 0..20 {
+            let x0: Vec<f64> = (0..4).map(|i| -2.0 + 0.37 * (start * 4 + i) as f64 % 3.0).collect();
+            let out = minimize(noisy, &x0, &[(f64::NEG_INFINITY, f64::INFINITY); 4], &Options::default()).unwrap();
+            assert!(out.converged(), "start {start}: {:?} after {} evaluations", out.stop, out.evaluations);
+            // At the minimum as far as the values can tell (q starts near 1e5): within the
+            // round-off window, 1e-6 of f. Stopped by the relative reduction, as scipy's
+            // rule stops once f's changes are noise.
+            let q: f64 = out.x.iter().zip(&a).map(|(v, a)| 0.5 * a * (v - 1.0) * (v - 1.0)).sum();
+            assert!(q <= 1e-2, "start {start}: {:?}, q = {q}, {:?}", out.x, out.stop);
+            worked += usize::from(out.evaluations < 200);
+        }
+        assert_eq!(worked, 20);
+    }
+
     #[test]
     fn splitmix_is_reproducible_and_in_range() {
         let mut a = SplitMix64::new(7);
