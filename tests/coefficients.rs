@@ -6,29 +6,11 @@
 
 mod common;
 
-use common::TestServer;
+use common::{close, TestServer};
 use serde_json::{json, Value};
 
 fn fixture(name: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(format!("tests/fixtures/{name}")).unwrap()).unwrap()
-}
-
-fn numbers(v: &Value) -> Vec<f64> {
-    match v {
-        Value::Array(items) => items.iter().flat_map(numbers).collect(),
-        Value::Number(n) => vec![n.as_f64().unwrap()],
-        other => panic!("not numbers: {other}"),
-    }
-}
-
-/// Every entry within `tol` relative to the largest magnitude of `want`.
-fn close(got: &Value, want: &Value, tol: f64, what: &str) {
-    let (g, w) = (numbers(got), numbers(want));
-    assert_eq!(g.len(), w.len(), "{what}: {got} vs {want}");
-    let scale = w.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-300);
-    for (a, b) in g.iter().zip(&w) {
-        assert!((a - b).abs() <= tol * scale, "{what}: {a} vs {b} (tolerance {tol} x {scale})");
-    }
 }
 
 async fn coefficients(s: &TestServer, body: &Value) -> (Value, Value) {
@@ -120,6 +102,12 @@ async fn include_is_asked_for_and_checked() {
     let (status, p) = common::problem(s.get(&format!("/models/{id}?include=coefficients,weights")).await).await;
     assert_eq!(status, 422, "{p}");
     assert_eq!(common::pointers(&p), vec!["/include"]);
+    // Repeated, or among other parameters: still read.
+    let again: Value =
+        s.get(&format!("/models/{id}?include=coefficients&include=coefficients&x=1")).await.json().await.unwrap();
+    assert!(again["coefficients"]["alpha"].is_array(), "{again}");
+    let (status, p) = common::problem(s.get(&format!("/models/{id}?include=null&include=null")).await).await;
+    assert_eq!((status, common::pointers(&p)), (422, vec!["/include".to_string()]), "{p}");
 
     let nw = s.train(&json!({"model": "nadaraya_watson", "x": x, "y": y})).await;
     let r: Value =

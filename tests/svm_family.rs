@@ -6,29 +6,11 @@
 
 mod common;
 
-use common::TestServer;
+use common::{close, TestServer};
 use serde_json::{json, Value};
 
 fn fixtures() -> Value {
     serde_json::from_str(&std::fs::read_to_string("tests/fixtures/svm_family_reference.json").unwrap()).unwrap()
-}
-
-fn numbers(v: &Value) -> Vec<f64> {
-    match v {
-        Value::Array(items) => items.iter().flat_map(numbers).collect(),
-        Value::Number(n) => vec![n.as_f64().unwrap()],
-        other => panic!("not numbers: {other}"),
-    }
-}
-
-/// Every entry within `tol` relative to the largest magnitude of `want`.
-fn close(got: &Value, want: &Value, tol: f64, what: &str) {
-    let (g, w) = (numbers(got), numbers(want));
-    assert_eq!(g.len(), w.len(), "{what}: {got} vs {want}");
-    let scale = w.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-300);
-    for (a, b) in g.iter().zip(&w) {
-        assert!((a - b).abs() <= tol * scale, "{what}: {a} vs {b} (tolerance {tol} x {scale})");
-    }
 }
 
 /// Predictions, decision functions and score_samples to 1e-6 of scikit-learn's (the

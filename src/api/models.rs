@@ -42,9 +42,10 @@ pub async fn list(State(service): State<Arc<Service>>) -> Json<ModelList> {
 pub async fn get(
     State(service): State<Arc<Service>>,
     id: Result<Path<String>, PathRejection>,
-    query: Result<Query<ModelQuery>, QueryRejection>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<Json<ModelResource>, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::BadQuery(format!("invalid query: {}", e.body_text())))?;
+    let Query(pairs) = query.map_err(|e| ApiError::BadQuery(format!("invalid query: {}", e.body_text())))?;
+    let query = ModelQuery::of(pairs);
     let id = model_id(id)?;
     if !query.coefficients()? {
         let entry = service.lookup(id).await?;

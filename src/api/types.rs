@@ -62,13 +62,19 @@ impl TryFrom<TrainBody> for TrainInput {
     }
 }
 
-/// Query of GET /models/{id}: `include=coefficients` (a comma-separated list).
-#[derive(Debug, Default, Deserialize)]
+/// Query of GET /models/{id}: `include=coefficients` (a comma-separated list, and
+/// `include` may be repeated); other parameters are ignored.
+#[derive(Debug, Default)]
 pub struct ModelQuery {
-    pub include: Option<String>,
+    pub include: Vec<String>,
 }
 
 impl ModelQuery {
+    /// From the query's pairs, in order.
+    pub fn of(pairs: Vec<(String, String)>) -> ModelQuery {
+        ModelQuery { include: pairs.into_iter().filter(|(k, _)| k == "include").map(|(_, v)| v).collect() }
+    }
+
     /// Whether the coefficients are asked for; an unknown name is 422 at `/include`.
     pub fn coefficients(&self) -> Result<bool, crate::spec::FieldError> {
         let mut wanted = false;

@@ -122,6 +122,25 @@ pub async fn problem(r: reqwest::Response) -> (u16, Value) {
     (status, body)
 }
 
+/// Every number in a JSON value (arrays flattened in order).
+pub fn numbers(v: &Value) -> Vec<f64> {
+    match v {
+        Value::Array(items) => items.iter().flat_map(numbers).collect(),
+        Value::Number(n) => vec![n.as_f64().unwrap()],
+        other => panic!("not numbers: {other}"),
+    }
+}
+
+/// Every number of `got` within `tol` of `want`'s, relative to `want`'s largest magnitude.
+pub fn close(got: &Value, want: &Value, tol: f64, what: &str) {
+    let (g, w) = (numbers(got), numbers(want));
+    assert_eq!(g.len(), w.len(), "{what}: {got} vs {want}");
+    let scale = w.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-300);
+    for (a, b) in g.iter().zip(&w) {
+        assert!((a - b).abs() <= tol * scale, "{what}: {a} vs {b} (tolerance {tol} x {scale})");
+    }
+}
+
 /// The pointers of a problem's `errors`.
 pub fn pointers(p: &Value) -> Vec<String> {
     p["errors"].as_array().map_or(vec![], |a| a.iter().map(|e| e["pointer"].as_str().unwrap().to_string()).collect())
