@@ -351,7 +351,9 @@ fi
 # too, in its 30 s lives). Fails on any failure the load counts (a request to replica 1 or
 # the balancer that got no answer, a 5xx from them other than 503 with Retry-After), a
 # connection replica 1 logged as closed without an answer, any acknowledged model,
-# version, prediction or dataset missing at the end, or growth of replica 1's RSS or
+# version, prediction or dataset missing at the end (or a deleted one still there) once
+# the replicas have had the refresh interval + 9 s to show the last writes (one
+# acknowledged by replica 2 reaches replica 1 at its next refresh), or growth of replica 1's RSS or
 # descriptors: under 3% over the last 40 minutes for runs of 50 minutes or more (the cache
 # has long filled), else under 10% (between the fifth minute and the end, or for runs
 # under ten minutes between the means of the first and last thirds).
@@ -396,7 +398,8 @@ if [ "$MODE" = soak ]; then
   [ "$load_rc" = 0 ] || fail "the soak load counted failures (above)"
   unanswered=$(grep -c 'a connection closed without a complete answer' "$T/r1.log" || true)
   [ "$unanswered" = 0 ] || fail "replica 1 logged $unanswered connections closed without an answer: $(grep -m 3 'closed without a complete answer' "$T/r1.log")"
-  python3 "$SCRIPT_DIR/soak_load.py" --verify "$T/soak.json" --stable "$R1" --other "$R2" ||
+  python3 "$SCRIPT_DIR/soak_load.py" --verify "$T/soak.json" --stable "$R1" --other "$R2" \
+      --settle $((REFRESH_SECS + 9)) ||
     fail "acknowledged models or datasets missing or changed after the soak"
   every=$(( SOAK_SECONDS >= 1200 ? 300 : 30 ))
   echo "soak: RSS over time, every $every s (seconds, replica 1 kB, its open descriptors, replica 2 kB in its current life):"
