@@ -401,6 +401,12 @@ if [ "$MODE" = soak ]; then
   python3 "$SCRIPT_DIR/soak_load.py" --verify "$T/soak.json" --stable "$R1" --other "$R2" \
       --settle $((REFRESH_SECS + 9)) ||
     fail "acknowledged models or datasets missing or changed after the soak"
+  # How long replica 1's refreshes took (with the interval, how late the other replica's
+  # writes could show there): informative, not a check.
+  sync=$(curl -fsS --max-time 5 "$R1/metrics" | awk '
+    /^mercer_store_sync_duration_seconds_sum / { s = $2 } /^mercer_store_sync_duration_seconds_count / { c = $2 }
+    END { if (c > 0) printf "%d refreshes, mean %.0f ms", c, 1000 * s / c }') || true
+  log "soak: replica 1's refreshes from the store: ${sync:-not reported}"
   every=$(( SOAK_SECONDS >= 1200 ? 300 : 30 ))
   echo "soak: RSS over time, every $every s (seconds, replica 1 kB, its open descriptors, replica 2 kB in its current life):"
   awk -v e="$every" '$1 % e == 0 { printf "  %5d s  %8d kB  %4d fds  %8d kB\n", $1, $2, $3, $4 }' "$T/soak-samples"

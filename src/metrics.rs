@@ -97,6 +97,9 @@ pub struct Metrics {
     pub registry_bytes: Gauge,
     pub store_up: Gauge,
     pub store_duration: HistogramFamily<StoreLabels>,
+    /// One refresh from a shared store: its listings and the reads of what changed. With
+    /// the refresh interval it bounds how late other replicas' writes show here.
+    pub store_sync_seconds: Histogram,
     /// Request handlers that panicked (each answered 500).
     pub handler_panics: Counter,
     /// Requests whose connection ended without their whole answer, by why.
@@ -151,6 +154,12 @@ impl Metrics {
         let (studies_created, study_suggestions, study_tells) =
             (Counter::default(), Counter::default(), Counter::default());
         let study_suggest_seconds = latency_histogram();
+        let store_sync_seconds = latency_histogram();
+        registry.register(
+            "mercer_store_sync_duration_seconds",
+            "Time one refresh from the store takes (listing models, deltas and datasets, reading what changed)",
+            store_sync_seconds.clone(),
+        );
         registry.register("mercer_studies_created", "Studies created", studies_created.clone());
         registry.register("mercer_study_suggestions", "Trials suggested by studies", study_suggestions.clone());
         registry.register("mercer_study_tells", "Values told to studies (warm starts included)", study_tells.clone());
@@ -257,6 +266,7 @@ impl Metrics {
             registry_bytes,
             store_up,
             store_duration,
+            store_sync_seconds,
             handler_panics,
             studies_created,
             study_suggestions,

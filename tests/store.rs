@@ -150,6 +150,25 @@ async fn an_unwritable_data_dir_fails_the_fit_cleanly() {
     std::fs::remove_dir_all(base).unwrap();
 }
 
+/// A listing of models refreshes from the store, and the refresh is timed in
+/// `mercer_store_sync_duration_seconds` (with the refresh interval, how late another
+/// replica's writes can show here).
+#[tokio::test]
+async fn refreshes_from_the_store_are_timed() {
+    let dir = temp_dir("sync-metric");
+    let s = started(&dir).await;
+    let count = async || -> u64 {
+        let metrics = s.get("/metrics").await.text().await.unwrap();
+        let line = metrics.lines().find(|l| l.starts_with("mercer_store_sync_duration_seconds_count "));
+        line.unwrap_or_else(|| panic!("no refresh count in {metrics}")).split(' ').nth(1).unwrap().parse().unwrap()
+    };
+    let before = count().await;
+    assert_eq!(s.get("/models").await.status(), 200);
+    assert!(count().await > before, "GET /models refreshed from the store");
+    stop(s).await;
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[tokio::test]
 async fn delete_removes_the_file() {
     let dir = temp_dir("delete");

@@ -102,6 +102,7 @@ impl Service {
             Ok(ids) => self.sync_datasets(ids, started).await,
             Err(e) => tracing::debug!(error = %e, "cannot list the stored datasets"),
         }
+        self.metrics.store_sync_seconds.observe(started.elapsed().as_secs_f64());
     }
 
     /// As [`Service::sync_store`], unless a listing that began after this call did
