@@ -222,13 +222,13 @@ pub fn minimize(
         let y: Vec<f64> = gn.iter().zip(&g).map(|(a, b)| a - b).collect();
         let reduction = (fx - fn_) / fx.abs().max(fn_.abs()).max(1.0);
         let gd_step = -gd * dot(&s, &d) / dot(&d, &d);
+        let pg = projected_gradient_norm(&xn, &gn, bounds);
         if by_slope {
             // The values no longer tell points apart (the relative-reduction rule holds
             // as far as they can say): the gradient measures progress from here. Steps
             // that do not bring it to a new low are counted; enough of them in a row end
             // the search (a gradient with round-off of its own could wander).
             ftol_held = true;
-            let pg = projected_gradient_norm(&xn, &gn, bounds);
             if pg < lowest_gradient {
                 lowest_gradient = pg;
                 stalled = 0;
@@ -242,7 +242,7 @@ pub fn minimize(
         x = xn;
         fx = fn_;
         g = gn;
-        if projected_gradient_norm(&x, &g, bounds) <= opts.pgtol {
+        if pg <= opts.pgtol {
             break Stop::ProjectedGradient;
         }
         ftol_held |= reduction <= opts.ftol;

@@ -19,6 +19,8 @@ import pytest  # noqa: E402
 import requests  # noqa: E402
 
 from mercer_client import Client  # noqa: E402
+from sklearn.datasets import make_classification, make_regression  # noqa: E402
+from sklearn.preprocessing import StandardScaler  # noqa: E402
 
 PACKAGE = Path(__file__).resolve().parents[1]
 STARTUP_SECONDS = 30
@@ -116,3 +118,22 @@ def secured_server():
     server = Server(MERCER_API_KEYS="s3cret")
     yield server
     server.stop()
+
+
+# The data sets the estimator tests fit (test_coefficients.py defines smaller ones of its own).
+@pytest.fixture(scope="module")
+def regression():
+    X, y = make_regression(n_samples=80, n_features=4, noise=5.0, random_state=0)
+    return StandardScaler().fit_transform(X), y / 50
+
+
+@pytest.fixture(scope="module")
+def binary():
+    return make_classification(n_samples=100, n_features=4, n_informative=3, n_redundant=0, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def three_classes():
+    return make_classification(
+        n_samples=120, n_features=4, n_informative=3, n_redundant=0, n_classes=3, random_state=1
+    )

@@ -13,7 +13,6 @@ import pickle
 import numpy as np
 import pytest
 from sklearn import decomposition, gaussian_process, kernel_ridge, svm
-from sklearn.datasets import make_classification, make_regression
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from sklearn.pipeline import make_pipeline
@@ -31,24 +30,6 @@ from mercer_client import (
     NuSVC,
     OneClassSVM,
 )
-
-
-@pytest.fixture(scope="module")
-def regression():
-    X, y = make_regression(n_samples=80, n_features=4, noise=5.0, random_state=0)
-    return StandardScaler().fit_transform(X), y / 50
-
-
-@pytest.fixture(scope="module")
-def binary():
-    return make_classification(n_samples=100, n_features=4, n_informative=3, n_redundant=0, random_state=0)
-
-
-@pytest.fixture(scope="module")
-def three_classes():
-    return make_classification(
-        n_samples=120, n_features=4, n_informative=3, n_redundant=0, n_classes=3, random_state=1
-    )
 
 
 # ---------------------------------------------------------------- parity

@@ -13,13 +13,12 @@ import numpy as np
 import pytest
 import scipy.linalg
 from sklearn import gaussian_process, svm
-from sklearn.datasets import make_classification, make_regression
+from sklearn.datasets import make_classification
 from sklearn.gaussian_process.kernels import RBF
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.metrics import pairwise_distances
 from sklearn.metrics.pairwise import laplacian_kernel, rbf_kernel
 from sklearn.multiclass import OneVsRestClassifier
-from sklearn.preprocessing import StandardScaler
 
 from mercer_client import (
     SVC,
@@ -40,24 +39,6 @@ def assert_close(ours, theirs):
     assert np.shape(ours) == theirs.shape
     scale = max(1.0, float(np.abs(theirs).max()))
     np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-6 * scale)
-
-
-@pytest.fixture(scope="module")
-def regression():
-    X, y = make_regression(n_samples=80, n_features=4, noise=5.0, random_state=0)
-    return StandardScaler().fit_transform(X), y / 50
-
-
-@pytest.fixture(scope="module")
-def binary():
-    return make_classification(n_samples=100, n_features=4, n_informative=3, n_redundant=0, random_state=0)
-
-
-@pytest.fixture(scope="module")
-def three_classes():
-    return make_classification(
-        n_samples=120, n_features=4, n_informative=3, n_redundant=0, n_classes=3, random_state=1
-    )
 
 
 def nystrom_features(Z, X):

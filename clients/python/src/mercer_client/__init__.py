@@ -13,41 +13,7 @@ mercer release of the same number.
 from ._version import __version__
 from .client import Client
 from .errors import MercerError
-from .estimators import (
-    SVC,
-    SVR,
-    UPLOAD_THRESHOLD,
-    GaussianProcessClassifier,
-    GaussianProcessRegressor,
-    KernelLogisticRegression,
-    KernelPCA,
-    KernelPerceptron,
-    KernelRidge,
-    NadarayaWatsonRegressor,
-    NuSVC,
-    NuSVR,
-    OneClassSVM,
-    RBFNetworkRegressor,
-    gp_kernel_json,
-)
+from . import estimators
+from .estimators import *  # noqa: F401,F403 (the estimators, listed once in estimators.__all__)
 
-__all__ = [
-    "__version__",
-    "Client",
-    "MercerError",
-    "UPLOAD_THRESHOLD",
-    "GaussianProcessClassifier",
-    "GaussianProcessRegressor",
-    "KernelLogisticRegression",
-    "KernelPCA",
-    "KernelPerceptron",
-    "KernelRidge",
-    "NadarayaWatsonRegressor",
-    "NuSVC",
-    "NuSVR",
-    "OneClassSVM",
-    "RBFNetworkRegressor",
-    "SVC",
-    "SVR",
-    "gp_kernel_json",
-]
+__all__ = ["__version__", "Client", "MercerError", *estimators.__all__]
