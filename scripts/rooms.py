@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The house's rooms and what their files use of each other.
 
-Reads every file under src/ (test modules left out), resolves each `crate::`, `super::` and `self::` path it
+Reads every file under src/ (test modules left out, inline or in files of their own), resolves each `crate::`, `super::` and `self::` path it
 uses (through `pub use` re-exports) to the file that defines it, and reports:
 
 - circles: files of one room (a folder under src/) that reach each other through uses;
@@ -77,6 +77,10 @@ def expand_use(tree: str) -> list:
 def main():
     top = int(sys.argv[sys.argv.index("--top") + 1]) if "--top" in sys.argv else 8
     files = {module_of(p): p for p in SRC.rglob("*.rs")}
+    # Test modules kept in files of their own (`#[cfg(test)] mod tests;`) are tests too.
+    for m, p in list(files.items()):
+        for name in re.findall(r"#\[cfg\(test\)\]\s*mod\s+(\w+)\s*;", p.read_text()):
+            files.pop(m + (name,), None)
     texts = {m: strip_comments(p.read_text()) for m, p in files.items()}
     # Re-exports: (module, name) -> the path it stands for.
     reexports = {}

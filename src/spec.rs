@@ -95,6 +95,11 @@ impl<'a> ObjectReader<'a> {
     }
 
     /// The raw value of `key`, if present; `null` counts as absent.
+    /// Whether `key` is given (present and not null), without taking it.
+    pub fn has(&self, key: &str) -> bool {
+        self.map.get(key).is_some_and(|v| !v.is_null())
+    }
+
     pub fn take(&mut self, key: &'a str) -> Option<&'a Value> {
         self.taken.push(key);
         match self.map.get(key) {

@@ -75,17 +75,33 @@ fn training_data(kind: ModelKind, x: &[Vec<f64>]) -> TrainingData {
     }
 }
 
+/// Params that reach each capability, with the kind's variational form where it has one
+/// (a few epochs: the walk checks storage and answers, not convergence).
+fn variational(kind: ModelKind) -> Value {
+    let mut p = params(kind);
+    p["approximation"] = json!("variational");
+    p["inducing_points"] = json!(12);
+    p["epochs"] = json!(3);
+    p["batch_size"] = json!(16);
+    p
+}
+
 #[test]
 fn every_kind_fits_stores_restores_bit_for_bit_and_predicts() {
     let x = rows(N, 0);
     let q = Points::from_columns(DMatrix::from_fn(2, 7, |k, i| rows(7, 100)[i][k]));
-    for kind in ModelKind::ALL {
+    let forms = ModelKind::ALL
+        .into_iter()
+        .map(|k| (k, params(k)))
+        .chain(ModelKind::ALL.into_iter().filter(|k| k.can().variational).map(|k| (k, variational(k))));
+    for (kind, params) in forms {
         let data = training_data(kind, &x);
         let k = Kernel::from_json(&kernel()).unwrap();
-        let mut spec = ModelSpec::from_json(kind, k, Some(&params(kind))).unwrap();
+        let mut spec = ModelSpec::from_json(kind, k, Some(&params)).unwrap();
         spec.admit(&data, Limits { exact_max_rows: 20_000, max_fit_bytes: u64::MAX }).unwrap();
         assert_eq!(spec.kind(), kind);
-        assert_eq!(spec.approximation().is_some(), kind.can().nystrom, "{}: approximation params", kind.name());
+        let approximations = kind.can().nystrom || kind.can().variational;
+        assert_eq!(spec.approximation().is_some(), approximations, "{}: approximation params", kind.name());
         let fitted = spec.fit(&data, &FitContext::sequential()).unwrap();
         assert_eq!(fitted.kind(), kind, "the fitted model knows its kind");
         let stored = fitted.to_stored();
@@ -106,7 +122,8 @@ fn every_kind_fits_stores_restores_bit_for_bit_and_predicts() {
         // What the fitted model offers is what the catalogue says.
         let can = kind.can();
         assert_eq!(fitted.transformer().is_some(), can.transform, "{}: transform", kind.name());
-        assert_eq!(fitted.online().is_some(), can.appends, "{}: appends (an exact fit)", kind.name());
+        let exact = fitted.report().approximation.as_deref() == Some("exact");
+        assert_eq!(fitted.online().is_some(), can.appends && exact, "{}: appends (an exact fit)", kind.name());
         assert_eq!(a.probabilities.is_some(), can.probabilities, "{}: probabilities", kind.name());
         assert_eq!(a.variance.is_some(), can.posterior, "{}: predictive variance", kind.name());
     }
@@ -182,6 +199,11 @@ async fn every_capability_claimed_works_and_every_one_denied_is_a_422_at_its_poi
         nystrom["approximation"] = json!("nystrom");
         let fitted = outcome(s.post("/models", &body(kind, &x, nystrom)).await).await;
         check(kind, "approximation nystrom", can.nystrom, fitted, "/params/approximation");
+        let mut variational = params(kind);
+        variational.as_object_mut().unwrap().remove("probability");
+        variational["approximation"] = json!("variational");
+        let fitted = outcome(s.post("/models", &body(kind, &x, variational)).await).await;
+        check(kind, "approximation variational", can.variational, fitted, "/params/approximation");
 
         // A precomputed kernel: x holds the training rows' kernel values.
         let gram: Vec<Vec<f64>> = x

@@ -42,6 +42,9 @@ pub struct Capabilities {
     pub appends: bool,
     /// `approximation: nystrom` (and `auto`, which may resolve to it).
     pub nystrom: bool,
+    /// `approximation: variational` (a stochastic variational GP; `auto` resolves to it
+    /// where the kind has no nystrom form).
+    pub variational: bool,
     /// Class probabilities (always, or as the kind's params ask: the svm's `probability`).
     pub probabilities: bool,
     /// A predictive variance and covariance, and joint posterior draws.
@@ -57,6 +60,7 @@ impl Capabilities {
         several_outputs: false,
         appends: false,
         nystrom: false,
+        variational: false,
         probabilities: false,
         posterior: false,
         transform: false,
@@ -106,10 +110,15 @@ catalogue! {
         several_outputs: true,
         appends: true,
         nystrom: true,
+        variational: true,
         posterior: true,
         precomputed_kernel: SELF_KERNEL,
     };
-    GpClassifier = "gp_classifier", Classification { probabilities: true, precomputed_kernel: SELF_KERNEL };
+    GpClassifier = "gp_classifier", Classification {
+        variational: true,
+        probabilities: true,
+        precomputed_kernel: SELF_KERNEL,
+    };
     /// C-SVC.
     Svm = "svm", Classification { nystrom: true, probabilities: true };
     KernelPerceptron = "kernel_perceptron", Classification {};

@@ -51,6 +51,9 @@ pub struct ProgressState {
     pub total: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub objective: Option<f64>,
+    /// A minibatch fit's current epoch (1-based), `iteration` then counting minibatch steps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u64>,
 }
 
 impl Progress {
@@ -60,12 +63,28 @@ impl Progress {
 
     /// Enters a phase: its iteration count starts at 0, and no objective yet.
     pub fn phase(&self, phase: &'static str) {
-        *self.lock() = ProgressState { phase, iteration: 0, total: None, objective: None };
+        *self.lock() = ProgressState { phase, iteration: 0, total: None, objective: None, epoch: None };
     }
 
     /// Enters a model search of `total` fold fits (`iteration` then counts those done).
     pub fn search(&self, total: u64) {
-        *self.lock() = ProgressState { phase: "search", iteration: 0, total: Some(total), objective: None };
+        *self.lock() =
+            ProgressState { phase: "search", iteration: 0, total: Some(total), objective: None, epoch: None };
+    }
+
+    /// Enters a minibatch phase of `total` steps (`iteration` then counts those done).
+    pub fn minibatches(&self, phase: &'static str, total: u64) {
+        *self.lock() = ProgressState { phase, iteration: 0, total: Some(total), objective: None, epoch: None };
+    }
+
+    /// Enters epoch `epoch` of a minibatch phase; `objective`, when given, is where the
+    /// last epoch ended.
+    pub fn epoch(&self, epoch: u64, objective: Option<f64>) {
+        let mut p = self.lock();
+        p.epoch = Some(epoch);
+        if objective.is_some_and(f64::is_finite) {
+            p.objective = objective;
+        }
     }
 
     pub fn iteration(&self, iteration: u64) {

@@ -55,6 +55,7 @@ mod stored;
 pub mod svm;
 pub mod targets;
 pub mod transform;
+pub mod variational;
 pub mod weights;
 
 use crate::kernel::{GramTable, Kernel, Points, RowKind};
@@ -285,6 +286,12 @@ pub trait Fitted: Predictor + std::fmt::Debug + Send + Sync {
     }
     /// scikit-learn's fitted coefficients, for the kinds that have them.
     fn coefficients(&self) -> Option<Coefficients> {
+        None
+    }
+    /// Why this fitted model has no joint predictive covariance (posterior draws,
+    /// `covariance`) although its kind's catalogue row says `posterior`: a variational
+    /// GP whose likelihood is not Gaussian. None: it has one where its kind does.
+    fn posterior_refused(&self) -> Option<String> {
         None
     }
 }

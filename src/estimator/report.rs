@@ -23,6 +23,14 @@ pub struct TrainingReport {
     /// Nystrom GP: Titsias' collapsed bound (normalised units under normalize_y).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence_lower_bound: Option<f64>,
+    /// Variational GP: the ELBO over every row at the fitted q(u), hyperparameters and
+    /// inducing locations (normalised units under normalize_y).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elbo: Option<f64>,
+    /// Variational GP: passes over the rows (0 when nothing was learned by minibatches:
+    /// the Gaussian likelihood's q(u) at fixed hyperparameters is found in one pass).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epochs: Option<u64>,
     /// Nystrom GP with optimize on many rows: the rows of the seeded subset the
     /// hyperparameter search ran on (the final fit uses every row).
     #[serde(default, skip_serializing_if = "Option::is_none")]

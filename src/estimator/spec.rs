@@ -79,13 +79,32 @@ impl ModelSpec {
         let empty = Value::Object(Default::default());
         let params = params.unwrap_or(&empty);
         let spec = reader(kind)(kernel, params, "/params").map_err(solver_param_elsewhere)?;
-        ModelSpec(spec).check_precomputed()
+        ModelSpec(spec).check_approximation()?.check_precomputed()
     }
 
     /// The same model for rows `rows` of its data (a cross-validation fold's training
     /// rows): parameters given per row are taken at those rows.
     pub fn for_rows(&self, rows: &[usize]) -> ModelSpec {
         ModelSpec(self.0.for_rows(rows))
+    }
+
+    /// The approximation asked for is one the kind has (the catalogue's `nystrom` and
+    /// `variational`).
+    fn check_approximation(self) -> Result<ModelSpec, FieldError> {
+        let (kind, can) = (self.kind(), self.kind().can());
+        let Some(mode) = self.approximation().map(|a| a.mode) else { return Ok(self) };
+        let (taken, who) = match mode {
+            approx::Mode::Nystrom => (can.nystrom, ModelKind::names_that(|c| c.nystrom)),
+            approx::Mode::Variational => (can.variational, ModelKind::names_that(|c| c.variational)),
+            approx::Mode::Auto | approx::Mode::Exact => (true, String::new()),
+        };
+        if !taken {
+            return Err(FieldError::invalid(
+                "/params/approximation",
+                format!("approximation `{}` is for {who}, not {}", mode.name(), kind.name()),
+            ));
+        }
+        Ok(self)
     }
 
     /// A precomputed kernel serves the kinds whose catalogue row takes it, and no
@@ -100,7 +119,7 @@ impl ModelSpec {
         }
         if let Some(a) = self.approximation_mut() {
             match a.mode {
-                approx::Mode::Nystrom => {
+                approx::Mode::Nystrom | approx::Mode::Variational => {
                     return Err(FieldError::invalid(
                         "/kernel",
                         "a precomputed kernel has no values between inducing points: use approximation \"exact\"",
@@ -125,8 +144,9 @@ impl ModelSpec {
     }
 
     /// Turns `approximation: auto` into exact (n <= `exact_max_rows` and the exact fit's
-    /// memory estimate within `max_fit_bytes`) or nystrom, checks M against n, and lets
-    /// the kind settle what depends on it.
+    /// memory estimate within `max_fit_bytes`) or the kind's approximation (nystrom where
+    /// it has one, else variational), checks M against n, and lets the kind settle what
+    /// depends on it.
     pub fn resolve_approximation(&mut self, n: usize, d: usize, limits: Limits) -> Result<(), FieldError> {
         let exact_fits = {
             let mut exact = self.clone();
@@ -135,10 +155,15 @@ impl ModelSpec {
             }
             exact.fit_memory_estimate(n, d) as u64 <= limits.max_fit_bytes
         };
+        let has_nystrom = self.kind().can().nystrom;
         if let Some(a) = self.approximation_mut() {
             if a.mode == approx::Mode::Auto {
                 let exact = n <= limits.exact_max_rows && exact_fits;
-                a.mode = if exact { approx::Mode::Exact } else { approx::Mode::Nystrom };
+                a.mode = match (exact, has_nystrom) {
+                    (true, _) => approx::Mode::Exact,
+                    (false, true) => approx::Mode::Nystrom,
+                    (false, false) => approx::Mode::Variational,
+                };
             }
             a.check_loo("/params/loo")?;
             check_inducing_points(a, n)?;
@@ -224,9 +249,9 @@ impl ModelSpec {
     }
 }
 
-/// M against n for a nystrom fit.
+/// M against n for a nystrom or variational fit.
 fn check_inducing_points(a: &Approximation, n: usize) -> Result<(), FieldError> {
-    if a.mode == approx::Mode::Nystrom && a.m(n) > n {
+    if a.is_sparse() && a.m(n) > n {
         return Err(FieldError::invalid(
             "/params/inducing_points",
             format!("{} inducing points requested but there are only {n} training rows", a.m(n)),
@@ -236,8 +261,9 @@ fn check_inducing_points(a: &Approximation, n: usize) -> Result<(), FieldError> 
 }
 
 /// `solver`, `max_iter`, `tol` and `precision` belong to nystrom kernel_ridge (and
-/// `max_iter`, `tol` to the models with their own params of those names): on a model
-/// that does not read them they are 422 at their pointer, not 400 as unknown fields.
+/// `max_iter`, `tol` to the models with their own params of those names), the
+/// variational params to the variational GPs: on a model that does not read them they are
+/// 422 at their pointer, not 400 as unknown fields.
 fn solver_param_elsewhere(e: FieldError) -> FieldError {
     const NAMES: [&str; 4] = ["solver", "max_iter", "tol", "precision"];
     match e.pointer.strip_prefix("/params/") {
@@ -245,6 +271,13 @@ fn solver_param_elsewhere(e: FieldError) -> FieldError {
             e.pointer.clone(),
             format!(
                 "`{name}` belongs to the nystrom kernel_ridge solve (solver cg or direct); this model does not take it"
+            ),
+        ),
+        Some(name) if e.is_unknown_field() && super::variational::KEYS.contains(&name) => FieldError::invalid(
+            e.pointer.clone(),
+            format!(
+                "`{name}` belongs to approximation \"variational\" of {}; this model does not take it",
+                ModelKind::names_that(|c| c.variational)
             ),
         ),
         _ => e,

@@ -159,6 +159,8 @@ pub(crate) struct Restoring {
     pub report: TrainingReport,
     /// The fit was an approximation (`training.approximation: nystrom`).
     pub nystrom: bool,
+    /// The fit was variational (`training.approximation: variational`).
+    pub variational: bool,
     pub arrays: StoredArrays,
     /// Points, coefficients, factor and the rest of the file.
     pub fit: StoredFit,
@@ -170,9 +172,10 @@ impl Restoring {
         let kind = ModelKind::from_name(&s.kind).ok_or_else(|| RestoreError(format!("unknown model {}", s.kind)))?;
         let (kernel, params, mut report) = (s.kernel()?, s.params()?, s.report()?);
         let nystrom = report.approximation.as_deref() == Some("nystrom");
+        let variational = report.approximation.as_deref() == Some("variational");
         report.approximation.get_or_insert_with(|| "exact".into());
         let arrays = StoredArrays(std::mem::take(&mut s.arrays));
-        Ok(Restoring { kind, kernel, params, report, nystrom, arrays, fit: s })
+        Ok(Restoring { kind, kernel, params, report, nystrom, variational, arrays, fit: s })
     }
 
     /// The kind's params, read by its own reader and checked again.

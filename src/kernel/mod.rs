@@ -23,6 +23,7 @@ mod fastexp;
 mod grad;
 mod gram;
 pub mod hyper;
+mod inputs;
 mod json;
 mod points;
 mod pointwise;

@@ -8,9 +8,11 @@
 //! reaches the same optimum, with one difference in where it stops (see
 //! [`Options::refine_ftol`]).
 
+mod adam;
 mod lbfgsb;
 mod line_search;
 
+pub use adam::Adam;
 pub use lbfgsb::{minimize, projected_gradient_norm, Options, Outcome, Stop};
 
 /// A small deterministic generator (splitmix64) for restart points: reproducible from

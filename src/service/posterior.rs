@@ -44,13 +44,16 @@ impl Service {
             return Err(FieldError::invalid("/n_samples", "must be at least 1").into());
         }
         let fitted = self.fitted(&entry).await?;
+        if let Some(why) = fitted.posterior_refused() {
+            return Err(FieldError::invalid("/model", format!("no posterior samples: {why}")).into());
+        }
         let predict = PredictOptions {
             variance: false,
             covariance: true,
             include_noise: opts.include_noise,
             probabilities: false,
         };
-        super::predict::check_include_noise(&fitted, &predict)?;
+        super::predict::check_predict_options(&fitted, &predict)?;
         // Rows are counted before the covariance limit applies, so parse without it.
         let rows_only = PredictOptions { covariance: false, ..predict };
         let points = self.query_points(&entry, &fitted, rows, &rows_only).await?;

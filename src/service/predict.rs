@@ -61,7 +61,7 @@ impl Service {
     ) -> Result<(Arc<FittedModel>, Prediction), ServiceError> {
         let id = entry.id;
         let fitted = self.fitted(&entry).await?;
-        check_include_noise(&fitted, &opts)?;
+        check_predict_options(&fitted, &opts)?;
         let points = self.query_points(&entry, &fitted, rows, &opts).await?;
         let m = points.n();
         let started = Instant::now();
@@ -183,8 +183,14 @@ pub enum QueryRows {
     Csv(bytes::Bytes),
 }
 
-/// A Gaussian process with a noise per training row knows no noise for a new row.
-pub(super) fn check_include_noise(fitted: &FittedModel, opts: &PredictOptions) -> Result<(), ServiceError> {
+/// A Gaussian process with a noise per training row knows no noise for a new row; a
+/// variational GP without the Gaussian likelihood has no joint covariance.
+pub(super) fn check_predict_options(fitted: &FittedModel, opts: &PredictOptions) -> Result<(), ServiceError> {
+    if opts.covariance {
+        if let Some(why) = fitted.posterior_refused() {
+            return Err(FieldError::invalid("/covariance", why).into());
+        }
+    }
     if opts.include_noise && fitted.has_row_noise() {
         return Err(FieldError::invalid(
             "/include_noise",

@@ -7,13 +7,16 @@
 //! `alpha = noise`, including `normalize_y` (centre, divide by the ddof-0 std).
 //!
 //! `likelihood.rs`: the log marginal likelihood, its gradient and the hyperparameter
-//! search; `model.rs`: the fitted model (predict, append, storage).
+//! search; `model.rs`: the fitted model (predict, append, storage); `sparse.rs`: the
+//! nystrom form (Titsias' bound); `variational.rs`: the variational form (any of its
+//! likelihoods, through `estimator/variational/`).
 
 mod likelihood;
 mod model;
 pub mod posterior;
 pub(crate) mod search;
 pub mod sparse;
+mod variational;
 
 pub use model::GaussianProcessModel;
 
@@ -25,6 +28,7 @@ use crate::estimator::nystrom::approx::Approximation;
 use crate::estimator::nystrom::approx::Mode;
 use crate::estimator::nystrom::SearchSize;
 use crate::estimator::targets::outputs::Normalisation;
+use crate::estimator::variational::{LikelihoodKind, Params as VariationalParams};
 use crate::kernel::hyper::Hyper;
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{Cholesky, Parallelism};
@@ -54,6 +58,17 @@ pub struct GaussianProcess {
     /// Draws the optimiser's restarts and the inducing points.
     pub seed: u64,
     pub approx: Approximation,
+    /// The variational fit's own params (defaults unless `approx` is variational).
+    pub variational: VariationalParams,
+    /// Whether `noise` and `optimize` were given: a variational fit has its own defaults.
+    pub given: Given,
+}
+
+/// Which params with a default of their own in a variational fit the request gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Given {
+    pub noise: bool,
+    pub optimize: bool,
 }
 
 impl GaussianProcess {
@@ -61,6 +76,7 @@ impl GaussianProcess {
         let mut obj = ObjectReader::new(params, path)?;
         let noise_ptr = obj.pointer("noise");
         let mut noise_rows = None;
+        let given = Given { noise: obj.has("noise"), optimize: obj.has("optimize") };
         let noise = match obj.take("noise") {
             None => Hyper::new(1e-10),
             Some(Value::Array(list)) => {
@@ -98,8 +114,26 @@ impl GaussianProcess {
         }
         let seed = obj.u64("seed")?.unwrap_or(0);
         let approx = Approximation::read(&mut obj)?;
+        let variational = VariationalParams::read(
+            &mut obj,
+            approx.mode == Mode::Variational,
+            &[LikelihoodKind::Gaussian, LikelihoodKind::StudentT, LikelihoodKind::Poisson],
+        )?;
         obj.finish()?;
-        Ok(GaussianProcess { kernel, noise, noise_rows, normalize_y, optimize, restarts, seed, approx })
+        let gp = GaussianProcess {
+            kernel,
+            noise,
+            noise_rows,
+            normalize_y,
+            optimize,
+            restarts,
+            seed,
+            approx,
+            variational,
+            given,
+        };
+        gp.check_variational()?;
+        Ok(gp)
     }
 
     /// The noise variance on row i's diagonal entry.
@@ -138,7 +172,11 @@ impl GaussianProcess {
             "restarts": self.restarts,
             "seed": self.seed,
         });
-        self.approx.write_json(out.as_object_mut().expect("an object"));
+        let map = out.as_object_mut().expect("an object");
+        self.approx.write_json(map);
+        if self.approx.mode == Mode::Variational {
+            self.variational.write_json(map);
+        }
         out
     }
 }
@@ -251,6 +289,9 @@ impl Spec for GaussianProcess {
     }
 
     fn fit_memory_estimate(&self, n: usize, d: usize) -> usize {
+        if self.approx.mode == Mode::Variational {
+            return self.variational.fit_memory_estimate(n, d, self.approx.m(n), 1, self.theta().len() + 1);
+        }
         if self.approx.mode == Mode::Nystrom {
             let search = self
                 .optimize
@@ -275,7 +316,12 @@ impl Spec for GaussianProcess {
         Some(&mut self.approx)
     }
 
+    fn check_targets(&self, data: &TrainingData) -> Result<(), FieldError> {
+        self.check_variational_targets(data)
+    }
+
     fn admit(&mut self, _: usize) -> Result<(), FieldError> {
+        self.settle_variational();
         let rows = self.noise_rows.as_deref().filter(|_| self.approx.mode == Mode::Nystrom);
         if let Some(i) = rows.and_then(|r| r.iter().position(|s| s.is_nan() || *s <= 0.0)) {
             return Err(FieldError::invalid(
@@ -288,6 +334,9 @@ impl Spec for GaussianProcess {
 
     fn fit_checked(&self, data: &TrainingData, ctx: &FitContext) -> Result<Box<dyn Fitted>, FitError> {
         let data = data.regression(self.kind())?;
+        if self.approx.mode == Mode::Variational {
+            return Ok(Box::new(self.fit_variational(data, ctx)?));
+        }
         if self.approx.mode == Mode::Nystrom {
             return Ok(Box::new(sparse::SparseGpModel::fit(self, data, ctx)?));
         }
@@ -313,6 +362,9 @@ impl Spec for GaussianProcess {
 /// A stored Gaussian process, exact or sparse.
 pub(crate) fn restore(mut r: Restoring) -> Result<Box<dyn Fitted>, RestoreError> {
     let spec = r.spec(GaussianProcess::from_json)?;
+    if r.variational {
+        return spec.restore_variational(r);
+    }
     let x = r.points(false)?;
     let (outputs, alpha, y) = crate::estimator::targets::outputs::restore_columns(&mut r, x.n())?;
     let norm = Normalisation::restore(outputs, &r.fit, &mut r.arrays)?;

@@ -189,7 +189,10 @@ impl Spec for KernelLogistic {
 
     fn fit_memory_estimate(&self, n: usize, d: usize) -> usize {
         match self.approx.mode {
-            Mode::Nystrom => crate::estimator::nystrom::classifiers::fit_memory_estimate(n, d, self.approx.m(n)),
+            // (Variational is refused for kernel_logistic when its params are read.)
+            Mode::Nystrom | Mode::Variational => {
+                crate::estimator::nystrom::classifiers::fit_memory_estimate(n, d, self.approx.m(n))
+            }
             Mode::Exact | Mode::Auto => KernelLogistic::fit_memory_estimate(self, n, d),
         }
     }

@@ -25,7 +25,8 @@ impl Spec for KernelRidge {
 
     fn fit_memory_estimate(&self, n: usize, d: usize) -> usize {
         match self.approx.mode {
-            Mode::Nystrom => self.nystrom_memory_estimate(n, d),
+            // (Variational is refused for kernel_ridge when its params are read.)
+            Mode::Nystrom | Mode::Variational => self.nystrom_memory_estimate(n, d),
             // One n x n matrix (K, factorised in place) plus the data.
             Mode::Exact | Mode::Auto => n * n * 8 + n * d * 8 * 2,
         }

@@ -1,6 +1,8 @@
 //! The `approximation` params: whether a kernel_ridge, gaussian_process, svm or
-//! kernel_logistic fit solves the n x n problem or works through M inducing points, and
-//! how those are chosen. Other models accept only `auto` and `exact`.
+//! kernel_logistic fit solves the n x n problem or works through M inducing points
+//! (Nystrom; for the GP kinds also a variational GP), and how those are chosen. Other
+//! models accept only `auto` and `exact`; which kind takes which form is the catalogue's
+//! (`ModelSpec::from_json` refuses the others).
 
 use crate::spec::{FieldError, ObjectReader};
 use serde_json::{json, Map, Value};
@@ -9,6 +11,10 @@ use serde_json::{json, Map, Value};
 pub const DEFAULT_INDUCING_POINTS: usize = 1024;
 /// The most inducing points any fit takes (above: 422, before the memory estimate).
 pub const MAX_INDUCING_POINTS: u64 = 50_000;
+/// A variational fit's `inducing_points` when not given: min(n, this).
+pub const VARIATIONAL_INDUCING_POINTS: usize = 512;
+/// The most inducing points a variational fit takes (M^2 per latent, and M^3 per step).
+pub const MAX_VARIATIONAL_INDUCING_POINTS: u64 = 8192;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -17,6 +23,8 @@ pub enum Mode {
     Auto,
     Exact,
     Nystrom,
+    /// A stochastic variational GP (`estimator/variational/`).
+    Variational,
 }
 
 impl Mode {
@@ -25,6 +33,7 @@ impl Mode {
             Mode::Auto => "auto",
             Mode::Exact => "exact",
             Mode::Nystrom => "nystrom",
+            Mode::Variational => "variational",
         }
     }
 }
@@ -80,10 +89,11 @@ impl Approximation {
             None | Some("auto") => Mode::Auto,
             Some("exact") => Mode::Exact,
             Some("nystrom") => Mode::Nystrom,
+            Some("variational") => Mode::Variational,
             Some(other) => {
                 return Err(FieldError::invalid(
                     obj.pointer("approximation"),
-                    format!("unknown approximation `{other}`; expected auto, exact or nystrom"),
+                    format!("unknown approximation `{other}`; expected auto, exact, nystrom or variational"),
                 ))
             }
         };
@@ -91,11 +101,9 @@ impl Approximation {
         if inducing_points == Some(0) {
             return Err(FieldError::invalid(obj.pointer("inducing_points"), "must be at least 1"));
         }
-        if inducing_points.is_some_and(|m| m > MAX_INDUCING_POINTS) {
-            return Err(FieldError::invalid(
-                obj.pointer("inducing_points"),
-                format!("must be at most {MAX_INDUCING_POINTS}"),
-            ));
+        let most = if mode == Mode::Variational { MAX_VARIATIONAL_INDUCING_POINTS } else { MAX_INDUCING_POINTS };
+        if inducing_points.is_some_and(|m| m > most) {
+            return Err(FieldError::invalid(obj.pointer("inducing_points"), format!("must be at most {most}")));
         }
         let selection = match obj.str("inducing_selection")? {
             None => None,
@@ -111,13 +119,16 @@ impl Approximation {
         Ok(Approximation { mode, inducing_points, selection, loo: false })
     }
 
-    /// `loo` needs the exact solve: with nystrom (asked for, or what auto resolved to)
-    /// there is no n x n factor to read it from.
+    /// `loo` needs the exact solve: with nystrom or variational (asked for, or what auto
+    /// resolved to) there is no n x n factor to read it from.
     pub fn check_loo(&self, pointer: &str) -> Result<(), FieldError> {
-        if self.loo && self.mode == Mode::Nystrom {
+        if self.loo && matches!(self.mode, Mode::Nystrom | Mode::Variational) {
             return Err(FieldError::invalid(
                 pointer,
-                "leave-one-out is computed from the exact fit only; this fit is nystrom (set approximation to exact, or loo to false)",
+                format!(
+                    "leave-one-out is computed from the exact fit only; this fit is {} (set approximation to exact, or loo to false)",
+                    self.mode.name()
+                ),
             ));
         }
         Ok(())
@@ -145,7 +156,11 @@ impl Approximation {
 
     /// M for n training rows.
     pub fn m(&self, n: usize) -> usize {
-        self.inducing_points.map_or(n.min(DEFAULT_INDUCING_POINTS), |m| m as usize)
+        let default = match self.mode {
+            Mode::Variational => VARIATIONAL_INDUCING_POINTS,
+            _ => DEFAULT_INDUCING_POINTS,
+        };
+        self.inducing_points.map_or(n.min(default), |m| m as usize)
     }
 
     /// Adds the params' JSON form to `out`.
@@ -164,6 +179,11 @@ impl Approximation {
 
     pub fn is_nystrom(&self) -> bool {
         self.mode == Mode::Nystrom
+    }
+
+    /// Whether the fit works through inducing points (nystrom or variational).
+    pub fn is_sparse(&self) -> bool {
+        matches!(self.mode, Mode::Nystrom | Mode::Variational)
     }
 }
 

@@ -12,8 +12,15 @@
 //! More than two classes: one machine per class against the rest, each with its own
 //! hyperparameters, probabilities normalised over the classes; the reported log marginal
 //! likelihood is the machines' mean (as scikit-learn).
+//!
+//! `variational.rs`: `approximation: "variational"` (bernoulli or softmax likelihood,
+//! through `estimator/variational/`), which `auto` chooses where the exact fit is too big.
+
+mod variational;
 
 use super::dual;
+use super::nystrom::approx::{self, Approximation};
+use super::variational::{LikelihoodKind, Params as VariationalParams};
 use super::{
     log1p_exp, sigmoid, Estimator, FitContext, FitError, Fitted, HyperSearch, ModelKind, PredictOptions, Prediction,
     Predictor, RestoreError, Restoring, Spec, TrainingData, TrainingReport,
@@ -38,11 +45,19 @@ pub struct GpClassifier {
     pub restarts: u64,
     pub seed: u64,
     pub max_iter: u64,
+    /// exact, or variational (`auto` resolves to one of them at admission).
+    pub approx: Approximation,
+    /// The variational fit's own params (defaults unless `approx` is variational).
+    pub variational: VariationalParams,
+    /// Whether `optimize` was given (a variational fit learns by default).
+    pub optimize_given: bool,
 }
 
 impl GpClassifier {
     pub fn from_json(kernel: Kernel, params: &Value, path: &str) -> Result<GpClassifier, FieldError> {
         let mut obj = ObjectReader::new(params, path)?;
+        let optimize_given = obj.has("optimize");
+        let (restarts_given, max_iter_given) = (obj.has("restarts"), obj.has("max_iter"));
         let optimize = obj.bool("optimize")?.unwrap_or(false);
         let restarts = obj.u64("restarts")?.unwrap_or(0);
         if restarts > super::gaussian_process::MAX_RESTARTS {
@@ -56,13 +71,29 @@ impl GpClassifier {
         if !(1..=10_000).contains(&max_iter) {
             return Err(FieldError::invalid(obj.pointer("max_iter"), "must be in 1..=10000"));
         }
-        crate::estimator::nystrom::approx::Approximation::read_exact_only(&mut obj)?;
+        let approx = Approximation::read_without_loo(&mut obj)?;
+        let variational = VariationalParams::read(
+            &mut obj,
+            approx.mode == approx::Mode::Variational,
+            &[LikelihoodKind::Bernoulli, LikelihoodKind::Softmax],
+        )?;
         obj.finish()?;
-        Ok(GpClassifier { kernel, optimize, restarts, seed, max_iter })
+        let spec = GpClassifier { kernel, optimize, restarts, seed, max_iter, approx, variational, optimize_given };
+        spec.check_variational(restarts_given, max_iter_given)?;
+        Ok(spec)
     }
 
     pub fn params_json(&self) -> Value {
-        json!({"optimize": self.optimize, "restarts": self.restarts, "seed": self.seed, "max_iter": self.max_iter})
+        let mut out = json!({"optimize": self.optimize, "seed": self.seed});
+        let map = out.as_object_mut().expect("an object");
+        self.approx.write_json_without_loo(map);
+        if self.approx.mode == approx::Mode::Variational {
+            self.variational.write_json(map);
+        } else {
+            map.insert("restarts".into(), json!(self.restarts));
+            map.insert("max_iter".into(), json!(self.max_iter));
+        }
+        out
     }
 
     /// K, B's factor and, searching, one gradient matrix per hyperparameter and R.
@@ -408,7 +439,27 @@ impl Spec for GpClassifier {
     }
 
     fn fit_memory_estimate(&self, n: usize, d: usize) -> usize {
+        if self.approx.mode == approx::Mode::Variational {
+            return self.variational_memory_estimate(n, d);
+        }
         GpClassifier::fit_memory_estimate(self, n, d)
+    }
+
+    fn approximation(&self) -> Option<&Approximation> {
+        Some(&self.approx)
+    }
+
+    fn approximation_mut(&mut self) -> Option<&mut Approximation> {
+        Some(&mut self.approx)
+    }
+
+    fn check_targets(&self, data: &TrainingData) -> Result<(), FieldError> {
+        self.check_variational_targets(data)
+    }
+
+    fn admit(&mut self, _: usize) -> Result<(), FieldError> {
+        self.settle_variational();
+        Ok(())
     }
 
     fn for_rows(&self, _: &[usize]) -> Box<dyn Spec> {
@@ -417,6 +468,9 @@ impl Spec for GpClassifier {
 
     fn fit_checked(&self, data: &TrainingData, ctx: &FitContext) -> Result<Box<dyn Fitted>, FitError> {
         let data = data.classification(self.kind())?;
+        if self.approx.mode == approx::Mode::Variational {
+            return Ok(Box::new(self.fit_variational(data, ctx)?));
+        }
         Ok(Box::new(Estimator::fit(self, data, ctx)?))
     }
 }
@@ -433,6 +487,9 @@ impl Fitted for GpClassifierModel {
 pub(crate) fn restore(mut r: Restoring) -> Result<Box<dyn Fitted>, RestoreError> {
     let spec = r.spec(GpClassifier::from_json)?;
     let classes = ClassLabels::restore(&r)?;
+    if r.variational {
+        return spec.restore_variational(r, classes);
+    }
     let x = r.points(false)?;
     Ok(Box::new(GpClassifierModel::restore(spec, classes, x, r.arrays, r.report)?))
 }

@@ -1,0 +1,325 @@
+//! One pass over a set of rows: their share of the ELBO, the statistics of q(u)'s
+//! natural-gradient step, and the gradient with respect to the kernel's hyperparameters,
+//! the inducing locations and the likelihood's parameters.
+//!
+//! With K_MM = L L', a row's whitened kernel column is a = L^-1 k_M(x) and latent c's
+//! marginal is N(mu_c, var_c) with mu_c = a'm_c and var_c = k(x, x) - a'a + a'S_c a,
+//! S_c = (P_c P_c')^-1 (P_c the Cholesky factor of q's precision). For a block of rows
+//! the columns are one matrix A = L^-1 K_MB (one triangular solve) and a'S_c a the
+//! column norms of P_c^-1 A (another).
+//!
+//! The gradient flows back through A: with g = de/dmu and h = de/dvar per row, the
+//! adjoint of A is Abar = sum_c m_c g_c' + 2 (S_c - I) A diag(h_c), of K_MB it is
+//! L^-T Abar, and of L it is -L^-T Abar A'; the Cholesky's adjoint (Murray 2016) turns the
+//! latter into K_MM's, sym(L^-T Phi(-Abar A') L^-1) with Phi the lower triangle and half
+//! the diagonal ([`kmm_adjoint`]). Kernel derivatives are then contracted with these
+//! adjoints: the hyperparameters' through `cross_with_gradient`, the inducing
+//! locations' through `cross_input_gradient`.
+//!
+//! Every matrix product here is one call over the whole block (faer's, with the caller's
+//! parallelism, which does not change its rounding); sums over rows run in row order. A
+//! pass over the same rows gives the same bits whatever the thread count.
+
+use super::likelihood::{LatentTerms, Likelihood, LikelihoodKind};
+use super::posterior::Posterior;
+use crate::kernel::{Kernel, Points};
+use crate::linalg::{self, Cholesky, Parallelism};
+use faer::linalg::matmul::triangular::BlockStructure;
+use faer::{Accum, MatMut, MatRef};
+use nalgebra::{DMatrix, DVector};
+use rayon::prelude::*;
+
+/// Rows per block when a derivative of the kernel is contracted (p matrices of M x this).
+const GRADIENT_BLOCK: usize = 256;
+
+/// Targets of rows: numbers (regression) or class indices.
+#[derive(Debug, Clone)]
+pub enum Targets {
+    Real(Vec<f64>),
+    Classes(Vec<usize>),
+}
+
+impl Targets {
+    pub fn len(&self) -> usize {
+        match self {
+            Targets::Real(v) => v.len(),
+            Targets::Classes(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn select(&self, rows: &[usize]) -> Targets {
+        match self {
+            Targets::Real(v) => Targets::Real(rows.iter().map(|&i| v[i]).collect()),
+            Targets::Classes(v) => Targets::Classes(rows.iter().map(|&i| v[i]).collect()),
+        }
+    }
+
+    pub fn range(&self, start: usize, len: usize) -> Targets {
+        match self {
+            Targets::Real(v) => Targets::Real(v[start..start + len].to_vec()),
+            Targets::Classes(v) => Targets::Classes(v[start..start + len].to_vec()),
+        }
+    }
+
+    /// Row i's target as the single-latent likelihoods read it (bernoulli: class 1 is 1).
+    fn value(&self, i: usize) -> f64 {
+        match self {
+            Targets::Real(v) => v[i],
+            Targets::Classes(v) => v[i] as f64,
+        }
+    }
+
+    fn class(&self, i: usize) -> usize {
+        match self {
+            Targets::Classes(v) => v[i],
+            Targets::Real(v) => v[i] as usize,
+        }
+    }
+}
+
+/// The model at one point of the fit.
+pub struct Current<'a> {
+    pub kernel: &'a Kernel,
+    pub z: &'a Points,
+    /// K_MM = L L' (with the jitter rule).
+    pub l: &'a Cholesky,
+    pub q: &'a Posterior,
+    pub lik: &'a Likelihood,
+}
+
+/// What a pass computes beyond the expected log likelihood.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Want {
+    /// The natural-gradient statistics of q(u).
+    pub natural: bool,
+    /// d/dtheta of the kernel's free hyperparameters.
+    pub kernel: bool,
+    /// d/dZ.
+    pub inducing: bool,
+    /// d/dtheta of the likelihood's free parameters.
+    pub likelihood: bool,
+}
+
+/// What a pass over rows gives.
+#[derive(Debug, Clone, Default)]
+pub struct PassOut {
+    /// sum over the rows of E_q[log p(y | f)].
+    pub expected: f64,
+    /// Per latent: H = sum_i h_nat a_i a_i' (both triangles) and r = sum_i (g - 2 h_nat mu) a_i.
+    pub natural: Vec<(DMatrix<f64>, DVector<f64>)>,
+    /// sum Abar A' (lower triangle; the upper is not written): what K_MM's adjoint needs.
+    pub abar_at: Option<DMatrix<f64>>,
+    /// d(expected)/dtheta through K_MB and k(x, x) (K_MM's share is the caller's).
+    pub dkernel: Vec<f64>,
+    /// d(expected)/dZ through K_MB, d x M.
+    pub dz: Option<DMatrix<f64>>,
+    pub dlik: Vec<f64>,
+}
+
+/// Per-row derivatives, b x latents column-major.
+struct RowTerms {
+    e: Vec<f64>,
+    g: DMatrix<f64>,
+    h: DMatrix<f64>,
+    h_nat: DMatrix<f64>,
+    dlik: Vec<[f64; 2]>,
+}
+
+/// The pass over rows `x` with targets `y`; `draws` are the softmax's standard normals
+/// (rows x S x latents, row-major), None for the other likelihoods.
+pub fn pass(cur: &Current, x: &Points, y: &Targets, draws: Option<&[f64]>, want: Want, par: Parallelism) -> PassOut {
+    let (b, c) = (x.n(), cur.lik.latents);
+    let mut a = cur.kernel.cross(cur.z, x, par);
+    cur.l.solve_l_in_place(&mut a, par);
+    linalg::clear_upper_vector_state();
+    let kdiag = cur.kernel.diag(x);
+    let base: Vec<f64> = (0..b).map(|i| kdiag[i] - a.column(i).norm_squared()).collect();
+    let mut mu = DMatrix::zeros(b, c);
+    let mut var = DMatrix::zeros(b, c);
+    let mut whitened = Vec::with_capacity(c);
+    for k in 0..c {
+        let muk = linalg::mul_at_b(&a, &DMatrix::from_column_slice(a.nrows(), 1, cur.q.mean[k].as_slice()), par);
+        let mut bk = a.clone();
+        cur.q.chol[k].solve_l_in_place(&mut bk, par);
+        linalg::clear_upper_vector_state();
+        for i in 0..b {
+            mu[(i, k)] = muk[i];
+            var[(i, k)] = base[i] + bk.column(i).norm_squared();
+        }
+        whitened.push(bk);
+    }
+    let rows = row_terms(cur.lik, y, &mu, &var, draws);
+    let mut out = PassOut {
+        expected: rows.e.iter().sum(),
+        dlik: (0..cur.lik.theta().len()).map(|j| rows.dlik.iter().map(|d| d[j]).sum()).collect(),
+        ..Default::default()
+    };
+    if !want.likelihood {
+        out.dlik.clear();
+    }
+    if want.natural {
+        out.natural = (0..c)
+            .map(|k| {
+                let scaled = scale_columns(&a, rows.h_nat.column(k).as_slice());
+                let mut h = DMatrix::zeros(a.nrows(), a.nrows());
+                lower_product(&mut h, &scaled, &a, Accum::Replace, par);
+                linalg::mirror_lower(&mut h, Parallelism::Sequential);
+                let coef: Vec<f64> = (0..b).map(|i| rows.g[(i, k)] - 2.0 * rows.h_nat[(i, k)] * mu[(i, k)]).collect();
+                let r = linalg::mul_ab(&a, &DMatrix::from_column_slice(b, 1, &coef), par);
+                (h, DVector::from_column_slice(r.as_slice()))
+            })
+            .collect();
+    }
+    if !(want.kernel || want.inducing) {
+        return out;
+    }
+    // Abar = sum_c m_c g_c' + 2 S_c A diag(h_c) - 2 A diag(sum_c h_c).
+    let m = a.nrows();
+    let mut abar = DMatrix::zeros(m, b);
+    let h_total: Vec<f64> = (0..b).map(|i| rows.h.row(i).sum()).collect();
+    for (k, mut bk) in whitened.into_iter().enumerate() {
+        cur.q.chol[k].solve_lt_in_place(&mut bk, par);
+        linalg::clear_upper_vector_state();
+        for i in 0..b {
+            let (g, h) = (rows.g[(i, k)], rows.h[(i, k)]);
+            let mut col = abar.column_mut(i);
+            col.axpy(g, &cur.q.mean[k], 1.0);
+            col.axpy(2.0 * h, &bk.column(i), 1.0);
+        }
+    }
+    for (i, h) in h_total.iter().enumerate() {
+        abar.column_mut(i).axpy(-2.0 * h, &a.column(i), 1.0);
+    }
+    let mut abar_at = DMatrix::zeros(m, m);
+    lower_product(&mut abar_at, &abar, &a, Accum::Replace, par);
+    out.abar_at = Some(abar_at);
+    // The adjoint of K_MB.
+    cur.l.solve_lt_in_place(&mut abar, par);
+    linalg::clear_upper_vector_state();
+    let kbar = abar;
+    if want.kernel {
+        out.dkernel = kernel_contraction(cur.kernel, cur.z, x, &kbar, &h_total);
+    }
+    if want.inducing {
+        out.dz = cur.kernel.cross_input_gradient(cur.z, x, &kbar);
+    }
+    out
+}
+
+/// sum over rows of <Kbar, dK_MB/dtheta_j> + h_i dk(x_i, x_i)/dtheta_j, in fixed blocks of
+/// rows (computed in parallel, added in order).
+fn kernel_contraction(kernel: &Kernel, z: &Points, x: &Points, kbar: &DMatrix<f64>, h: &[f64]) -> Vec<f64> {
+    let p = kernel.theta().len();
+    if p == 0 {
+        return Vec::new();
+    }
+    let blocks: Vec<usize> = (0..x.n()).step_by(GRADIENT_BLOCK).collect();
+    let parts: Vec<Vec<f64>> = blocks
+        .par_iter()
+        .map(|&start| {
+            let len = GRADIENT_BLOCK.min(x.n() - start);
+            let q = x.slice(start, len);
+            let (_, dk) = kernel.cross_with_gradient(z, &q, Parallelism::Sequential);
+            let (_, ddiag) = kernel.diag_with_gradient(&q);
+            let kb = kbar.columns(start, len);
+            (0..p)
+                .map(|j| {
+                    let through_cross: f64 = kb.iter().zip(dk[j].iter()).map(|(a, b)| a * b).sum();
+                    let through_diag: f64 = ddiag[j].iter().zip(&h[start..start + len]).map(|(d, h)| d * h).sum();
+                    through_cross + through_diag
+                })
+                .collect()
+        })
+        .collect();
+    let mut total = vec![0.0; p];
+    for part in parts {
+        for (t, v) in total.iter_mut().zip(part) {
+            *t += v;
+        }
+    }
+    total
+}
+
+/// Each row's expected log likelihood and derivatives.
+fn row_terms(lik: &Likelihood, y: &Targets, mu: &DMatrix<f64>, var: &DMatrix<f64>, draws: Option<&[f64]>) -> RowTerms {
+    let (b, c) = mu.shape();
+    let mut t = RowTerms {
+        e: vec![0.0; b],
+        g: DMatrix::zeros(b, c),
+        h: DMatrix::zeros(b, c),
+        h_nat: DMatrix::zeros(b, c),
+        dlik: vec![[0.0; 2]; b],
+    };
+    if lik.kind == LikelihoodKind::Softmax {
+        let draws = draws.expect("softmax needs its draws");
+        let per_row = draws.len() / b;
+        let mut terms = LatentTerms::new(c);
+        for i in 0..b {
+            let (m, v): (Vec<f64>, Vec<f64>) = (0..c).map(|k| (mu[(i, k)], var[(i, k)])).unzip();
+            t.e[i] = lik.softmax_row(y.class(i), &m, &v, &draws[i * per_row..(i + 1) * per_row], &mut terms);
+            for k in 0..c {
+                t.g[(i, k)] = terms.g[k];
+                t.h[(i, k)] = terms.h[k];
+                t.h_nat[(i, k)] = terms.h_nat[k];
+            }
+        }
+        return t;
+    }
+    for i in 0..b {
+        let r = lik.row(y.value(i), mu[(i, 0)], var[(i, 0)]);
+        t.e[i] = r.e;
+        t.g[(i, 0)] = r.g;
+        t.h[(i, 0)] = r.h;
+        t.h_nat[(i, 0)] = r.h_nat;
+        t.dlik[i] = r.dtheta;
+    }
+    t
+}
+
+/// A with column i times s[i].
+fn scale_columns(a: &DMatrix<f64>, s: &[f64]) -> DMatrix<f64> {
+    let mut out = a.clone();
+    for (mut col, si) in out.column_iter_mut().zip(s) {
+        col *= *si;
+    }
+    out
+}
+
+/// dst's lower triangle (op) x y'.
+fn lower_product(dst: &mut DMatrix<f64>, x: &DMatrix<f64>, y: &DMatrix<f64>, accum: Accum, par: Parallelism) {
+    let (m, b) = x.shape();
+    let xv = MatRef::from_column_major_slice(x.as_slice(), m, b);
+    let yv = MatRef::from_column_major_slice(y.as_slice(), m, b);
+    faer::linalg::matmul::triangular::matmul(
+        MatMut::from_column_major_slice_mut(dst.as_mut_slice(), m, m),
+        BlockStructure::TriangularLower,
+        accum,
+        xv,
+        BlockStructure::Rectangular,
+        yv.transpose(),
+        BlockStructure::Rectangular,
+        1.0,
+        par.faer(),
+    );
+    linalg::clear_upper_vector_state();
+}
+
+/// K_MM's adjoint from sum Abar A' (its lower triangle) scaled by `scale`:
+/// sym(L^-T Phi(-scale Abar A') L^-1), Phi the lower triangle with half the diagonal.
+pub fn kmm_adjoint(l: &Cholesky, abar_at: &DMatrix<f64>, scale: f64, par: Parallelism) -> DMatrix<f64> {
+    let m = l.n();
+    let mut y = DMatrix::from_fn(m, m, |i, j| match i.cmp(&j) {
+        std::cmp::Ordering::Greater => -scale * abar_at[(i, j)],
+        std::cmp::Ordering::Equal => -0.5 * scale * abar_at[(i, i)],
+        std::cmp::Ordering::Less => 0.0,
+    });
+    l.solve_lt_in_place(&mut y, par);
+    let mut yt = y.transpose();
+    l.solve_lt_in_place(&mut yt, par);
+    linalg::clear_upper_vector_state();
+    (&yt + yt.transpose()) * 0.5
+}
