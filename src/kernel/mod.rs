@@ -15,6 +15,7 @@
 //! only where both arguments are the same point (the training diagonal, or the diagonal
 //! of a prediction covariance), never between distinct points.
 
+mod adjoint;
 mod blocks;
 pub mod cancel;
 pub mod column;
@@ -37,6 +38,7 @@ use crate::spec::FieldError;
 use hyper::{Hyper, Scales};
 use nalgebra::{DMatrix, DVector};
 
+pub use adjoint::Adjoint;
 pub use blocks::{CrossBlocks, Element, Scratch as BlockScratch};
 pub use data::MixtureFitter;
 pub use fastexp::{exp_nonpos4, exp_nonpos8};

@@ -169,13 +169,13 @@ impl VariationalModel {
             return (mean, None);
         }
         let mut a = k.clone();
-        self.l.solve_l_in_place(&mut a, par);
+        self.l.solve_l_blocks(&mut a, par);
         let prior = self.kernel.diag(q);
         let base: Vec<f64> = a.column_iter().zip(prior.iter()).map(|(a, p)| p - a.norm_squared()).collect();
         let mut var = DMatrix::zeros(q.n(), c);
         for (ci, t) in self.t.iter().enumerate() {
             let mut b = k.clone();
-            t.solve_l_in_place(&mut b, par);
+            t.solve_l_blocks(&mut b, par);
             for (i, col) in b.column_iter().enumerate() {
                 var[(i, ci)] = (base[i] + col.norm_squared()).max(0.0);
             }
@@ -189,9 +189,9 @@ impl VariationalModel {
     fn covariance(&self, q: &Points, par: Parallelism) -> DMatrix<f64> {
         let k = self.kernel.cross(&self.z, q, par);
         let mut a = k.clone();
-        self.l.solve_l_in_place(&mut a, par);
+        self.l.solve_l_blocks(&mut a, par);
         let mut b = k;
-        self.t[0].solve_l_in_place(&mut b, par);
+        self.t[0].solve_l_blocks(&mut b, par);
         let mut cov = self.kernel.gram(q, par);
         linalg::sub_at_a(&mut cov, &a, par);
         cov += linalg::mul_at_b(&b, &b, par);

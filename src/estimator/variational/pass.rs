@@ -13,8 +13,8 @@
 //! L^-T Abar, and of L it is -L^-T Abar A'; the Cholesky's adjoint (Murray 2016) turns the
 //! latter into K_MM's, sym(L^-T Phi(-Abar A') L^-1) with Phi the lower triangle and half
 //! the diagonal ([`kmm_adjoint`]). Kernel derivatives are then contracted with these
-//! adjoints: the hyperparameters' through `cross_with_gradient`, the inducing
-//! locations' through `cross_input_gradient`.
+//! adjoints in one walk of the kernel (`Kernel::cross_adjoint`), for the hyperparameters
+//! and the inducing locations at once.
 //!
 //! Every matrix product here is one call over the whole block (faer's, with the caller's
 //! parallelism, which does not change its rounding); sums over rows run in row order. A
@@ -24,13 +24,7 @@ use super::likelihood::{LatentTerms, Likelihood, LikelihoodKind};
 use super::posterior::Posterior;
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{self, Cholesky, Parallelism};
-use faer::linalg::matmul::triangular::BlockStructure;
-use faer::{Accum, MatMut, MatRef};
 use nalgebra::{DMatrix, DVector};
-use rayon::prelude::*;
-
-/// Rows per block when a derivative of the kernel is contracted (p matrices of M x this).
-const GRADIENT_BLOCK: usize = 256;
 
 /// Targets of rows: numbers (regression) or class indices.
 #[derive(Debug, Clone)]
@@ -134,7 +128,7 @@ struct RowTerms {
 pub fn pass(cur: &Current, x: &Points, y: &Targets, draws: Option<&[f64]>, want: Want, par: Parallelism) -> PassOut {
     let (b, c) = (x.n(), cur.lik.latents);
     let mut a = cur.kernel.cross(cur.z, x, par);
-    cur.l.solve_l_in_place(&mut a, par);
+    cur.l.solve_l_blocks(&mut a, par);
     linalg::clear_upper_vector_state();
     let kdiag = cur.kernel.diag(x);
     let base: Vec<f64> = (0..b).map(|i| kdiag[i] - a.column(i).norm_squared()).collect();
@@ -144,7 +138,7 @@ pub fn pass(cur: &Current, x: &Points, y: &Targets, draws: Option<&[f64]>, want:
     for k in 0..c {
         let muk = linalg::mul_at_b(&a, &DMatrix::from_column_slice(a.nrows(), 1, cur.q.mean[k].as_slice()), par);
         let mut bk = a.clone();
-        cur.q.chol[k].solve_l_in_place(&mut bk, par);
+        cur.q.chol[k].solve_l_blocks(&mut bk, par);
         linalg::clear_upper_vector_state();
         for i in 0..b {
             mu[(i, k)] = muk[i];
@@ -161,13 +155,16 @@ pub fn pass(cur: &Current, x: &Points, y: &Targets, draws: Option<&[f64]>, want:
     if !want.likelihood {
         out.dlik.clear();
     }
+    // A' (b x M): the products below run on transposes (`linalg::products`).
+    let at = (want.natural || want.kernel || want.inducing).then(|| linalg::transpose(&a, par));
     if want.natural {
+        let at = at.as_ref().expect("made above");
         out.natural = (0..c)
             .map(|k| {
-                let scaled = scale_columns(&a, rows.h_nat.column(k).as_slice());
+                let scaled = scale_rows(at, rows.h_nat.column(k).as_slice());
                 let mut h = DMatrix::zeros(a.nrows(), a.nrows());
-                lower_product(&mut h, &scaled, &a, Accum::Replace, par);
-                linalg::mirror_lower(&mut h, Parallelism::Sequential);
+                linalg::lower_product_t(&mut h, &scaled, at, par);
+                linalg::mirror_lower(&mut h, par);
                 let coef: Vec<f64> = (0..b).map(|i| rows.g[(i, k)] - 2.0 * rows.h_nat[(i, k)] * mu[(i, k)]).collect();
                 let r = linalg::mul_ab(&a, &DMatrix::from_column_slice(b, 1, &coef), par);
                 (h, DVector::from_column_slice(r.as_slice()))
@@ -182,7 +179,7 @@ pub fn pass(cur: &Current, x: &Points, y: &Targets, draws: Option<&[f64]>, want:
     let mut abar = DMatrix::zeros(m, b);
     let h_total: Vec<f64> = (0..b).map(|i| rows.h.row(i).sum()).collect();
     for (k, mut bk) in whitened.into_iter().enumerate() {
-        cur.q.chol[k].solve_lt_in_place(&mut bk, par);
+        cur.q.chol[k].solve_lt_blocks(&mut bk, par);
         linalg::clear_upper_vector_state();
         for i in 0..b {
             let (g, h) = (rows.g[(i, k)], rows.h[(i, k)]);
@@ -195,53 +192,24 @@ pub fn pass(cur: &Current, x: &Points, y: &Targets, draws: Option<&[f64]>, want:
         abar.column_mut(i).axpy(-2.0 * h, &a.column(i), 1.0);
     }
     let mut abar_at = DMatrix::zeros(m, m);
-    lower_product(&mut abar_at, &abar, &a, Accum::Replace, par);
+    linalg::lower_product_t(&mut abar_at, &linalg::transpose(&abar, par), at.as_ref().expect("made above"), par);
     out.abar_at = Some(abar_at);
     // The adjoint of K_MB.
-    cur.l.solve_lt_in_place(&mut abar, par);
+    cur.l.solve_lt_blocks(&mut abar, par);
     linalg::clear_upper_vector_state();
-    let kbar = abar;
+    let adjoint = cur.kernel.cross_adjoint(cur.z, x, &abar, false, want.inducing).expect("checked at admission");
     if want.kernel {
-        out.dkernel = kernel_contraction(cur.kernel, cur.z, x, &kbar, &h_total);
+        // Through K_MB, and through k(x, x) (each row's h summed over the latents).
+        let (_, ddiag) = cur.kernel.diag_with_gradient(x);
+        out.dkernel = adjoint
+            .theta
+            .iter()
+            .zip(&ddiag)
+            .map(|(through_cross, dd)| through_cross + dd.iter().zip(&h_total).map(|(d, h)| d * h).sum::<f64>())
+            .collect();
     }
-    if want.inducing {
-        out.dz = cur.kernel.cross_input_gradient(cur.z, x, &kbar);
-    }
+    out.dz = adjoint.z;
     out
-}
-
-/// sum over rows of <Kbar, dK_MB/dtheta_j> + h_i dk(x_i, x_i)/dtheta_j, in fixed blocks of
-/// rows (computed in parallel, added in order).
-fn kernel_contraction(kernel: &Kernel, z: &Points, x: &Points, kbar: &DMatrix<f64>, h: &[f64]) -> Vec<f64> {
-    let p = kernel.theta().len();
-    if p == 0 {
-        return Vec::new();
-    }
-    let blocks: Vec<usize> = (0..x.n()).step_by(GRADIENT_BLOCK).collect();
-    let parts: Vec<Vec<f64>> = blocks
-        .par_iter()
-        .map(|&start| {
-            let len = GRADIENT_BLOCK.min(x.n() - start);
-            let q = x.slice(start, len);
-            let (_, dk) = kernel.cross_with_gradient(z, &q, Parallelism::Sequential);
-            let (_, ddiag) = kernel.diag_with_gradient(&q);
-            let kb = kbar.columns(start, len);
-            (0..p)
-                .map(|j| {
-                    let through_cross: f64 = kb.iter().zip(dk[j].iter()).map(|(a, b)| a * b).sum();
-                    let through_diag: f64 = ddiag[j].iter().zip(&h[start..start + len]).map(|(d, h)| d * h).sum();
-                    through_cross + through_diag
-                })
-                .collect()
-        })
-        .collect();
-    let mut total = vec![0.0; p];
-    for part in parts {
-        for (t, v) in total.iter_mut().zip(part) {
-            *t += v;
-        }
-    }
-    total
 }
 
 /// Each row's expected log likelihood and derivatives.
@@ -280,32 +248,13 @@ fn row_terms(lik: &Likelihood, y: &Targets, mu: &DMatrix<f64>, var: &DMatrix<f64
     t
 }
 
-/// A with column i times s[i].
-fn scale_columns(a: &DMatrix<f64>, s: &[f64]) -> DMatrix<f64> {
-    let mut out = a.clone();
-    for (mut col, si) in out.column_iter_mut().zip(s) {
-        col *= *si;
+/// A' (b x M) with row i times s[i].
+fn scale_rows(at: &DMatrix<f64>, s: &[f64]) -> DMatrix<f64> {
+    let mut out = at.clone();
+    for mut col in out.column_iter_mut() {
+        col.iter_mut().zip(s).for_each(|(v, si)| *v *= si);
     }
     out
-}
-
-/// dst's lower triangle (op) x y'.
-fn lower_product(dst: &mut DMatrix<f64>, x: &DMatrix<f64>, y: &DMatrix<f64>, accum: Accum, par: Parallelism) {
-    let (m, b) = x.shape();
-    let xv = MatRef::from_column_major_slice(x.as_slice(), m, b);
-    let yv = MatRef::from_column_major_slice(y.as_slice(), m, b);
-    faer::linalg::matmul::triangular::matmul(
-        MatMut::from_column_major_slice_mut(dst.as_mut_slice(), m, m),
-        BlockStructure::TriangularLower,
-        accum,
-        xv,
-        BlockStructure::Rectangular,
-        yv.transpose(),
-        BlockStructure::Rectangular,
-        1.0,
-        par.faer(),
-    );
-    linalg::clear_upper_vector_state();
 }
 
 /// K_MM's adjoint from sum Abar A' (its lower triangle) scaled by `scale`:
@@ -317,9 +266,10 @@ pub fn kmm_adjoint(l: &Cholesky, abar_at: &DMatrix<f64>, scale: f64, par: Parall
         std::cmp::Ordering::Equal => -0.5 * scale * abar_at[(i, i)],
         std::cmp::Ordering::Less => 0.0,
     });
-    l.solve_lt_in_place(&mut y, par);
-    let mut yt = y.transpose();
-    l.solve_lt_in_place(&mut yt, par);
-    linalg::clear_upper_vector_state();
-    (&yt + yt.transpose()) * 0.5
+    l.solve_lt_blocks(&mut y, par);
+    let mut yt = linalg::transpose(&y, par);
+    l.solve_lt_blocks(&mut yt, par);
+    let back = linalg::transpose(&yt, par);
+    yt.iter_mut().zip(back.iter()).for_each(|(a, b)| *a = 0.5 * (*a + b));
+    yt
 }

@@ -93,21 +93,6 @@ fn spreads(x: &Points) -> Vec<f64> {
         .collect()
 }
 
-/// K_MM = L L' and, when the hyperparameters are learned, dK_MM/dtheta.
-fn kmm(
-    kernel: &Kernel,
-    z: &Points,
-    gradient: bool,
-    par: Parallelism,
-) -> Result<(Cholesky, Vec<DMatrix<f64>>), FitError> {
-    if gradient {
-        let (k, dk) = kernel.gram_with_gradient(z, par);
-        Ok((Cholesky::factor_with_jitter(|| k.clone(), par)?, dk))
-    } else {
-        Ok((factor_kmm(kernel, z, par)?, Vec::new()))
-    }
-}
-
 pub fn train(setup: &Setup, x: &Points, y: &Targets, ctx: &FitContext) -> Result<Trained, FitError> {
     let n = x.n();
     let par = ctx.par;
@@ -162,31 +147,47 @@ pub fn train(setup: &Setup, x: &Points, y: &Targets, ctx: &FitContext) -> Result
                 let (xb, yb) = (x.select(chunk), y.select(chunk));
                 let noise = softmax.then(|| draws(&mut rng, chunk.len(), latents));
                 let scale = n as f64 / chunk.len() as f64;
-                let (l, dkmm) = kmm(&kernel, &z, learn_kernel, par)?;
-                let cur = Current { kernel: &kernel, z: &z, l: &l, q: &q, lik: &lik };
+                let l = factor_kmm(&kernel, &z, par)?;
                 let want = Want { natural: true, kernel: learn_kernel, inducing: learn_z, likelihood: learn_lik };
-                let out = pass(&cur, &xb, &yb, noise.as_deref(), want, par);
+                let out = {
+                    let cur = Current { kernel: &kernel, z: &z, l: &l, q: &q, lik: &lik };
+                    pass(&cur, &xb, &yb, noise.as_deref(), want, par)
+                };
                 expected += scale * out.expected * chunk.len() as f64 / n as f64;
-                let mut grad = Vec::with_capacity(bounds.len());
-                if learn_kernel || learn_z {
-                    let kbar = kmm_adjoint(&l, out.abar_at.as_ref().expect("asked for"), scale, par);
-                    if learn_kernel {
-                        grad.extend(out.dkernel.iter().zip(&dkmm).map(|(g, dk)| scale * g + kbar.dot(dk)));
-                    }
-                    if learn_z {
-                        let through_kmm = kernel.cross_input_gradient(&z, &z, &kbar).expect("checked at admission");
-                        let through_kmb = out.dz.as_ref().expect("checked at admission");
-                        for j in 0..m {
-                            for k in 0..d {
-                                grad.push((scale * through_kmb[(k, j)] + 2.0 * through_kmm[(k, j)]) * spread[k]);
+                // The step on q and the gradient of everything else are independent: with
+                // two threads, side by side.
+                let gradient = || -> Vec<f64> {
+                    let mut grad = Vec::with_capacity(bounds.len());
+                    if learn_kernel || learn_z {
+                        let kbar = kmm_adjoint(&l, out.abar_at.as_ref().expect("asked for"), scale, par);
+                        let kmm = kernel.cross_adjoint(&z, &z, &kbar, true, learn_z).expect("checked at admission");
+                        if learn_kernel {
+                            grad.extend(out.dkernel.iter().zip(&kmm.theta).map(|(g, through)| scale * g + through));
+                        }
+                        if learn_z {
+                            let through_kmm = kmm.z.as_ref().expect("asked for");
+                            let through_kmb = out.dz.as_ref().expect("checked at admission");
+                            for j in 0..m {
+                                for k in 0..d {
+                                    grad.push((scale * through_kmb[(k, j)] + 2.0 * through_kmm[(k, j)]) * spread[k]);
+                                }
                             }
                         }
                     }
-                }
-                if learn_lik {
-                    grad.extend(out.dlik.iter().map(|g| scale * g));
-                }
-                q.natural_step(&out.natural, scale, rho, par);
+                    if learn_lik {
+                        grad.extend(out.dlik.iter().map(|g| scale * g));
+                    }
+                    grad
+                };
+                let natural = |q: &mut Posterior| {
+                    q.natural_step(&out.natural, scale, rho, par);
+                };
+                let grad = if par.is_parallel() {
+                    rayon::join(|| natural(&mut q), gradient).1
+                } else {
+                    natural(&mut q);
+                    gradient()
+                };
                 if !grad.is_empty() {
                     let mut at = Vec::with_capacity(grad.len());
                     if learn_kernel {
