@@ -25,7 +25,14 @@ fn service() -> &'static Service {
 fn too_costly(params: Option<&Value>) -> bool {
     let big =
         |key: &str, limit: u64| params.and_then(|p| p.get(key)).and_then(Value::as_u64).is_some_and(|v| v > limit);
-    big("restarts", 2) || big("max_epochs", 200) || big("max_iter", 200) || big("centers", MAX_FIT_ROWS as u64)
+    // A variational fit runs about a thousand minibatch steps unless told otherwise.
+    let variational = params.and_then(|p| p.get("approximation")).is_some_and(|a| a == "variational");
+    let epochs = params.and_then(|p| p.get("epochs")).and_then(Value::as_u64);
+    big("restarts", 2)
+        || big("max_epochs", 200)
+        || big("max_iter", 200)
+        || big("centers", MAX_FIT_ROWS as u64)
+        || (variational && epochs.is_none_or(|e| e > 20))
 }
 
 /// POST /models: decode, validate, and for small inputs fit, predict on the training
@@ -113,7 +120,9 @@ pub fn posterior_body(data: &[u8]) {
         include_noise: body.include_noise.unwrap_or(false),
         probabilities: false,
     };
-    for model in models().iter().filter(|m| m.kind().can().posterior) {
+    // As the service: the kinds with a posterior, less the fits without one (a
+    // variational GP of another likelihood than the Gaussian).
+    for model in models().iter().filter(|m| m.kind().can().posterior && m.posterior_refused().is_none()) {
         let Ok(points) = service().check_query(model, &body.x, &opts) else { continue };
         let p = model.predictor().predict(&points, &opts, Parallelism::Sequential);
         use crate::estimator::gaussian_process::posterior::{draw_prediction, Draws};
@@ -331,6 +340,17 @@ fn models() -> &'static [FittedModel] {
             json!({"model": "kernel_perceptron", "x": x, "y": labels}),
             json!({"model": "kernel_logistic", "x": x, "y": labels}),
             json!({"model": "gp_classifier", "x": x, "y": labels}),
+            // Variational GPs: every likelihood, their own predict paths.
+            json!({"model": "gaussian_process", "params": {"approximation": "variational", "inducing_points": 5, "epochs": 3},
+                   "x": x, "y": numbers}),
+            json!({"model": "gaussian_process", "params": {"approximation": "variational", "inducing_points": 5, "epochs": 3,
+                   "likelihood": "student_t", "df": 3.0, "normalize_y": true}, "x": x, "y": numbers}),
+            json!({"model": "gaussian_process", "params": {"approximation": "variational", "inducing_points": 5, "epochs": 3,
+                   "likelihood": "poisson"}, "x": x, "y": (0..12).map(|i| i % 5).collect::<Vec<_>>()}),
+            json!({"model": "gp_classifier", "params": {"approximation": "variational", "inducing_points": 5, "epochs": 3},
+                   "x": x, "y": labels}),
+            json!({"model": "gp_classifier", "params": {"approximation": "variational", "inducing_points": 5, "epochs": 3},
+                   "x": x, "y": labels[..2].iter().cycle().take(12).collect::<Vec<_>>()}),
             json!({"model": "svm", "kernel": {"type": "spectrum", "k": 2}, "x": ["abab", "baba", "cdcd", "dcdc"],
                    "y": ["p", "p", "q", "q"]}),
             json!({"model": "kernel_ridge", "kernel": {"type": "set"}, "x": [["a"], [], ["a", "b"]], "y": [1, 2, 3]}),

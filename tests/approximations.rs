@@ -4,10 +4,9 @@
 
 mod common;
 
-use common::{pointers, problem, TestServer};
+use common::{delete_and_see_it_stop, pointers, problem, start_and_watch, TestServer};
 use mercer::config::Config;
 use serde_json::{json, Value};
-use std::time::Duration;
 
 /// n rows of y = sin(x0) + 0.5 cos(x1), two features on a jittered grid.
 fn rows(n: usize) -> (Vec<Vec<f64>>, Vec<f64>) {
@@ -246,44 +245,6 @@ async fn a_long_fit_reports_progress_and_stops_when_deleted() {
     let p = &seen["progress"];
     assert!(p["elapsed_ms"].as_f64().unwrap() > 0.0 && p["objective"].as_f64().unwrap().is_finite(), "{p}");
     delete_and_see_it_stop(&s, &id).await;
-}
-
-/// Posts `body` with ?wait=false and returns its id and the model resource once it is
-/// training in `phase` past its first iteration.
-async fn start_and_watch(s: &TestServer, body: &Value, phase: &str) -> (String, Value) {
-    let r = s.http.post(s.url("/models?wait=false")).body(body.to_string()).send().await.unwrap();
-    assert_eq!(r.status(), 202);
-    let id = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
-    let seen = tokio::time::timeout(Duration::from_secs(120), async {
-        loop {
-            let m: Value = s.get(&format!("/models/{id}")).await.json().await.unwrap();
-            if m["status"] == "training"
-                && m["progress"]["phase"] == phase
-                && m["progress"]["iteration"].as_u64() > Some(1)
-            {
-                return m;
-            }
-            assert!(matches!(m["status"].as_str(), Some("queued" | "training")), "{m}");
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("the phase starts");
-    (id, seen)
-}
-
-/// DELETE of a training model: 204, the worker free again soon after, then 404.
-async fn delete_and_see_it_stop(s: &TestServer, id: &str) {
-    assert_eq!(s.delete(&format!("/models/{id}")).await.status(), 204);
-    let pool = s.service().pool.clone();
-    tokio::time::timeout(Duration::from_secs(30), async {
-        while pool.running() > 0 {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("the deleted fit stops");
-    assert_eq!(s.get(&format!("/models/{id}")).await.status(), 404);
 }
 
 /// The conjugate-gradient solver through the API: the report and the echo, its progress

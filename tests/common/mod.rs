@@ -204,6 +204,44 @@ pub async fn eventually(within: std::time::Duration, mut probe: impl AsyncFnMut(
     }
 }
 
+/// Posts `body` with ?wait=false and returns its id and the model resource once it is
+/// training in `phase` past its first iteration.
+pub async fn start_and_watch(s: &TestServer, body: &Value, phase: &str) -> (String, Value) {
+    let r = s.http.post(s.url("/models?wait=false")).body(body.to_string()).send().await.unwrap();
+    assert_eq!(r.status(), 202);
+    let id = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
+    let seen = tokio::time::timeout(std::time::Duration::from_secs(120), async {
+        loop {
+            let m: Value = s.get(&format!("/models/{id}")).await.json().await.unwrap();
+            if m["status"] == "training"
+                && m["progress"]["phase"] == phase
+                && m["progress"]["iteration"].as_u64() > Some(1)
+            {
+                return m;
+            }
+            assert!(matches!(m["status"].as_str(), Some("queued" | "training")), "{m}");
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the phase starts");
+    (id, seen)
+}
+
+/// DELETE of a training model: 204, the worker free again soon after, then 404.
+pub async fn delete_and_see_it_stop(s: &TestServer, id: &str) {
+    assert_eq!(s.delete(&format!("/models/{id}")).await.status(), 204);
+    let pool = s.service().pool.clone();
+    tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while pool.running() > 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the deleted fit stops");
+    assert_eq!(s.get(&format!("/models/{id}")).await.status(), 404);
+}
+
 /// (METHOD, path) pairs of an OpenAPI document's `paths`, read from openapi.yaml's
 /// layout: paths at two spaces of indentation, their operations at four.
 pub fn spec_operations(spec: &str) -> std::collections::BTreeSet<(String, String)> {

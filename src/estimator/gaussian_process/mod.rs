@@ -175,6 +175,10 @@ impl GaussianProcess {
         let map = out.as_object_mut().expect("an object");
         self.approx.write_json(map);
         if self.approx.mode == Mode::Variational {
+            if self.variational.likelihood == Some(LikelihoodKind::Poisson) {
+                // The poisson likelihood has no noise (given, it is refused).
+                map.remove("noise");
+            }
             self.variational.write_json(map);
         }
         out
