@@ -24,6 +24,10 @@ Steps (each prints one PASS/FAIL line; the exit status is 1 when any failed):
  5. krr-3d: predicted against actual (scatter.png);
  5b. trains over the API a GP "gp-two-outputs" on a 2-D y (sin x, 10 + 5 cos x) and opens it:
     a band plot of its 25 points with the note that output 0 of 2 is shown (multi_output.png);
+ 5c. trains over the API two variational GPs and opens them: "svgp-counts" (poisson, 1-D
+    counts), a band plot of its 80 points with its 8 inducing points marked along the axis;
+    "svgp-three" (softmax, three classes in 2-D), regions of all three classes with its 12
+    inducing points ringed and named so in the legend (variational.png);
  6. trains over the API an SVM "svm-search" on two noisy blobs with a 3 x 4 grid search over
     /params/c and /kernel/gamma, then opens it: a search table of 12 candidates sorted by mean
     score, the best (training.search.best_index, its values those of best_values) first and
@@ -522,6 +526,41 @@ def token_not_leaked(driver, token, console):
     check(token in stored[1], "the token is not in sessionStorage")
 
 
+def variational_plots(driver, api, shots):
+    rng = random.Random(11)
+    xs = [8 * i / 79 for i in range(80)]
+    counts = api.train({
+        "model": "gaussian_process", "name": "svgp-counts",
+        "params": {"approximation": "variational", "likelihood": "poisson", "inducing_points": 8, "epochs": 40,
+                   "batch_size": 40},
+        "x": [[x] for x in xs], "y": [float(round(math.exp(1 + math.sin(x)) + rng.uniform(-1, 1))) for x in xs],
+    })
+    pts = [[rng.uniform(-2, 2), rng.uniform(-2, 2)] for _ in range(150)]
+    three = api.train({
+        "model": "gp_classifier", "name": "svgp-three",
+        "params": {"approximation": "variational", "inducing_points": 12, "epochs": 40, "batch_size": 50},
+        "x": pts, "y": ["east" if a > 0.6 else ("north" if b > 0 else "south") for a, b in pts],
+    })
+    check(three["params"]["likelihood"] == "softmax", f"the three-class fit's likelihood: {three['params']}")
+    driver.find_element(By.ID, "refresh").click()
+    wait(driver, lambda d: row(d, three["id"]), "svgp-three in the models table")
+    svg = select_model(driver, counts["id"], "svgp-counts", "band")
+    n = len(svg.find_elements(By.CSS_SELECTOR, "circle.point"))
+    check(n == 80, f"{n} training points drawn, 80 expected")
+    marks = len(svg.find_elements(By.CSS_SELECTOR, "path.inducing"))
+    check(marks == 8, f"{marks} inducing points marked, 8 expected")
+    check(svg.find_elements(By.CSS_SELECTOR, "path.band"), "no band: the rate's sd is drawn")
+    svg = select_model(driver, three["id"], "svgp-three", "regions")
+    classes = driver.execute_script(
+        "return [...new Set([...arguments[0].querySelectorAll('.region')].map(r => r.getAttribute('data-class')))]", svg)
+    check(sorted(classes) == ["east", "north", "south"], f"regions of {classes}")
+    ringed = len(svg.find_elements(By.CSS_SELECTOR, "circle.support"))
+    check(ringed == 12, f"{ringed} inducing points ringed, 12 expected")
+    legend = svg.find_element(By.CSS_SELECTOR, ".legend").get_attribute("textContent")
+    check("inducing points" in legend, f"the legend: {legend!r}")
+    screenshot(driver, shots, "variational.png")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("url", help="mercer's base URL, e.g. http://127.0.0.1:18097")
@@ -549,6 +588,8 @@ def main():
         step("5 krr-3d: predicted against actual", krr_scatter, driver, ids, shots)
         step("5b a GP on two outputs: output 0 plotted as a band, and the page says so",
              multi_output_band, driver, Api(args.url, args.token), shots)
+        step("5c variational GPs: a poisson band with its inducing points marked, softmax regions of 3 classes with them ringed",
+             variational_plots, driver, Api(args.url, args.token), shots)
         step("6 svm-search: 12 candidates ranked by mean, the best first and marked, a heat map of 12 cells with one best",
              svm_search, driver, Api(args.url, args.token), shots)
         step("6b a bayes search: its mean scores in evaluation order, 10 points and the best so far",
@@ -569,7 +610,7 @@ def main():
             driver.save_screenshot(os.path.join(shots, "failure.png"))
     finally:
         driver.quit()
-    total = 11 + (2 if args.token else 0)
+    total = 12 + (2 if args.token else 0)
     print(f"{total - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 

@@ -395,3 +395,43 @@ async fn a_study_from_the_command_line() {
     let (code, out, _) = mercer(&s.url, &["study", "delete", &id], &[]).await;
     assert!(code == 0 && out.contains("deleted"), "{out}");
 }
+
+/// `mercer train --approximation variational --likelihood ... --epochs ...` fits a
+/// variational GP; `show` prints its ELBO.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn train_fits_a_variational_gp_from_its_flags() {
+    let s = TestServer::default().await;
+    let file = temp_file("counts.csv", &{
+        let mut text = String::from("x,y\n");
+        for i in 0..80 {
+            text.push_str(&format!("{},{}\n", i as f64 / 10.0, (i % 7) / 2));
+        }
+        text
+    });
+    let args = [
+        "train",
+        file.to_str().unwrap(),
+        "--model",
+        "gaussian_process",
+        "--approximation",
+        "variational",
+        "--likelihood",
+        "poisson",
+        "--inducing-points",
+        "12",
+        "--epochs",
+        "3",
+        "--batch-size",
+        "20",
+    ];
+    let (code, out, err) = mercer(&s.url, &args, &[]).await;
+    assert_eq!(code, 0, "{err}");
+    let id = out.split_whitespace().find(|w| w.len() == 36).unwrap_or_else(|| panic!("an id in {out}"));
+    let m: Value = s.get(&format!("/models/{id}")).await.json().await.unwrap();
+    let (p, t) = (&m["params"], &m["training"]);
+    assert_eq!((p["likelihood"].as_str(), p["batch_size"].as_u64(), p["epochs"].as_u64()), (Some("poisson"), Some(20), Some(3)));
+    assert_eq!((t["approximation"].as_str(), t["inducing_points"].as_u64(), t["epochs"].as_u64()), (Some("variational"), Some(12), Some(3)));
+    let (code, out, _) = mercer(&s.url, &["show", id], &[]).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("elbo"), "{out}");
+}

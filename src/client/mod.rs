@@ -56,6 +56,23 @@ pub struct TrainArgs {
     /// Fit the kernel's hyperparameters (params.optimize = true).
     #[arg(long)]
     pub optimize: bool,
+    /// params.approximation: auto, exact, nystrom or variational (a variational GP:
+    /// gaussian_process, gp_classifier).
+    #[arg(long, value_name = "FORM")]
+    pub approximation: Option<String>,
+    /// params.inducing_points (M) of a nystrom or variational fit.
+    #[arg(long, value_name = "M")]
+    pub inducing_points: Option<u64>,
+    /// params.likelihood of a variational GP: gaussian, student_t, poisson (regression),
+    /// bernoulli, softmax (classes).
+    #[arg(long)]
+    pub likelihood: Option<String>,
+    /// params.epochs of a variational GP: passes over the rows.
+    #[arg(long)]
+    pub epochs: Option<u64>,
+    /// params.batch_size of a variational GP: rows per minibatch.
+    #[arg(long)]
+    pub batch_size: Option<u64>,
     /// A label for the dataset and the model.
     #[arg(long)]
     pub name: Option<String>,
@@ -281,6 +298,18 @@ pub async fn train(api: &Api, args: &TrainArgs) -> Result<Value, ClientError> {
     if args.optimize {
         params.insert("optimize".into(), Value::Bool(true));
     }
+    let flags = [
+        ("approximation", args.approximation.as_ref().map(|v| json!(v))),
+        ("inducing_points", args.inducing_points.map(|v| json!(v))),
+        ("likelihood", args.likelihood.as_ref().map(|v| json!(v))),
+        ("epochs", args.epochs.map(|v| json!(v))),
+        ("batch_size", args.batch_size.map(|v| json!(v))),
+    ];
+    for (key, value) in flags {
+        if let Some(v) = value {
+            params.insert(key.into(), v);
+        }
+    }
     // Kinds without targets (novelty, transform); an unknown name is the server's to refuse.
     let untargeted = crate::estimator::ModelKind::from_name(&args.model)
         .is_some_and(|k| matches!(k.task(), crate::estimator::Task::Novelty | crate::estimator::Task::Transform));
@@ -345,6 +374,12 @@ async fn wait_ready(api: &Api, id: &str) -> Result<Value, ClientError> {
                 let mut msg = format!("{} ({})", id, status.unwrap_or("?"));
                 if let (Some("search"), Some(total)) = (p["phase"].as_str(), p["total"].as_u64()) {
                     msg = format!("{msg}: search, {} of {total} fold fits", p["iteration"]);
+                } else if let (Some("epochs"), Some(epoch)) = (p["phase"].as_str(), p["epoch"].as_u64()) {
+                    // A variational fit: its epoch, its minibatch steps, the last epoch's ELBO.
+                    msg = format!("{msg}: epoch {epoch}, step {} of {}", p["iteration"], p["total"]);
+                    if let Some(o) = p["objective"].as_f64() {
+                        msg.push_str(&format!(", ELBO {o:.6e}"));
+                    }
                 } else if let Some(phase) = p["phase"].as_str() {
                     msg = format!("{msg}: {phase}, iteration {}", p["iteration"]);
                     if let Some(o) = p["objective"].as_f64() {

@@ -485,7 +485,9 @@ async function drawFitOf(m) {
     const grid = grid1d(xs);
     const gp = m.model === "gaussian_process";
     const { p, t } = firstOutput(await predict(m, grid.map((v) => [v]), gp));
-    return { t, plot: bandPlot({ xs, ys: s.y, grid, mean: p.predictions, std: gp && Array.isArray(p.std) ? p.std : null }) };
+    // A nystrom or variational fit predicts from its inducing points: marked on the axis.
+    const inducing = m.training && m.training.inducing_points ? (s.support || []).map((r) => r[0]) : [];
+    return { t, plot: bandPlot({ xs, ys: s.y, grid, mean: p.predictions, std: gp && Array.isArray(p.std) ? p.std : null, inducing }) };
   }
   if (m.task === "regression") {
     const { p, t } = firstOutput(await predict(m, s.x));
@@ -499,9 +501,12 @@ async function drawClassifier(m, s) {
     const { xr, yr, cells } = grid2d(s.x);
     const p = await predict(m, cells);
     const ringed = m.model === "svm" || m.model === "nu_svm" || m.n_support < m.n_train;
+    // What is ringed: an exact SVM's support vectors, or the inducing points of a nystrom
+    // or variational fit (which report training.inducing_points).
+    const supportName = m.training && m.training.inducing_points ? "inducing points" : "support vectors";
     return regionsPlot({
       xr, yr, nx: GRID_2D, ny: GRID_2D, predicted: p.predictions,
-      classes: m.classes || p.classes || [], points: s.x, labels: s.y, support: ringed ? s.support : [],
+      classes: m.classes || p.classes || [], points: s.x, labels: s.y, support: ringed ? s.support : [], supportName,
     });
   }
   const p = await predict(m, s.x);

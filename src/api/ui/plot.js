@@ -109,10 +109,11 @@ function pathOf(xs, ys, sx, sy) {
   return xs.map((x, i) => `${i ? "L" : "M"}${f2(sx(x))},${f2(sy(ys[i]))}`).join("");
 }
 
-// 1-D regression: training points, the mean over a grid and, when std is given, a ±2 sd band.
-// A one-class SVM draws its decision function the same way: yLabel and meanLabel name the
-// curve, and `baseline` (a y value) draws a dashed line there (its boundary, 0).
-export function bandPlot({ xs, ys, grid, mean, std, yLabel = "y", meanLabel = "mean", title = "fit over x", baseline = null }) {
+// 1-D regression: training points, the mean over a grid and, when std is given, a ±2 sd band;
+// `inducing` (x positions: a nystrom or variational fit's inducing points) are marked along
+// the bottom. A one-class SVM draws its decision function the same way: yLabel and
+// meanLabel name the curve, and `baseline` (a y value) draws a dashed line there (its boundary, 0).
+export function bandPlot({ xs, ys, grid, mean, std, inducing = [], yLabel = "y", meanLabel = "mean", title = "fit over x", baseline = null }) {
   const lower = std ? mean.map((m, i) => m - 2 * std[i]) : mean;
   const upper = std ? mean.map((m, i) => m + 2 * std[i]) : mean;
   const yr = paddedRange([...ys, ...lower, ...upper, ...(baseline === null ? [] : [baseline])], 0.05);
@@ -128,7 +129,15 @@ export function bandPlot({ xs, ys, grid, mean, std, yLabel = "y", meanLabel = "m
   }
   svgEl("path", { d: pathOf(grid, mean, sx, sy), class: "mean" }, svg);
   xs.forEach((x, i) => svgEl("circle", { cx: f2(sx(x)), cy: f2(sy(ys[i])), r: 3.5, class: "point" }, svg));
-  legend(svg, [["training points", "point"], [meanLabel, "mean"], ...(std ? [["mean ± 2 sd", "band"]] : [])]);
+  const bottom = sy(yr[0]);
+  for (const z of inducing.filter((v) => v >= grid[0] && v <= grid[grid.length - 1])) {
+    const x = sx(z);
+    svgEl("path", { d: `M${f2(x)},${f2(bottom - 9)}L${f2(x - 4)},${f2(bottom - 1)}L${f2(x + 4)},${f2(bottom - 1)}Z`, class: "inducing" }, svg);
+  }
+  legend(svg, [
+    ["training points", "point"], [meanLabel, "mean"], ...(std ? [["mean ± 2 sd", "band"]] : []),
+    ...(inducing.length ? [["inducing points", "inducing"]] : []),
+  ]);
   return svg;
 }
 
@@ -142,7 +151,7 @@ export function classColours(classes) {
 // 2-D classification: the predicted class over an nx x ny grid of cells, training points
 // coloured by label, the points the model keeps ringed. `name` gives a class its legend
 // text (a one-class SVM's 1 and -1: "inlier", "outlier").
-export function regionsPlot({ xr, yr, nx, ny, predicted, classes, points, labels, support, name = String }) {
+export function regionsPlot({ xr, yr, nx, ny, predicted, classes, points, labels, support, supportName = "support", name = String }) {
   const { svg, sx, sy } = frame("regions", xr, yr, "x₁", "x₂", "decision regions");
   const colour = classColours(classes);
   const cw = (xr[1] - xr[0]) / nx;
@@ -163,7 +172,7 @@ export function regionsPlot({ xr, yr, nx, ny, predicted, classes, points, labels
   points.forEach(([a, b], i) => {
     svgEl("circle", { cx: f2(sx(a)), cy: f2(sy(b)), r: 4, class: `point ${colour(labels[i])}`, "data-class": String(labels[i]) }, svg);
   });
-  legend(svg, [...classes.map((c) => [name(c), colour(c)]), ...(support && support.length ? [["support", "support"]] : [])]);
+  legend(svg, [...classes.map((c) => [name(c), colour(c)]), ...(support && support.length ? [[supportName, "support"]] : [])]);
   return svg;
 }
 

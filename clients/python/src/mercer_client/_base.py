@@ -171,6 +171,27 @@ class _Nystrom:
         }
 
 
+class _Variational:
+    """The Gaussian processes' variational form (``approximation="variational"``):
+    ``likelihood``, ``batch_size``, ``max_epochs`` (mercer's ``epochs``),
+    ``learning_rate``, ``learn_inducing``; each ``None`` by default (left out: the
+    server's default)."""
+
+    def _variational(self) -> bool:
+        return self.approximation == "variational"
+
+    def _variational_params(self) -> dict:
+        if not self._variational():
+            return {}
+        return {
+            "likelihood": self.likelihood,
+            "batch_size": None if self.batch_size is None else int(self.batch_size),
+            "epochs": None if self.max_epochs is None else int(self.max_epochs),
+            "learning_rate": None if self.learning_rate is None else float(self.learning_rate),
+            "learn_inducing": None if self.learn_inducing is None else bool(self.learn_inducing),
+        }
+
+
 class _Classifier(ClassifierMixin, _MercerEstimator):
     """Classifiers send class indices 0..k-1 as y (so any labels work) and map the
     server's answers back through ``classes_``."""

@@ -5,18 +5,29 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._base import _Classifier, _NamedKernel, _Nystrom, _seed
+from ._base import _Classifier, _NamedKernel, _Nystrom, _seed, _Variational
 from ._kernels import gp_kernel_json
 
 
-class GaussianProcessClassifier(_Classifier):
+class GaussianProcessClassifier(_Nystrom, _Variational, _Classifier):
     """Gaussian-process classification (mercer's ``gp_classifier``: Laplace
     approximation, logistic likelihood, one-vs-rest beyond two classes), as
     scikit-learn's ``GaussianProcessClassifier``: ``kernel`` as
     :class:`GaussianProcessRegressor`'s, ``optimizer`` (``None``: keep the kernel),
     ``n_restarts_optimizer``, ``max_iter_predict`` (Newton steps for the posterior
-    mode), ``random_state``. Fitted: ``classes_``, ``kernel_`` (mercer JSON),
-    ``log_marginal_likelihood_value_``."""
+    mode), ``random_state``.
+
+    ``approximation="variational"`` (mercer's, for many rows): a stochastic variational GP
+    with M inducing points (``n_components``, default min(n, 512); ``inducing_selection``),
+    ``likelihood`` ``"bernoulli"`` (probit; the default for two classes) or ``"softmax"``
+    (one latent GP per class, fitted jointly: ``predict_proba``'s rows sum to one jointly,
+    not by normalising one-vs-rest machines; the default for more), ``batch_size``,
+    ``max_epochs`` (mercer's ``epochs``), ``learning_rate``, ``learn_inducing``;
+    ``n_restarts_optimizer`` and ``max_iter_predict`` are not used. ``"auto"`` lets the
+    server choose (exact where it fits); the default, ``None``, is the server's (auto).
+
+    Fitted: ``classes_``, ``kernel_`` (mercer JSON), ``log_marginal_likelihood_value_``
+    (exact fits), ``elbo_`` (variational fits)."""
 
     _model = "gp_classifier"
 
@@ -28,6 +39,14 @@ class GaussianProcessClassifier(_Classifier):
         n_restarts_optimizer=0,
         max_iter_predict=100,
         random_state=None,
+        approximation=None,
+        n_components=None,
+        inducing_selection=None,
+        likelihood=None,
+        batch_size=None,
+        max_epochs=None,
+        learning_rate=None,
+        learn_inducing=None,
         search=None,
         url=None,
         token=None,
@@ -37,6 +56,14 @@ class GaussianProcessClassifier(_Classifier):
         self.n_restarts_optimizer = n_restarts_optimizer
         self.max_iter_predict = max_iter_predict
         self.random_state = random_state
+        self.approximation = approximation
+        self.n_components = n_components
+        self.inducing_selection = inducing_selection
+        self.likelihood = likelihood
+        self.batch_size = batch_size
+        self.max_epochs = max_epochs
+        self.learning_rate = learning_rate
+        self.learn_inducing = learn_inducing
         self.search = search
         self.url = url
         self.token = token
@@ -44,15 +71,19 @@ class GaussianProcessClassifier(_Classifier):
     def fit(self, X, y):
         """Fits on the server."""
         X, codes, _ = self._encode(X, y)
+        variational = self._variational()
         params = {
             "optimize": self.optimizer is not None,
-            "restarts": int(self.n_restarts_optimizer),
-            "max_iter": int(self.max_iter_predict),
+            "restarts": None if variational else int(self.n_restarts_optimizer),
+            "max_iter": None if variational else int(self.max_iter_predict),
             "seed": _seed(self.random_state),
+            **self._nystrom_params(),
+            **self._variational_params(),
         }
         model = self._fit_model(X, codes, gp_kernel_json(self.kernel), params)
         self.kernel_ = model["kernel"]
         self.log_marginal_likelihood_value_ = model["training"].get("log_marginal_likelihood")
+        self.elbo_ = model["training"].get("elbo")
         return self
 
     def predict_proba(self, X):

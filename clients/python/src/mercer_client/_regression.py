@@ -7,9 +7,9 @@ import numbers
 import numpy as np
 from sklearn.base import RegressorMixin
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import _check_sample_weight, validate_data
+from sklearn.utils.validation import _check_sample_weight, column_or_1d, validate_data
 
-from ._base import _MercerEstimator, _NamedKernel, _Nystrom, _seed
+from ._base import _MercerEstimator, _NamedKernel, _Nystrom, _seed, _Variational
 from ._kernels import gp_kernel_json
 
 
@@ -134,7 +134,7 @@ class KernelRidge(RegressorMixin, _NamedKernel, _Nystrom, _MercerEstimator):
         return tags
 
 
-class GaussianProcessRegressor(RegressorMixin, _Nystrom, _MercerEstimator):
+class GaussianProcessRegressor(RegressorMixin, _Nystrom, _Variational, _MercerEstimator):
     """Exact Gaussian-process regression (mercer's ``gaussian_process``), as
     scikit-learn's ``GaussianProcessRegressor``.
 
@@ -155,9 +155,21 @@ class GaussianProcessRegressor(RegressorMixin, _Nystrom, _MercerEstimator):
     ``"uniform"``, drawn with ``random_state``). mercer's conjugate-gradient solver
     belongs to kernel ridge only: a GP takes no ``solver``/``tol``/``precision``.
 
+    ``approximation="variational"``: a stochastic variational GP (M inducing points,
+    default min(n, 512); learned by minibatches, hyperparameters by Adam unless
+    ``optimizer`` is ``None``), for many rows and other likelihoods: ``likelihood``
+    (``"gaussian"``, ``"student_t"``: robust to outliers, ``"poisson"``: counts, the
+    prediction being the rate), ``batch_size``, ``max_epochs`` (mercer's ``epochs``),
+    ``learning_rate``, ``learn_inducing``. The noise is then learned too (from 1) unless
+    ``alpha`` is set to something other than its default, which fixes it as scikit-learn's
+    ``alpha`` does; ``n_restarts_optimizer`` is not used. ``predict(return_std=True)`` is
+    then the likelihood's predictive standard deviation (``student_t``: of y;
+    ``poisson``: of the rate).
+
     Fitted: ``kernel_`` (the fitted kernel, mercer JSON), ``log_marginal_likelihood_value_``
-    (exact fits; a nystrom fit reports ``model_["training"]["evidence_lower_bound"]``),
-    and ``alpha_`` (requested from the server on first use).
+    (exact fits; a nystrom fit reports ``model_["training"]["evidence_lower_bound"]``, a
+    variational fit ``elbo_``), and ``alpha_`` (requested from the server on first use;
+    exact and nystrom fits).
     """
 
     _model = "gaussian_process"
@@ -174,6 +186,11 @@ class GaussianProcessRegressor(RegressorMixin, _Nystrom, _MercerEstimator):
         approximation="exact",
         n_components=None,
         inducing_selection=None,
+        likelihood=None,
+        batch_size=None,
+        max_epochs=None,
+        learning_rate=None,
+        learn_inducing=None,
         search=None,
         url=None,
         token=None,
@@ -187,6 +204,11 @@ class GaussianProcessRegressor(RegressorMixin, _Nystrom, _MercerEstimator):
         self.approximation = approximation
         self.n_components = n_components
         self.inducing_selection = inducing_selection
+        self.likelihood = likelihood
+        self.batch_size = batch_size
+        self.max_epochs = max_epochs
+        self.learning_rate = learning_rate
+        self.learn_inducing = learn_inducing
         self.search = search
         self.url = url
         self.token = token
@@ -196,17 +218,24 @@ class GaussianProcessRegressor(RegressorMixin, _Nystrom, _MercerEstimator):
         X, y = validate_data(self, X, y, dtype=np.float64, multi_output=True, y_numeric=True)
         alpha = np.asarray(self.alpha, dtype=float)
         noise = alpha.tolist() if alpha.ndim else {"value": float(alpha), "fixed": True}
+        variational = self._variational()
+        if variational and y.ndim == 2 and y.shape[1] == 1:
+            y = column_or_1d(y, warn=True)  # one output: a column vector is read as 1-D
+        if variational and (self.likelihood == "poisson" or (not alpha.ndim and float(alpha) == 1e-10)):
+            noise = None  # learned from the server's start (poisson has none)
         params = {
             "noise": noise,
             "normalize_y": bool(self.normalize_y),
             "optimize": self.optimizer is not None,
-            "restarts": int(self.n_restarts_optimizer),
+            "restarts": None if variational else int(self.n_restarts_optimizer),
             "seed": _seed(self.random_state),
             **self._nystrom_params(),
+            **self._variational_params(),
         }
         model = self._fit_model(X, y, gp_kernel_json(self.kernel), params)
         self.kernel_ = model["kernel"]
         self.log_marginal_likelihood_value_ = model["training"].get("log_marginal_likelihood")
+        self.elbo_ = model["training"].get("elbo")
         return self
 
     def predict(self, X, return_std=False, return_cov=False):
@@ -254,7 +283,8 @@ class GaussianProcessRegressor(RegressorMixin, _Nystrom, _MercerEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True
+        # A variational fit has one output (a 2-D y is 422 at /y).
+        tags.target_tags.multi_output = not self._variational()
         return tags
 
 
