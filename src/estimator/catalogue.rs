@@ -34,6 +34,14 @@ const AS_POINTS: Precomputed = Precomputed::Refused("needs rows as points, which
 
 /// What a kind can do beyond fit and predict (or transform). Every flag is false and
 /// every kernel is taken unless its row says otherwise.
+///
+/// A flag says what the kind can do in some form; what one fit of it can do is the
+/// fitted model's to say. Appends need an exact fit (`Fitted::online`); a variational
+/// `gaussian_process` has a posterior (variance, covariance, joint draws) with the
+/// Gaussian likelihood only, its student_t and poisson fits a predictive variance but no
+/// joint covariance (`Fitted::posterior_refused`); a variational `gp_classifier` gives
+/// probabilities as the exact one does; neither variational form appends or takes
+/// several outputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Capabilities {
     /// A 2-D y: several outputs over one kernel.
