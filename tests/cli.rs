@@ -429,8 +429,14 @@ async fn train_fits_a_variational_gp_from_its_flags() {
     let id = out.split_whitespace().find(|w| w.len() == 36).unwrap_or_else(|| panic!("an id in {out}"));
     let m: Value = s.get(&format!("/models/{id}")).await.json().await.unwrap();
     let (p, t) = (&m["params"], &m["training"]);
-    assert_eq!((p["likelihood"].as_str(), p["batch_size"].as_u64(), p["epochs"].as_u64()), (Some("poisson"), Some(20), Some(3)));
-    assert_eq!((t["approximation"].as_str(), t["inducing_points"].as_u64(), t["epochs"].as_u64()), (Some("variational"), Some(12), Some(3)));
+    assert_eq!(
+        (p["likelihood"].as_str(), p["batch_size"].as_u64(), p["epochs"].as_u64()),
+        (Some("poisson"), Some(20), Some(3))
+    );
+    assert_eq!(
+        (t["approximation"].as_str(), t["inducing_points"].as_u64(), t["epochs"].as_u64()),
+        (Some("variational"), Some(12), Some(3))
+    );
     let (code, out, _) = mercer(&s.url, &["show", id], &[]).await;
     assert_eq!(code, 0);
     assert!(out.contains("elbo"), "{out}");

@@ -239,6 +239,7 @@ async fn every_bad_parameter_is_a_422_at_its_pointer() {
         (gp(json!({"epochs": 1001})), "/params/epochs"),
         (gp(json!({"learning_rate": 0})), "/params/learning_rate"),
         (gp(json!({"learning_rate": -1})), "/params/learning_rate"),
+        (gp(json!({"precision": "float16"})), "/params/precision"),
         (gp(json!({"df": 5})), "/params/df"),
         (gp(json!({"likelihood": "student_t", "df": 2})), "/params/df"),
         (gp(json!({"loo": true})), "/params/loo"),

@@ -267,6 +267,14 @@ fn check_inducing_points(a: &Approximation, n: usize) -> Result<(), FieldError> 
 fn solver_param_elsewhere(e: FieldError) -> FieldError {
     const NAMES: [&str; 4] = ["solver", "max_iter", "tol", "precision"];
     match e.pointer.strip_prefix("/params/") {
+        Some("precision") if e.is_unknown_field() => FieldError::invalid(
+            e.pointer.clone(),
+            format!(
+                "`precision` belongs to the nystrom kernel_ridge cg solve and to approximation \"variational\" of {}; \
+                 this model does not take it",
+                ModelKind::names_that(|c| c.variational)
+            ),
+        ),
         Some(name) if e.is_unknown_field() && NAMES.contains(&name) => FieldError::invalid(
             e.pointer.clone(),
             format!(

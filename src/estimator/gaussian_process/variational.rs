@@ -114,6 +114,7 @@ impl GaussianProcess {
             learning_rate: spec.variational.learning_rate,
             optimize: spec.optimize,
             learn_inducing,
+            single: spec.variational.single,
         };
         let fit = train::train(&setup, &data.x, &Targets::Real(y.as_slice().to_vec()), ctx)?;
         // The params as fitted: the learned kernel, noise and degrees of freedom, the

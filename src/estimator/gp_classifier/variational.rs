@@ -108,6 +108,7 @@ impl GpClassifier {
             learning_rate: spec.variational.learning_rate,
             optimize: spec.optimize,
             learn_inducing,
+            single: spec.variational.single,
         };
         let fit = train::train(&setup, &data.x, &Targets::Classes(data.y.clone()), ctx)?;
         spec.kernel = fit.kernel.clone();

@@ -60,6 +60,9 @@ pub struct Params {
     pub learn_inducing: Option<bool>,
     /// student_t's degrees of freedom (learned with `optimize` unless fixed).
     pub df: Hyper,
+    /// The minibatch steps in single precision (`precision: "float32"`); the final q(u)
+    /// and ELBO are computed in double either way.
+    pub single: bool,
 }
 
 impl Default for Params {
@@ -71,12 +74,14 @@ impl Default for Params {
             learning_rate: DEFAULT_LEARNING_RATE,
             learn_inducing: None,
             df: Hyper::new(DEFAULT_DF),
+            single: false,
         }
     }
 }
 
 /// The params only a variational fit reads.
-pub const KEYS: [&str; 6] = ["likelihood", "batch_size", "epochs", "learning_rate", "learn_inducing", "df"];
+pub const KEYS: [&str; 7] =
+    ["likelihood", "batch_size", "epochs", "learning_rate", "learn_inducing", "df", "precision"];
 
 impl Params {
     /// Reads the variational params, `likelihood` among `takes`. When the fit is not
@@ -128,6 +133,16 @@ impl Params {
             p.learning_rate = r;
         }
         p.learn_inducing = obj.bool("learn_inducing")?;
+        p.single = match obj.str("precision")? {
+            None | Some("float64") => false,
+            Some("float32") => true,
+            Some(other) => {
+                return Err(FieldError::invalid(
+                    obj.pointer("precision"),
+                    format!("unknown precision `{other}`; expected float64 or float32"),
+                ))
+            }
+        };
         let df_ptr = obj.pointer("df");
         if let Some(v) = obj.take("df") {
             if p.likelihood != Some(LikelihoodKind::StudentT) {
@@ -156,6 +171,7 @@ impl Params {
         out.insert("epochs".into(), json!(self.epochs));
         out.insert("learning_rate".into(), json!(self.learning_rate));
         out.insert("learn_inducing".into(), json!(self.learn_inducing));
+        out.insert("precision".into(), json!(if self.single { "float32" } else { "float64" }));
         if self.likelihood == Some(LikelihoodKind::StudentT) {
             out.insert("df".into(), self.df.to_json());
         }
@@ -219,7 +235,7 @@ mod params_tests {
         assert_eq!(read(json!({}), true).unwrap(), Params::default());
         let p = read(
             json!({"likelihood": "student_t", "batch_size": 64, "epochs": 3, "learning_rate": 0.05,
-                   "learn_inducing": false, "df": {"value": 5.0, "bounds": [2.5, 50.0]}}),
+                   "learn_inducing": false, "df": {"value": 5.0, "bounds": [2.5, 50.0]}, "precision": "float32"}),
             true,
         )
         .unwrap();
@@ -241,6 +257,7 @@ mod params_tests {
             (json!({"df": 5.0}), "/params/df"),
             (json!({"likelihood": "student_t", "df": 1.5}), "/params/df"),
             (json!({"likelihood": "student_t", "df": {"value": 3.0, "bounds": [1.0, 9.0]}}), "/params/df/bounds/0"),
+            (json!({"precision": "float16"}), "/params/precision"),
         ] {
             assert_eq!(read(v.clone(), true).unwrap_err().pointer, at, "{v}");
         }

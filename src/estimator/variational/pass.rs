@@ -23,7 +23,7 @@
 use super::likelihood::{LatentTerms, Likelihood, LikelihoodKind};
 use super::posterior::Posterior;
 use crate::kernel::{Kernel, Points};
-use crate::linalg::{self, Cholesky, Parallelism};
+use crate::linalg::{self, Cholesky, Dense, Parallelism, Real};
 use nalgebra::{DMatrix, DVector};
 
 /// Targets of rows: numbers (regression) or class indices.
@@ -83,6 +83,8 @@ pub struct Current<'a> {
     pub l: &'a Cholesky,
     pub q: &'a Posterior,
     pub lik: &'a Likelihood,
+    /// The minibatch's M x rows blocks in single precision.
+    pub single: bool,
 }
 
 /// What a pass computes beyond the expected log likelihood.
@@ -124,25 +126,50 @@ struct RowTerms {
 }
 
 /// The pass over rows `x` with targets `y`; `draws` are the softmax's standard normals
-/// (rows x S x latents, row-major), None for the other likelihoods.
+/// (rows x S x latents, row-major), None for the other likelihoods. The M x rows blocks
+/// are computed in single precision when `cur.single` says so (sums over rows and
+/// everything per row in double either way).
 pub fn pass(cur: &Current, x: &Points, y: &Targets, draws: Option<&[f64]>, want: Want, par: Parallelism) -> PassOut {
-    let (b, c) = (x.n(), cur.lik.latents);
-    let mut a = cur.kernel.cross(cur.z, x, par);
-    cur.l.solve_l_blocks(&mut a, par);
-    linalg::clear_upper_vector_state();
+    if cur.single {
+        pass_in::<f32>(cur, x, y, draws, want, par)
+    } else {
+        pass_in::<f64>(cur, x, y, draws, want, par)
+    }
+}
+
+fn norm2<T: Real>(v: &[T]) -> f64 {
+    v.iter().map(|x| x.wide() * x.wide()).sum()
+}
+
+fn dot<T: Real>(u: &[T], v: &[T]) -> f64 {
+    u.iter().zip(v).map(|(a, b)| a.wide() * b.wide()).sum()
+}
+
+fn pass_in<T: Real>(
+    cur: &Current,
+    x: &Points,
+    y: &Targets,
+    draws: Option<&[f64]>,
+    want: Want,
+    par: Parallelism,
+) -> PassOut {
+    let (m, b, c) = (cur.z.n(), x.n(), cur.lik.latents);
+    let l = Dense::<T>::of(cur.l.l());
+    let mut a = Dense::<T>::of(&cur.kernel.cross(cur.z, x, par));
+    linalg::solve_blocks(&l, &mut a, false, par);
     let kdiag = cur.kernel.diag(x);
-    let base: Vec<f64> = (0..b).map(|i| kdiag[i] - a.column(i).norm_squared()).collect();
+    let base: Vec<f64> = (0..b).map(|i| kdiag[i] - norm2(a.column(i))).collect();
     let mut mu = DMatrix::zeros(b, c);
     let mut var = DMatrix::zeros(b, c);
+    let factors: Vec<Dense<T>> = cur.q.chol.iter().map(|p| Dense::of(p.l())).collect();
+    let means: Vec<Vec<T>> = cur.q.mean.iter().map(|mc| mc.iter().map(|v| T::of(*v)).collect()).collect();
     let mut whitened = Vec::with_capacity(c);
     for k in 0..c {
-        let muk = linalg::mul_at_b(&a, &DMatrix::from_column_slice(a.nrows(), 1, cur.q.mean[k].as_slice()), par);
         let mut bk = a.clone();
-        cur.q.chol[k].solve_l_blocks(&mut bk, par);
-        linalg::clear_upper_vector_state();
+        linalg::solve_blocks(&factors[k], &mut bk, false, par);
         for i in 0..b {
-            mu[(i, k)] = muk[i];
-            var[(i, k)] = base[i] + bk.column(i).norm_squared();
+            mu[(i, k)] = dot(a.column(i), &means[k]);
+            var[(i, k)] = base[i] + norm2(bk.column(i));
         }
         whitened.push(bk);
     }
@@ -156,48 +183,53 @@ pub fn pass(cur: &Current, x: &Points, y: &Targets, draws: Option<&[f64]>, want:
         out.dlik.clear();
     }
     // A' (b x M): the products below run on transposes (`linalg::products`).
-    let at = (want.natural || want.kernel || want.inducing).then(|| linalg::transpose(&a, par));
+    let at = (want.natural || want.kernel || want.inducing).then(|| a.transpose(par));
     if want.natural {
         let at = at.as_ref().expect("made above");
         out.natural = (0..c)
             .map(|k| {
                 let scaled = scale_rows(at, rows.h_nat.column(k).as_slice());
-                let mut h = DMatrix::zeros(a.nrows(), a.nrows());
-                linalg::lower_product_t(&mut h, &scaled, at, par);
+                let mut h = Dense::<T>::zeros(m, m);
+                linalg::lower_product(&mut h, &scaled, at, par);
+                let mut h = h.wide();
                 linalg::mirror_lower(&mut h, par);
-                let coef: Vec<f64> = (0..b).map(|i| rows.g[(i, k)] - 2.0 * rows.h_nat[(i, k)] * mu[(i, k)]).collect();
-                let r = linalg::mul_ab(&a, &DMatrix::from_column_slice(b, 1, &coef), par);
-                (h, DVector::from_column_slice(r.as_slice()))
+                let mut r = DVector::zeros(m);
+                for i in 0..b {
+                    let coef = rows.g[(i, k)] - 2.0 * rows.h_nat[(i, k)] * mu[(i, k)];
+                    r.iter_mut().zip(a.column(i)).for_each(|(acc, v)| *acc += coef * v.wide());
+                }
+                (h, r)
             })
             .collect();
     }
     if !(want.kernel || want.inducing) {
         return out;
     }
-    // Abar = sum_c m_c g_c' + 2 S_c A diag(h_c) - 2 A diag(sum_c h_c).
-    let m = a.nrows();
-    let mut abar = DMatrix::zeros(m, b);
+    // Abar = sum_c m_c g_c' + 2 S_c A diag(h_c) - 2 A diag(sum_c h_c), with S_c A = P_c^-T B_c.
+    let mut abar = Dense::<T>::zeros(m, b);
     let h_total: Vec<f64> = (0..b).map(|i| rows.h.row(i).sum()).collect();
     for (k, mut bk) in whitened.into_iter().enumerate() {
-        cur.q.chol[k].solve_lt_blocks(&mut bk, par);
-        linalg::clear_upper_vector_state();
+        linalg::solve_blocks(&factors[k], &mut bk, true, par);
         for i in 0..b {
-            let (g, h) = (rows.g[(i, k)], rows.h[(i, k)]);
-            let mut col = abar.column_mut(i);
-            col.axpy(g, &cur.q.mean[k], 1.0);
-            col.axpy(2.0 * h, &bk.column(i), 1.0);
+            let (g, h) = (T::of(rows.g[(i, k)]), T::of(2.0 * rows.h[(i, k)]));
+            let sa = bk.column(i);
+            for ((dst, mk), s) in abar.column_mut(i).iter_mut().zip(&means[k]).zip(sa) {
+                *dst += g * *mk + h * *s;
+            }
         }
     }
     for (i, h) in h_total.iter().enumerate() {
-        abar.column_mut(i).axpy(-2.0 * h, &a.column(i), 1.0);
+        let h = T::of(-2.0 * h);
+        let ai: Vec<T> = a.column(i).to_vec();
+        abar.column_mut(i).iter_mut().zip(&ai).for_each(|(dst, v)| *dst += h * *v);
     }
-    let mut abar_at = DMatrix::zeros(m, m);
-    linalg::lower_product_t(&mut abar_at, &linalg::transpose(&abar, par), at.as_ref().expect("made above"), par);
-    out.abar_at = Some(abar_at);
+    let mut abar_at = Dense::<T>::zeros(m, m);
+    linalg::lower_product(&mut abar_at, &abar.transpose(par), at.as_ref().expect("made above"), par);
+    out.abar_at = Some(abar_at.wide());
     // The adjoint of K_MB.
-    cur.l.solve_lt_blocks(&mut abar, par);
-    linalg::clear_upper_vector_state();
-    let adjoint = cur.kernel.cross_adjoint(cur.z, x, &abar, false, want.inducing).expect("checked at admission");
+    linalg::solve_blocks(&l, &mut abar, true, par);
+    let kbar = abar.wide();
+    let adjoint = cur.kernel.cross_adjoint(cur.z, x, &kbar, false, want.inducing).expect("checked at admission");
     if want.kernel {
         // Through K_MB, and through k(x, x) (each row's h summed over the latents).
         let (_, ddiag) = cur.kernel.diag_with_gradient(x);
@@ -249,27 +281,38 @@ fn row_terms(lik: &Likelihood, y: &Targets, mu: &DMatrix<f64>, var: &DMatrix<f64
 }
 
 /// A' (b x M) with row i times s[i].
-fn scale_rows(at: &DMatrix<f64>, s: &[f64]) -> DMatrix<f64> {
+fn scale_rows<T: Real>(at: &Dense<T>, s: &[f64]) -> Dense<T> {
     let mut out = at.clone();
-    for mut col in out.column_iter_mut() {
-        col.iter_mut().zip(s).for_each(|(v, si)| *v *= si);
+    let s: Vec<T> = s.iter().map(|v| T::of(*v)).collect();
+    for j in 0..out.cols {
+        out.column_mut(j).iter_mut().zip(&s).for_each(|(v, si)| *v *= *si);
     }
     out
 }
 
 /// K_MM's adjoint from sum Abar A' (its lower triangle) scaled by `scale`:
-/// sym(L^-T Phi(-scale Abar A') L^-1), Phi the lower triangle with half the diagonal.
-pub fn kmm_adjoint(l: &Cholesky, abar_at: &DMatrix<f64>, scale: f64, par: Parallelism) -> DMatrix<f64> {
+/// sym(L^-T Phi(-scale Abar A') L^-1), Phi the lower triangle with half the diagonal; the
+/// two M x M solves in single precision with `single`.
+pub fn kmm_adjoint(l: &Cholesky, abar_at: &DMatrix<f64>, scale: f64, single: bool, par: Parallelism) -> DMatrix<f64> {
+    if single {
+        kmm_adjoint_in::<f32>(l, abar_at, scale, par)
+    } else {
+        kmm_adjoint_in::<f64>(l, abar_at, scale, par)
+    }
+}
+
+fn kmm_adjoint_in<T: Real>(l: &Cholesky, abar_at: &DMatrix<f64>, scale: f64, par: Parallelism) -> DMatrix<f64> {
     let m = l.n();
-    let mut y = DMatrix::from_fn(m, m, |i, j| match i.cmp(&j) {
+    let lt = Dense::<T>::of(l.l());
+    let phi = DMatrix::from_fn(m, m, |i, j| match i.cmp(&j) {
         std::cmp::Ordering::Greater => -scale * abar_at[(i, j)],
         std::cmp::Ordering::Equal => -0.5 * scale * abar_at[(i, i)],
         std::cmp::Ordering::Less => 0.0,
     });
-    l.solve_lt_blocks(&mut y, par);
-    let mut yt = linalg::transpose(&y, par);
-    l.solve_lt_blocks(&mut yt, par);
-    let back = linalg::transpose(&yt, par);
-    yt.iter_mut().zip(back.iter()).for_each(|(a, b)| *a = 0.5 * (*a + b));
-    yt
+    let mut y = Dense::<T>::of(&phi);
+    linalg::solve_blocks(&lt, &mut y, true, par);
+    let mut yt = y.transpose(par);
+    linalg::solve_blocks(&lt, &mut yt, true, par);
+    let back = yt.transpose(par);
+    DMatrix::from_iterator(m, m, yt.data.iter().zip(&back.data).map(|(a, b)| 0.5 * (a.wide() + b.wide())))
 }

@@ -59,7 +59,7 @@ fn data_term(
     draws: Option<&[f64]>,
 ) -> f64 {
     let l = factor_kmm(kernel, z, SEQ).unwrap();
-    let cur = Current { kernel, z, l: &l, q, lik };
+    let cur = Current { kernel, z, l: &l, q, lik, single: false };
     pass(&cur, x, y, draws, Want::default(), SEQ).expected
 }
 
@@ -83,10 +83,10 @@ fn elbo_gradient_matches_finite_differences() {
         let scale = 2.5;
         let (kmm, dkmm) = kernel.gram_with_gradient(&z, SEQ);
         let l = Cholesky::factor_with_jitter(|| kmm.clone(), SEQ).unwrap();
-        let cur = Current { kernel: &kernel, z: &z, l: &l, q: &q, lik: &lik };
+        let cur = Current { kernel: &kernel, z: &z, l: &l, q: &q, lik: &lik, single: false };
         let want = Want { natural: false, kernel: true, inducing: true, likelihood: true };
         let out = pass(&cur, &x, &y, draws, want, SEQ);
-        let kbar = kmm_adjoint(&l, out.abar_at.as_ref().unwrap(), scale, SEQ);
+        let kbar = kmm_adjoint(&l, out.abar_at.as_ref().unwrap(), scale, false, SEQ);
         let dtheta: Vec<f64> = out.dkernel.iter().zip(&dkmm).map(|(g, dk)| scale * g + kbar.dot(dk)).collect();
         let through = kernel.cross_input_gradient(&z, &z, &kbar).unwrap();
         let dz = out.dz.as_ref().unwrap() * scale + through * 2.0;
@@ -206,6 +206,7 @@ fn the_gaussian_optimum_is_titsias() {
         learning_rate: 0.01,
         optimize: false,
         learn_inducing: false,
+        single: false,
     };
     let y = Targets::Real(data.y.clone());
     let ctx = crate::estimator::FitContext::sequential();
@@ -220,4 +221,28 @@ fn the_gaussian_optimum_is_titsias() {
     assert!(other.set(0, precision, theta1, SEQ));
     let worse = super::train::elbo(&kernel, &t.z, &t.l, &other, &lik, &data.x, &y, 3, &ctx).unwrap();
     assert!(worse < long, "{worse} vs {long}");
+}
+
+/// `precision: "float32"` runs the minibatch steps in single precision: the fit lands
+/// where the double one does, to single precision's share of the noise of the steps.
+#[test]
+fn single_precision_steps_fit_as_double_ones_do() {
+    use crate::estimator::PredictOptions;
+    let data = regression_data(400);
+    let base = json!({"approximation": "variational", "inducing_points": 20, "inducing_selection": "uniform",
+                      "batch_size": 100, "epochs": 30, "seed": 2});
+    let mut single = base.clone();
+    single["precision"] = json!("float32");
+    let (a, b) = (fit(base, &data), fit(single, &data));
+    assert_eq!(b.params_json()["precision"], "float32");
+    let q = rows(20, 77);
+    let (pa, pb) = (a.predict(&q, &PredictOptions::default(), SEQ), b.predict(&q, &PredictOptions::default(), SEQ));
+    let spread = pa.values.iter().map(|v| v.abs()).fold(0.0, f64::max);
+    for i in 0..q.n() {
+        assert!((pa.values[i] - pb.values[i]).abs() < 0.02 * spread, "row {i}: {} vs {}", pa.values[i], pb.values[i]);
+    }
+    let (ea, eb) = (a.report().elbo.unwrap(), b.report().elbo.unwrap());
+    assert!((ea - eb).abs() < 0.01 * ea.abs(), "ELBO {ea} vs {eb}");
+    // Its K_MM took the single-precision jitter floor, reported.
+    assert!(b.report().jitter.unwrap() >= super::train::SINGLE_JITTER * 0.999, "{:?}", b.report().jitter);
 }

@@ -54,6 +54,8 @@ pub struct Setup {
     /// Learn the kernel's free hyperparameters and the likelihood's parameters.
     pub optimize: bool,
     pub learn_inducing: bool,
+    /// The minibatch steps' blocks in single precision (`precision: "float32"`).
+    pub single: bool,
 }
 
 /// A finished fit.
@@ -68,6 +70,36 @@ pub struct Trained {
     pub elbo: f64,
     pub epochs: u64,
     pub iterations: u64,
+}
+
+/// K_MM's jitter floor in single precision, times its mean diagonal (GPyTorch's float32
+/// default for variational models is 1e-4 absolute): the minibatches' triangular solves
+/// against L in single precision lose about its condition number times 6e-8, and this
+/// bounds that condition number near 100 for kernels of unit scale.
+pub const SINGLE_JITTER: f64 = 1e-4;
+
+/// K_MM = L L' by the jitter rule; in single precision with a jitter of at least
+/// [`SINGLE_JITTER`] times its mean diagonal (the whole fit, so that the stored L is the
+/// one the minibatches whitened with).
+fn factor(kernel: &Kernel, z: &Points, single: bool, par: Parallelism) -> Result<Cholesky, FitError> {
+    if !single {
+        return factor_kmm(kernel, z, par);
+    }
+    let g = kernel.gram(z, par);
+    let m = g.nrows();
+    let floor = SINGLE_JITTER * g.diagonal().sum() / m.max(1) as f64;
+    let l = Cholesky::factor_with_jitter(
+        || {
+            let mut k = g.clone();
+            for i in 0..m {
+                k[(i, i)] += floor;
+            }
+            k
+        },
+        par,
+    )?;
+    let jitter = floor + l.jitter();
+    Ok(Cholesky::from_factor(l.into_l(), jitter))
 }
 
 /// Standard normals for the softmax's expectation over `rows` rows.
@@ -147,10 +179,10 @@ pub fn train(setup: &Setup, x: &Points, y: &Targets, ctx: &FitContext) -> Result
                 let (xb, yb) = (x.select(chunk), y.select(chunk));
                 let noise = softmax.then(|| draws(&mut rng, chunk.len(), latents));
                 let scale = n as f64 / chunk.len() as f64;
-                let l = factor_kmm(&kernel, &z, par)?;
+                let l = factor(&kernel, &z, setup.single, par)?;
                 let want = Want { natural: true, kernel: learn_kernel, inducing: learn_z, likelihood: learn_lik };
                 let out = {
-                    let cur = Current { kernel: &kernel, z: &z, l: &l, q: &q, lik: &lik };
+                    let cur = Current { kernel: &kernel, z: &z, l: &l, q: &q, lik: &lik, single: setup.single };
                     pass(&cur, &xb, &yb, noise.as_deref(), want, par)
                 };
                 expected += scale * out.expected * chunk.len() as f64 / n as f64;
@@ -159,7 +191,8 @@ pub fn train(setup: &Setup, x: &Points, y: &Targets, ctx: &FitContext) -> Result
                 let gradient = || -> Vec<f64> {
                     let mut grad = Vec::with_capacity(bounds.len());
                     if learn_kernel || learn_z {
-                        let kbar = kmm_adjoint(&l, out.abar_at.as_ref().expect("asked for"), scale, par);
+                        let abar_at = out.abar_at.as_ref().expect("asked for");
+                        let kbar = kmm_adjoint(&l, abar_at, scale, setup.single, par);
                         let kmm = kernel.cross_adjoint(&z, &z, &kbar, true, learn_z).expect("checked at admission");
                         if learn_kernel {
                             grad.extend(out.dkernel.iter().zip(&kmm.theta).map(|(g, through)| scale * g + through));
@@ -179,13 +212,15 @@ pub fn train(setup: &Setup, x: &Points, y: &Targets, ctx: &FitContext) -> Result
                     }
                     grad
                 };
-                let natural = |q: &mut Posterior| {
+                // Side by side, the step on q keeps to its own thread (its M x M Cholesky
+                // gains little from a second) and leaves the other to the gradient's solves.
+                let natural = |q: &mut Posterior, par: Parallelism| {
                     q.natural_step(&out.natural, scale, rho, par);
                 };
                 let grad = if par.is_parallel() {
-                    rayon::join(|| natural(&mut q), gradient).1
+                    rayon::join(|| natural(&mut q, Parallelism::Sequential), gradient).1
                 } else {
-                    natural(&mut q);
+                    natural(&mut q, par);
                     gradient()
                 };
                 if !grad.is_empty() {
@@ -230,7 +265,7 @@ pub fn train(setup: &Setup, x: &Points, y: &Targets, ctx: &FitContext) -> Result
     }
     ctx.cancel.check()?;
     ctx.progress.phase("elbo");
-    let l = factor_kmm(&kernel, &z, par)?;
+    let l = factor(&kernel, &z, setup.single, par)?;
     let elbo = if gaussian {
         let Targets::Real(values) = y else { unreachable!("the gaussian likelihood regresses") };
         let yd = DMatrix::from_column_slice(n, 1, values);
@@ -295,7 +330,7 @@ pub fn elbo(
     ctx: &FitContext,
 ) -> Result<f64, FitError> {
     let mut rng = SplitMix64::new(seed ^ ELBO_STREAM);
-    let cur = Current { kernel, z, l, q, lik };
+    let cur = Current { kernel, z, l, q, lik, single: false };
     let mut expected = 0.0;
     for start in (0..x.n()).step_by(FINAL_BLOCK) {
         ctx.cancel.check()?;
@@ -322,7 +357,7 @@ pub fn elbo_with_draws(
     draws: Option<&[f64]>,
 ) -> Result<f64, FitError> {
     let l = factor_kmm(kernel, z, Parallelism::Sequential)?;
-    let cur = Current { kernel, z, l: &l, q, lik };
+    let cur = Current { kernel, z, l: &l, q, lik, single: false };
     let out = pass(&cur, x, y, draws, Want::default(), Parallelism::Sequential);
     Ok(out.expected - q.kl(Parallelism::Sequential))
 }

@@ -8,9 +8,6 @@ use faer::linalg::triangular_solve::{solve_lower_triangular_in_place, solve_uppe
 use faer::{MatMut, MatRef};
 use nalgebra::{DMatrix, DVector};
 
-/// Columns per block of [`Cholesky::solve_l_blocks`].
-pub const BLOCK_COLUMNS: usize = 256;
-
 impl Cholesky {
     /// L b for b (n x k), reading only L's lower triangle.
     pub fn l_times(&self, b: &DMatrix<f64>, par: Parallelism) -> DMatrix<f64> {
@@ -105,41 +102,17 @@ impl Cholesky {
         }
     }
 
-    /// L^-1 b in place for many right-hand sides (a variational GP's kernel columns):
-    /// fixed blocks of [`BLOCK_COLUMNS`] columns, each solved on one thread, the blocks in
-    /// parallel when asked. faer's own parallel solve gains little at M x 1024 here (56
-    /// GFLOP/s on one thread or two); blocks of columns gain the second core, and their
-    /// fixed size keeps the bits independent of the thread count.
+    /// L^-1 b in place for many right-hand sides (a variational GP's kernel columns), by
+    /// fixed blocks of columns ([`crate::linalg::solve_blocks`]).
     pub fn solve_l_blocks(&self, b: &mut DMatrix<f64>, par: Parallelism) {
-        self.blocks_in_place(b, par, false);
+        assert_eq!(b.nrows(), self.n());
+        crate::linalg::products::solve_in_blocks(self.l_ref(), b.as_mut_slice(), false, par);
     }
 
     /// L^-T b in place, as [`Cholesky::solve_l_blocks`].
     pub fn solve_lt_blocks(&self, b: &mut DMatrix<f64>, par: Parallelism) {
-        self.blocks_in_place(b, par, true);
-    }
-
-    fn blocks_in_place(&self, b: &mut DMatrix<f64>, par: Parallelism, transpose: bool) {
-        let (n, k) = b.shape();
-        assert_eq!(n, self.n());
-        if n == 0 || k == 0 {
-            return;
-        }
-        let solve = |part: &mut [f64]| {
-            let rhs = MatMut::from_column_major_slice_mut(part, n, part.len() / n);
-            if transpose {
-                solve_upper_triangular_in_place(self.l_ref().transpose(), rhs, faer::Par::Seq);
-            } else {
-                solve_lower_triangular_in_place(self.l_ref(), rhs, faer::Par::Seq);
-            }
-            clear_upper_vector_state();
-        };
-        if par.is_parallel() && k > BLOCK_COLUMNS {
-            use rayon::prelude::*;
-            b.as_mut_slice().par_chunks_mut(n * BLOCK_COLUMNS).for_each(solve);
-        } else {
-            b.as_mut_slice().chunks_mut(n * BLOCK_COLUMNS).for_each(solve);
-        }
+        assert_eq!(b.nrows(), self.n());
+        crate::linalg::products::solve_in_blocks(self.l_ref(), b.as_mut_slice(), true, par);
     }
 
     /// Rows `from..` of L^-1 b, rows `..from` of `b` holding theirs already: the rows an

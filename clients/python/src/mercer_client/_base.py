@@ -174,8 +174,9 @@ class _Nystrom:
 class _Variational:
     """The Gaussian processes' variational form (``approximation="variational"``):
     ``likelihood``, ``batch_size``, ``max_epochs`` (mercer's ``epochs``),
-    ``learning_rate``, ``learn_inducing``; each ``None`` by default (left out: the
-    server's default)."""
+    ``learning_rate``, ``learn_inducing``, ``precision`` (``"float32"``: the minibatch
+    steps in single precision); each ``None`` by default (left out: the server's
+    default)."""
 
     def _variational(self) -> bool:
         return self.approximation == "variational"
@@ -189,6 +190,7 @@ class _Variational:
             "epochs": None if self.max_epochs is None else int(self.max_epochs),
             "learning_rate": None if self.learning_rate is None else float(self.learning_rate),
             "learn_inducing": None if self.learn_inducing is None else bool(self.learn_inducing),
+            "precision": self.precision,
         }
 
 

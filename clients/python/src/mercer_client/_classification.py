@@ -47,6 +47,7 @@ class GaussianProcessClassifier(_Nystrom, _Variational, _Classifier):
         max_epochs=None,
         learning_rate=None,
         learn_inducing=None,
+        precision=None,
         search=None,
         url=None,
         token=None,
@@ -64,6 +65,7 @@ class GaussianProcessClassifier(_Nystrom, _Variational, _Classifier):
         self.max_epochs = max_epochs
         self.learning_rate = learning_rate
         self.learn_inducing = learn_inducing
+        self.precision = precision
         self.search = search
         self.url = url
         self.token = token

@@ -191,6 +191,7 @@ class GaussianProcessRegressor(RegressorMixin, _Nystrom, _Variational, _MercerEs
         max_epochs=None,
         learning_rate=None,
         learn_inducing=None,
+        precision=None,
         search=None,
         url=None,
         token=None,
@@ -209,6 +210,7 @@ class GaussianProcessRegressor(RegressorMixin, _Nystrom, _Variational, _MercerEs
         self.max_epochs = max_epochs
         self.learning_rate = learning_rate
         self.learn_inducing = learn_inducing
+        self.precision = precision
         self.search = search
         self.url = url
         self.token = token
