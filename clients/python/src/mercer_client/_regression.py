@@ -153,7 +153,7 @@ class GaussianProcessRegressor(RegressorMixin, _Nystrom, _Variational, _MercerEs
     ``"auto"`` (exact up to the server's row limit); ``n_components`` (M, mercer's
     ``inducing_points``; default min(n, 1024)); ``inducing_selection`` (``"kmeans"`` or
     ``"uniform"``, drawn with ``random_state``). mercer's conjugate-gradient solver
-    belongs to kernel ridge only: a GP takes no ``solver``/``tol``/``precision``.
+    belongs to kernel ridge only: a GP takes no ``solver``/``tol`` (``precision`` is the variational form's).
 
     ``approximation="variational"``: a stochastic variational GP (M inducing points,
     default min(n, 512); learned by minibatches, hyperparameters by Adam unless
