@@ -28,7 +28,7 @@ pub use leading::{leading_exact, leading_randomized, Leading};
 pub use memory::{clear_upper_vector_state, copy_of, zeroed_bytes, zeros};
 pub use mirror::mirror_lower;
 pub use preconditioner::TwoFactors;
-pub use products::{lower_product, solve_blocks, Dense, Real};
+pub use products::{dot_wide, lower_product, solve_blocks, solve_blocks_by, Dense, Real};
 pub use tridiagonal::Tridiagonal;
 
 use faer::{MatMut, MatRef, Par};

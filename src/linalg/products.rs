@@ -25,6 +25,12 @@ pub const BLOCK_COLUMNS: usize = 256;
 pub trait Real: faer::traits::RealField + Copy + Default + Send + Sync + 'static {
     fn of(v: f64) -> Self;
     fn wide(self) -> f64;
+    /// `m` as a block of Self: moved in double, converted in single.
+    fn take(m: DMatrix<f64>) -> Dense<Self>;
+    /// The block in double: moved from double, converted from single.
+    fn give(d: Dense<Self>) -> DMatrix<f64>;
+    /// `m`'s values as Self: borrowed in double, converted in single.
+    fn borrow(m: &DMatrix<f64>) -> std::borrow::Cow<'_, [Self]>;
 }
 
 impl Real for f64 {
@@ -35,6 +41,16 @@ impl Real for f64 {
     #[inline(always)]
     fn wide(self) -> f64 {
         self
+    }
+    fn take(m: DMatrix<f64>) -> Dense<f64> {
+        let (rows, cols) = m.shape();
+        Dense { rows, cols, data: m.data.into() }
+    }
+    fn give(d: Dense<f64>) -> DMatrix<f64> {
+        DMatrix::from_vec(d.rows, d.cols, d.data)
+    }
+    fn borrow(m: &DMatrix<f64>) -> std::borrow::Cow<'_, [f64]> {
+        std::borrow::Cow::Borrowed(m.as_slice())
     }
 }
 
@@ -47,6 +63,29 @@ impl Real for f32 {
     fn wide(self) -> f64 {
         f64::from(self)
     }
+    fn take(m: DMatrix<f64>) -> Dense<f32> {
+        Dense::of(&m)
+    }
+    fn give(d: Dense<f32>) -> DMatrix<f64> {
+        d.wide()
+    }
+    fn borrow(m: &DMatrix<f64>) -> std::borrow::Cow<'_, [f32]> {
+        std::borrow::Cow::Owned(m.iter().map(|v| *v as f32).collect())
+    }
+}
+
+/// sum_i u_i v_i in double, four partial sums (so that the loop vectorises).
+pub fn dot_wide<T: Real>(u: &[T], v: &[T]) -> f64 {
+    let mut acc = [0.0f64; 4];
+    let (uc, vc) = (u.chunks_exact(4), v.chunks_exact(4));
+    let (ur, vr) = (uc.remainder(), vc.remainder());
+    for (a, b) in uc.zip(vc) {
+        for k in 0..4 {
+            acc[k] += a[k].wide() * b[k].wide();
+        }
+    }
+    let tail: f64 = ur.iter().zip(vr).map(|(a, b)| a.wide() * b.wide()).sum();
+    (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
 }
 
 /// A column-major rows x cols matrix of T.
@@ -148,6 +187,13 @@ pub fn lower_product<T: Real>(dst: &mut Dense<T>, xt: &Dense<T>, yt: &Dense<T>, 
 pub fn solve_blocks<T: Real>(l: &Dense<T>, rhs: &mut Dense<T>, transpose: bool, par: Parallelism) {
     assert_eq!((l.rows, l.cols), (rhs.rows, rhs.rows));
     solve_in_blocks(l.view(), &mut rhs.data, transpose, par);
+}
+
+/// [`solve_blocks`] with the lower triangular factor given as its column-major values.
+pub fn solve_blocks_by<T: Real>(l: &[T], rhs: &mut Dense<T>, transpose: bool, par: Parallelism) {
+    let n = rhs.rows;
+    assert_eq!(l.len(), n * n);
+    solve_in_blocks(MatRef::from_column_major_slice(l, n, n), &mut rhs.data, transpose, par);
 }
 
 /// [`solve_blocks`] over a column-major slice of right-hand sides (its row count `lv`'s).

@@ -138,11 +138,7 @@ pub fn pass(cur: &Current, x: &Points, y: &Targets, draws: Option<&[f64]>, want:
 }
 
 fn norm2<T: Real>(v: &[T]) -> f64 {
-    v.iter().map(|x| x.wide() * x.wide()).sum()
-}
-
-fn dot<T: Real>(u: &[T], v: &[T]) -> f64 {
-    u.iter().zip(v).map(|(a, b)| a.wide() * b.wide()).sum()
+    linalg::dot_wide(v, v)
 }
 
 fn pass_in<T: Real>(
@@ -154,21 +150,21 @@ fn pass_in<T: Real>(
     par: Parallelism,
 ) -> PassOut {
     let (m, b, c) = (cur.z.n(), x.n(), cur.lik.latents);
-    let l = Dense::<T>::of(cur.l.l());
-    let mut a = Dense::<T>::of(&cur.kernel.cross(cur.z, x, par));
-    linalg::solve_blocks(&l, &mut a, false, par);
+    let l = T::borrow(cur.l.l());
+    let mut a = T::take(cur.kernel.cross(cur.z, x, par));
+    linalg::solve_blocks_by(&l, &mut a, false, par);
     let kdiag = cur.kernel.diag(x);
     let base: Vec<f64> = (0..b).map(|i| kdiag[i] - norm2(a.column(i))).collect();
     let mut mu = DMatrix::zeros(b, c);
     let mut var = DMatrix::zeros(b, c);
-    let factors: Vec<Dense<T>> = cur.q.chol.iter().map(|p| Dense::of(p.l())).collect();
+    let factors: Vec<_> = cur.q.chol.iter().map(|p| T::borrow(p.l())).collect();
     let means: Vec<Vec<T>> = cur.q.mean.iter().map(|mc| mc.iter().map(|v| T::of(*v)).collect()).collect();
     let mut whitened = Vec::with_capacity(c);
     for k in 0..c {
         let mut bk = a.clone();
-        linalg::solve_blocks(&factors[k], &mut bk, false, par);
+        linalg::solve_blocks_by(&factors[k], &mut bk, false, par);
         for i in 0..b {
-            mu[(i, k)] = dot(a.column(i), &means[k]);
+            mu[(i, k)] = linalg::dot_wide(a.column(i), &means[k]);
             var[(i, k)] = base[i] + norm2(bk.column(i));
         }
         whitened.push(bk);
@@ -191,7 +187,7 @@ fn pass_in<T: Real>(
                 let scaled = scale_rows(at, rows.h_nat.column(k).as_slice());
                 let mut h = Dense::<T>::zeros(m, m);
                 linalg::lower_product(&mut h, &scaled, at, par);
-                let mut h = h.wide();
+                let mut h = T::give(h);
                 linalg::mirror_lower(&mut h, par);
                 let mut r = DVector::zeros(m);
                 for i in 0..b {
@@ -209,7 +205,7 @@ fn pass_in<T: Real>(
     let mut abar = Dense::<T>::zeros(m, b);
     let h_total: Vec<f64> = (0..b).map(|i| rows.h.row(i).sum()).collect();
     for (k, mut bk) in whitened.into_iter().enumerate() {
-        linalg::solve_blocks(&factors[k], &mut bk, true, par);
+        linalg::solve_blocks_by(&factors[k], &mut bk, true, par);
         for i in 0..b {
             let (g, h) = (T::of(rows.g[(i, k)]), T::of(2.0 * rows.h[(i, k)]));
             let sa = bk.column(i);
@@ -225,10 +221,10 @@ fn pass_in<T: Real>(
     }
     let mut abar_at = Dense::<T>::zeros(m, m);
     linalg::lower_product(&mut abar_at, &abar.transpose(par), at.as_ref().expect("made above"), par);
-    out.abar_at = Some(abar_at.wide());
+    out.abar_at = Some(T::give(abar_at));
     // The adjoint of K_MB.
-    linalg::solve_blocks(&l, &mut abar, true, par);
-    let kbar = abar.wide();
+    linalg::solve_blocks_by(&l, &mut abar, true, par);
+    let kbar = T::give(abar);
     let adjoint = cur.kernel.cross_adjoint(cur.z, x, &kbar, false, want.inducing).expect("checked at admission");
     if want.kernel {
         // Through K_MB, and through k(x, x) (each row's h summed over the latents).
@@ -303,16 +299,20 @@ pub fn kmm_adjoint(l: &Cholesky, abar_at: &DMatrix<f64>, scale: f64, single: boo
 
 fn kmm_adjoint_in<T: Real>(l: &Cholesky, abar_at: &DMatrix<f64>, scale: f64, par: Parallelism) -> DMatrix<f64> {
     let m = l.n();
-    let lt = Dense::<T>::of(l.l());
-    let phi = DMatrix::from_fn(m, m, |i, j| match i.cmp(&j) {
-        std::cmp::Ordering::Greater => -scale * abar_at[(i, j)],
-        std::cmp::Ordering::Equal => -0.5 * scale * abar_at[(i, i)],
-        std::cmp::Ordering::Less => 0.0,
-    });
-    let mut y = Dense::<T>::of(&phi);
-    linalg::solve_blocks(&lt, &mut y, true, par);
+    let lt = T::borrow(l.l());
+    let mut y = Dense::<T>::zeros(m, m);
+    for j in 0..m {
+        let (src, dst) = (&abar_at.as_slice()[j * m..(j + 1) * m], y.column_mut(j));
+        dst[j] = T::of(-0.5 * scale * src[j]);
+        for i in j + 1..m {
+            dst[i] = T::of(-scale * src[i]);
+        }
+    }
+    linalg::solve_blocks_by(&lt, &mut y, true, par);
     let mut yt = y.transpose(par);
-    linalg::solve_blocks(&lt, &mut yt, true, par);
+    linalg::solve_blocks_by(&lt, &mut yt, true, par);
     let back = yt.transpose(par);
-    DMatrix::from_iterator(m, m, yt.data.iter().zip(&back.data).map(|(a, b)| 0.5 * (a.wide() + b.wide())))
+    let half = T::of(0.5);
+    yt.data.iter_mut().zip(&back.data).for_each(|(a, b)| *a = half * (*a + *b));
+    T::give(yt)
 }

@@ -22,7 +22,7 @@ use nalgebra::{DMatrix, DVector};
 pub const MC_SAMPLES: usize = 16;
 /// The natural-gradient step for likelihoods other than the Gaussian.
 pub const NATURAL_STEP: f64 = 0.1;
-/// The Gaussian likelihood's natural-gradient step on a minibatch.
+/// The Gaussian likelihood's natural-gradient step when the batch is every row: exact.
 pub const GAUSSIAN_STEP: f64 = 1.0;
 /// Default epochs: about this many minibatch steps, and at least one epoch.
 pub const TARGET_STEPS: u64 = 1000;
@@ -165,7 +165,13 @@ pub fn train(setup: &Setup, x: &Points, y: &Targets, ctx: &FitContext) -> Result
         let mut adam = Adam::new(count(&kernel, &lik), setup.learning_rate);
         let mut rng = SplitMix64::new(setup.seed ^ SHUFFLE_STREAM);
         let mut order: Vec<usize> = (0..n).collect();
-        let rho = if gaussian { GAUSSIAN_STEP } else { NATURAL_STEP };
+        // The Gaussian likelihood's step of 1 is exact where the batch is every row. On a
+        // minibatch it sets q to that batch's posterior (scaled by n / batch), which the
+        // hyperparameters then chase: at n = 100,000 (scripts/bench_svgp.py) it ended at
+        // held-out log density -1.23 per row against -0.95 with a step of 0.1, longer
+        // length scales and twice the noise. Minibatches take the damped step; the final
+        // pass sets q to its exact optimum either way.
+        let rho = if gaussian && batch >= n { GAUSSIAN_STEP } else { NATURAL_STEP };
         for epoch in 0..epochs {
             ctx.progress.epoch(epoch + 1, None);
             // Fisher-Yates from the seed's stream.
