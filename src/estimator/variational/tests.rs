@@ -246,3 +246,34 @@ fn single_precision_steps_fit_as_double_ones_do() {
     // Its K_MM took the single-precision jitter floor, reported.
     assert!(b.report().jitter.unwrap() >= super::train::SINGLE_JITTER * 0.999, "{:?}", b.report().jitter);
 }
+
+/// The second half's natural steps average the minibatches' estimates with equal weights
+/// (the first half's q counting as 1 / rho - 1 of them); the first half steps by rho.
+#[test]
+fn the_second_half_averages_the_estimates() {
+    use super::train::{natural_step_at, NATURAL_STEP};
+    let total = 40u64;
+    let estimates: Vec<f64> = (0..total).map(|t| ((t * 7919) % 13) as f64 - 6.0).collect();
+    let mut theta = 3.0;
+    for (t, x) in estimates.iter().enumerate() {
+        let rho = natural_step_at(NATURAL_STEP, t as u64, total);
+        if (t as u64) < total / 2 {
+            assert_eq!(rho, NATURAL_STEP);
+        }
+        theta = (1.0 - rho) * theta + rho * x;
+        if t as u64 == total / 2 - 1 {
+            // Where the average starts: q so far weighs as 1 / rho - 1 estimates.
+            let prior = theta;
+            let later = &estimates[(total / 2) as usize..];
+            let w = 1.0 / NATURAL_STEP - 1.0;
+            let want = (w * prior + later.iter().sum::<f64>()) / (w + later.len() as f64);
+            let mut th = prior;
+            for (k, x) in later.iter().enumerate() {
+                let r = natural_step_at(NATURAL_STEP, total / 2 + k as u64, total);
+                th = (1.0 - r) * th + r * x;
+            }
+            assert!((th - want).abs() < 1e-12, "{th} {want}");
+        }
+    }
+    assert_eq!(natural_step_at(1.0, total - 1, total), 1.0, "the exact step is never damped");
+}

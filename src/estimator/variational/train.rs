@@ -34,6 +34,21 @@ const FINAL_BLOCK: usize = 1024;
 const SHUFFLE_STREAM: u64 = 0x5EED_0F5A_1D00;
 const ELBO_STREAM: u64 = 0xE1B0_0FA1_1000;
 
+/// The natural step at minibatch `t` of `total`: `rho` for the first half; then steps of
+/// 1 / (1 / rho + k) at the k-th step of the second half, which average the minibatches'
+/// estimates of q(u) with equal weights instead of forgetting them at the rate rho.
+/// A fixed damped step keeps q(u) as noisy as the last 2 / rho minibatches make it (about
+/// 20,000 rows at the defaults, whatever n); at a million rows (scripts/bench_svgp.py
+/// --million, bernoulli) held-out accuracy went from 80.66% with the fixed step to
+/// 81.45% with the average (the best Nystrom kernel_logistic: 81.75%).
+pub(super) fn natural_step_at(rho: f64, t: u64, total: u64) -> f64 {
+    let half = total / 2;
+    if rho >= 1.0 || t < half {
+        return rho;
+    }
+    1.0 / (1.0 / rho + (t - half) as f64)
+}
+
 /// Epochs when the request gives none: about [`TARGET_STEPS`] minibatch steps, at least
 /// one pass over the rows.
 pub fn default_epochs(n: usize, batch: usize) -> u64 {
@@ -172,6 +187,7 @@ pub fn train(setup: &Setup, x: &Points, y: &Targets, ctx: &FitContext) -> Result
         // length scales and twice the noise. Minibatches take the damped step; the final
         // pass sets q to its exact optimum either way.
         let rho = if gaussian && batch >= n { GAUSSIAN_STEP } else { NATURAL_STEP };
+        let total = epochs * n.div_ceil(batch) as u64;
         for epoch in 0..epochs {
             ctx.progress.epoch(epoch + 1, None);
             // Fisher-Yates from the seed's stream.
@@ -220,8 +236,9 @@ pub fn train(setup: &Setup, x: &Points, y: &Targets, ctx: &FitContext) -> Result
                 };
                 // Side by side, the step on q keeps to its own thread (its M x M Cholesky
                 // gains little from a second) and leaves the other to the gradient's solves.
+                let step = natural_step_at(rho, iterations, total);
                 let natural = |q: &mut Posterior, par: Parallelism| {
-                    q.natural_step(&out.natural, scale, rho, par);
+                    q.natural_step(&out.natural, scale, step, par);
                 };
                 let grad = if par.is_parallel() {
                     rayon::join(|| natural(&mut q, Parallelism::Sequential), gradient).1
