@@ -14,6 +14,7 @@ pub const DEFAULTS_TOML: &str = include_str!("../config/default.toml");
 pub struct Config {
     pub bind: String,
     pub data_dir: String,
+    /// `[NAME=]TOKEN[:SCOPE]` entries, comma-separated (src/api/keys.rs reads them).
     pub api_keys: String,
     pub fit_workers: usize,
     pub fit_queue: usize,
@@ -149,11 +150,6 @@ impl Config {
         physical_memory_bytes().map_or(1 << 30, |m| (m / 4) as usize)
     }
 
-    /// The configured bearer tokens (empty: no authentication).
-    pub fn api_keys(&self) -> Vec<String> {
-        self.api_keys.split(',').map(str::trim).filter(|k| !k.is_empty()).map(String::from).collect()
-    }
-
     /// Settings for tests and embedding: ephemeral port, memory only, quiet.
     pub fn for_tests() -> Config {
         Config { bind: "127.0.0.1:0".into(), data_dir: String::new(), log: "warn".into(), ..Config::defaults() }
@@ -186,7 +182,7 @@ mod tests {
         assert_eq!((c.exact_max_rows, c.max_dataset_bytes), (20_000, 4_294_967_296));
         assert_eq!(c.log, "info");
         assert_eq!(c.max_search_fits, 10_000);
-        assert!(c.api_keys().is_empty());
+        assert!(c.api_keys.is_empty());
         assert!(c.effective_max_fit_bytes() > 1 << 20, "half of physical memory by default");
     }
 
@@ -199,7 +195,7 @@ mod tests {
         let c = Config::load_with_env(Some(&path), env(&[("MERCER_FIT_QUEUE", "5"), ("MERCER_API_KEYS", "a, b,")]))
             .unwrap();
         assert_eq!((c.fit_queue, c.bind.as_str()), (5, "0.0.0.0:9000"));
-        assert_eq!(c.api_keys(), vec!["a", "b"]);
+        assert_eq!(c.api_keys, "a, b,");
         let c = Config::load_with_env(Some(&path), env(&[("MERCER_DATA_DIR", "")])).unwrap();
         assert_eq!((c.fit_queue, c.data_dir.as_str()), (3, ""));
         std::fs::remove_dir_all(dir).unwrap();

@@ -223,6 +223,10 @@ async fn client_command(command: Command, conn: &Connection) -> Result<(), Clien
 }
 
 fn serve(config: Config) -> ExitCode {
+    if let Err(e) = mercer::api::keys::KeyRing::parse(&config.api_keys) {
+        eprintln!("mercer: {e}");
+        return ExitCode::from(2);
+    }
     mercer::telemetry::init(&config.log);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("mercer-http").build() {
         Ok(r) => r,

@@ -4,6 +4,7 @@
 pub mod datasets;
 pub mod drain;
 pub mod extract;
+pub mod keys;
 pub mod middleware;
 pub mod models;
 pub mod oip;
@@ -21,6 +22,7 @@ use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderName, StatusCode};
 use axum::routing::{delete, get, post, MethodRouter};
 use axum::Router;
+use keys::{KeyRing, Scope};
 use problem::ApiError;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,42 +36,44 @@ use tower_http::trace::TraceLayer;
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-/// Every route the router serves: method, path, and whether it needs the API key.
+/// Every route the router serves: method, path, and the scope of API key it needs (None:
+/// open to all, even with keys configured). `predict` reads and predicts, `train` also
+/// fits, appends, uploads and runs studies, `admin` also deletes.
 /// openapi.yaml must list exactly these (tests/spec_routes.rs checks both directions).
-pub const ROUTES: [(&str, &str, bool); 33] = [
-    ("GET", "/", false),
-    ("GET", "/ui/{file}", false),
-    ("GET", "/healthz", false),
-    ("GET", "/readyz", false),
-    ("GET", "/metrics", false),
-    ("GET", "/openapi.yaml", false),
-    ("POST", "/models", true),
-    ("GET", "/models", true),
-    ("GET", "/models/{id}", true),
-    ("DELETE", "/models/{id}", true),
-    ("POST", "/models/{id}/predict", true),
-    ("POST", "/models/{id}/transform", true),
-    ("POST", "/models/{id}/inverse_transform", true),
-    ("POST", "/models/{id}/posterior_samples", true),
-    ("POST", "/models/{id}/observations", true),
-    ("GET", "/models/{id}/sample", true),
-    ("POST", "/datasets", true),
-    ("GET", "/datasets", true),
-    ("GET", "/datasets/{id}", true),
-    ("DELETE", "/datasets/{id}", true),
-    ("POST", "/studies", true),
-    ("GET", "/studies", true),
-    ("GET", "/studies/{id}", true),
-    ("DELETE", "/studies/{id}", true),
-    ("POST", "/studies/{id}/suggest", true),
-    ("POST", "/studies/{id}/trials", true),
-    ("POST", "/studies/{id}/trials/{trial_id}", true),
-    ("GET", "/v2", true),
-    ("GET", "/v2/health/live", false),
-    ("GET", "/v2/health/ready", false),
-    ("GET", "/v2/models/{id}", true),
-    ("GET", "/v2/models/{id}/ready", true),
-    ("POST", "/v2/models/{id}/infer", true),
+pub const ROUTES: [(&str, &str, Option<Scope>); 33] = [
+    ("GET", "/", None),
+    ("GET", "/ui/{file}", None),
+    ("GET", "/healthz", None),
+    ("GET", "/readyz", None),
+    ("GET", "/metrics", None),
+    ("GET", "/openapi.yaml", None),
+    ("POST", "/models", Some(Scope::Train)),
+    ("GET", "/models", Some(Scope::Predict)),
+    ("GET", "/models/{id}", Some(Scope::Predict)),
+    ("DELETE", "/models/{id}", Some(Scope::Admin)),
+    ("POST", "/models/{id}/predict", Some(Scope::Predict)),
+    ("POST", "/models/{id}/transform", Some(Scope::Predict)),
+    ("POST", "/models/{id}/inverse_transform", Some(Scope::Predict)),
+    ("POST", "/models/{id}/posterior_samples", Some(Scope::Predict)),
+    ("POST", "/models/{id}/observations", Some(Scope::Train)),
+    ("GET", "/models/{id}/sample", Some(Scope::Predict)),
+    ("POST", "/datasets", Some(Scope::Train)),
+    ("GET", "/datasets", Some(Scope::Predict)),
+    ("GET", "/datasets/{id}", Some(Scope::Predict)),
+    ("DELETE", "/datasets/{id}", Some(Scope::Admin)),
+    ("POST", "/studies", Some(Scope::Train)),
+    ("GET", "/studies", Some(Scope::Predict)),
+    ("GET", "/studies/{id}", Some(Scope::Predict)),
+    ("DELETE", "/studies/{id}", Some(Scope::Admin)),
+    ("POST", "/studies/{id}/suggest", Some(Scope::Train)),
+    ("POST", "/studies/{id}/trials", Some(Scope::Train)),
+    ("POST", "/studies/{id}/trials/{trial_id}", Some(Scope::Train)),
+    ("GET", "/v2", Some(Scope::Predict)),
+    ("GET", "/v2/health/live", None),
+    ("GET", "/v2/health/ready", None),
+    ("GET", "/v2/models/{id}", Some(Scope::Predict)),
+    ("GET", "/v2/models/{id}/ready", Some(Scope::Predict)),
+    ("POST", "/v2/models/{id}/infer", Some(Scope::Predict)),
 ];
 
 /// The route's handler; every body but an upload's is bounded by `body_limit`
@@ -114,17 +118,27 @@ fn handler(method: &str, path: &str, body_limit: usize) -> MethodRouter<Arc<Serv
     })
 }
 
-/// The routes of ROUTES with (or without) the API key, one method router per path.
-fn routes(with_key: bool, body_limit: usize) -> Router<Arc<Service>> {
+/// Every route of ROUTES, one method router per path; a route that needs a key checks
+/// for one of its scope (each method of a path its own).
+fn routes(keys: &Arc<KeyRing>, body_limit: usize) -> Router<Arc<Service>> {
     let mut router = Router::new();
-    let mut paths: Vec<&str> = ROUTES.iter().filter(|r| r.2 == with_key).map(|r| r.1).collect();
+    let mut paths: Vec<&str> = ROUTES.iter().map(|r| r.1).collect();
     paths.sort_unstable();
     paths.dedup();
     for path in paths {
         let methods = ROUTES
             .iter()
-            .filter(|r| r.1 == path && r.2 == with_key)
-            .map(|r| handler(r.0, r.1, body_limit))
+            .filter(|r| r.1 == path)
+            .map(|&(method, path, scope)| {
+                let route = handler(method, path, body_limit);
+                match scope {
+                    Some(needs) => route.route_layer(axum::middleware::from_fn_with_state(
+                        middleware::Guard { keys: keys.clone(), needs },
+                        middleware::require_scope,
+                    )),
+                    None => route,
+                }
+            })
             .reduce(MethodRouter::merge)
             .expect("a listed path has a method");
         router = router.route(path, methods);
@@ -132,16 +146,17 @@ fn routes(with_key: bool, body_limit: usize) -> Router<Arc<Service>> {
     router
 }
 
-/// Every route of the contract, with its middleware.
+/// Every route of the contract, with its middleware. `MERCER_API_KEYS` was checked when
+/// the settings were loaded (`mercer serve` exits 2 on a bad entry); a config built in
+/// code with a bad entry serves with no route that needs a key open.
 pub fn router(service: Arc<Service>) -> Router {
     let config = &service.config;
-    let keys = middleware::ApiKeys(Arc::new(config.api_keys().into_iter().map(String::into_bytes).collect()));
-    let limit = config.max_body_bytes;
-
-    let models =
-        routes(true, limit).route_layer(axum::middleware::from_fn_with_state(keys, middleware::require_bearer));
-    let open = routes(false, limit);
-    layered(service, Router::new().merge(models).merge(open))
+    let keys = Arc::new(KeyRing::parse(&config.api_keys).unwrap_or_else(|e| {
+        tracing::error!(error = %e, "MERCER_API_KEYS: every route that needs a key refuses");
+        KeyRing::refusing()
+    }));
+    let routes = routes(&keys, config.max_body_bytes);
+    layered(service, routes)
 }
 
 /// `routes` under the service's middleware stack: request ids, tracing, compression,

@@ -1,5 +1,6 @@
 //! Problem details (RFC 9457) and the one place where errors become HTTP statuses.
 
+use super::keys::Scope;
 use crate::registry::{Failure, FailureKind};
 use crate::service::ServiceError;
 use crate::spec::{ErrorKind, FieldError};
@@ -94,6 +95,9 @@ pub enum ApiError {
     BadQuery(String),
     #[error("missing or invalid bearer token")]
     Unauthorized,
+    /// A known key whose scope falls short of the route's.
+    #[error("this route needs a key of scope {needs}")]
+    Forbidden { needs: Scope, has: Scope },
     #[error("no route for {0}")]
     NoRoute(String),
     #[error("method not allowed")]
@@ -161,6 +165,11 @@ impl ApiError {
             ApiError::Unauthorized => {
                 Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", "a valid bearer token is required")
             }
+            ApiError::Forbidden { needs, has } => Problem::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("this route needs a key of scope `{needs}` (or one above it); this key's scope is `{has}`"),
+            ),
             ApiError::NoRoute(path) => {
                 Problem::new(StatusCode::NOT_FOUND, "not-found", format!("no resource at {path}"))
             }
