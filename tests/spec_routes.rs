@@ -59,24 +59,12 @@ async fn every_route_is_served_and_other_methods_are_405() {
 #[test]
 fn the_spec_marks_each_operations_scope() {
     let spec = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.yaml")).unwrap();
-    let (mut path, mut method, mut in_paths) = (String::new(), String::new(), false);
-    let mut marked = std::collections::BTreeMap::new();
-    for line in spec.lines() {
-        if !line.starts_with(' ') && !line.is_empty() {
-            in_paths = line == "paths:";
-            continue;
-        }
-        if !in_paths {
-            continue;
-        }
-        if let Some(p) = line.strip_prefix("  /").and_then(|l| l.strip_suffix(':')) {
-            path = format!("/{p}");
-        } else if let Some(m) = line.strip_prefix("    ").and_then(|l| l.strip_suffix(':')) {
-            method = m.to_uppercase();
-        } else if let Some(scope) = line.strip_prefix("      x-mercer-scope: ") {
-            marked.insert((method.clone(), path.clone()), scope.trim().to_string());
-        }
-    }
+    let marked: std::collections::BTreeMap<(String, String), String> = common::spec_operation_lines(&spec)
+        .into_iter()
+        .filter_map(|(operation, line)| {
+            Some((operation, line.strip_prefix("      x-mercer-scope: ")?.trim().to_string()))
+        })
+        .collect();
     let want: std::collections::BTreeMap<(String, String), String> = ROUTES
         .iter()
         .filter_map(|(m, p, scope)| scope.map(|s| ((m.to_string(), p.to_string()), s.name().to_string())))

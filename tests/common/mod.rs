@@ -245,9 +245,15 @@ pub async fn delete_and_see_it_stop(s: &TestServer, id: &str) {
 /// (METHOD, path) pairs of an OpenAPI document's `paths`, read from openapi.yaml's
 /// layout: paths at two spaces of indentation, their operations at four.
 pub fn spec_operations(spec: &str) -> std::collections::BTreeSet<(String, String)> {
+    spec_operation_lines(spec).into_iter().map(|(operation, _)| operation).collect()
+}
+
+/// Every line inside an operation of `paths` (its method's line included), with the
+/// operation's (METHOD, path).
+pub fn spec_operation_lines(spec: &str) -> Vec<((String, String), &str)> {
     const METHODS: [&str; 7] = ["get", "put", "post", "delete", "options", "head", "patch"];
-    let mut out = std::collections::BTreeSet::new();
-    let (mut in_paths, mut path) = (false, None::<String>);
+    let mut out = Vec::new();
+    let (mut in_paths, mut path, mut operation) = (false, None::<String>, None::<(String, String)>);
     for line in spec.lines() {
         if !line.starts_with(' ') && !line.is_empty() {
             in_paths = line == "paths:";
@@ -258,10 +264,13 @@ pub fn spec_operations(spec: &str) -> std::collections::BTreeSet<(String, String
         }
         if let Some(p) = line.strip_prefix("  /").and_then(|l| l.strip_suffix(':')) {
             path = Some(format!("/{p}"));
+            operation = None;
         } else if let Some(m) = line.strip_prefix("    ").and_then(|l| l.strip_suffix(':')) {
-            if METHODS.contains(&m) {
-                out.insert((m.to_uppercase(), path.clone().expect("an operation under a path")));
-            }
+            operation =
+                METHODS.contains(&m).then(|| (m.to_uppercase(), path.clone().expect("an operation under a path")));
+        }
+        if let Some(op) = &operation {
+            out.push((op.clone(), line));
         }
     }
     out
