@@ -356,7 +356,8 @@ fi
 # acknowledged by replica 2 reaches replica 1 at its next refresh), or growth of replica 1's RSS or
 # descriptors: under 3% over the last 40 minutes for runs of 50 minutes or more (the cache
 # has long filled), else under 10% (between the fifth minute and the end, or for runs
-# under ten minutes between the means of the first and last thirds).
+# under ten minutes between the means of the first and last thirds); descriptors may also
+# grow by up to 8 (pooled and kept-alive connections come and go).
 if [ "$MODE" = soak ]; then
   SOAK_SECONDS=${SOAK_SECONDS:-180}
   start_stack
@@ -428,13 +429,18 @@ if [ "$MODE" = soak ]; then
         for (i = 1; i <= k; i++) { rs += r[i]; fs += f[i] }
         for (i = NR - k + 1; i <= NR; i++) { re += r[i]; fe += f[i] }
       }
-      printf "%.1f %.1f", 100 * (re - rs) / rs, 100 * (fe - fs) / fs
+      printf "%.1f %.1f %.1f", 100 * (re - rs) / rs, 100 * (fe - fs) / fs, fe - fs
     }' "$T/soak-samples")
-  read -r rss_growth fd_growth <<<"$growth"
+  read -r rss_growth fd_growth fd_added <<<"$growth"
   limit=$(( SOAK_SECONDS >= 3000 ? 3 : 10 ))
-  log "soak: $kills kills of replica 2, store restarted once; replica 1 RSS growth ${rss_growth}%, descriptors ${fd_growth}% (limit ${limit}%)"
+  # Replica 1 holds about 20 descriptors, so 10% is two: one more pooled connection to the
+  # store or one more client keeping its connection alive at the sample. A leak (one per
+  # request or connection: the soak makes thousands) passes 10% and this slack by far.
+  FD_SLACK=8
+  log "soak: $kills kills of replica 2, store restarted once; replica 1 RSS growth ${rss_growth}%, descriptors ${fd_growth}% (+${fd_added}; limit ${limit}% and $FD_SLACK)"
   awk -v g="$rss_growth" -v l="$limit" 'BEGIN { exit !(g < l) }' || fail "replica 1's RSS grew ${rss_growth}% (limit ${limit}%)"
-  awk -v g="$fd_growth" 'BEGIN { exit !(g < 10) }' || fail "replica 1's open descriptors grew ${fd_growth}% (limit 10%)"
+  awk -v g="$fd_growth" -v a="$fd_added" -v s="$FD_SLACK" 'BEGIN { exit !(g < 10 || a <= s) }' ||
+    fail "replica 1's open descriptors grew ${fd_growth}% (+${fd_added}; limit 10% and $FD_SLACK)"
   echo
   echo "soak: all checks passed"
   exit 0
