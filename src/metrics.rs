@@ -57,6 +57,12 @@ pub struct ObjectLabels {
     pub object: String,
 }
 
+/// Which listing of a refresh failed: "models", "deltas", "datasets", "delete markers".
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ListingLabels {
+    pub listing: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StoreLabels {
     pub op: String,
@@ -100,6 +106,9 @@ pub struct Metrics {
     /// One refresh from a shared store: its listings and the reads of what changed. With
     /// the refresh interval it bounds how late other replicas' writes show here.
     pub store_sync_seconds: Histogram,
+    /// Listings of a refresh that failed, by listing: while they fail, deletes by other
+    /// replicas are not seen here.
+    pub store_sync_failures: Family<ListingLabels, Counter>,
     /// Request handlers that panicked (each answered 500).
     pub handler_panics: Counter,
     /// Requests whose connection ended without their whole answer, by why.
@@ -148,6 +157,7 @@ impl Metrics {
         let store_duration: HistogramFamily<StoreLabels> = Family::new_with_constructor(latency_histogram);
         let handler_panics = Counter::default();
         let damaged_objects = Family::<ObjectLabels, Counter>::default();
+        let store_sync_failures = Family::<ListingLabels, Counter>::default();
         let http_unanswered = Family::<WhyLabels, Counter>::default();
         let compactions = Family::<OutcomeLabels, Counter>::default();
         let deltas_replayed = Counter::default();
@@ -243,9 +253,16 @@ impl Metrics {
              delta (left in place; its model answers 500 damaged-model), by object",
             damaged_objects.clone(),
         );
+        registry.register(
+            "mercer_store_sync_failures",
+            "Listings of the store by a refresh that failed, by listing (models, deltas, \
+             datasets, delete markers): while they fail, other replicas' deletes are not seen here",
+            store_sync_failures.clone(),
+        );
         Metrics {
             registry,
             damaged_objects,
+            store_sync_failures,
             http_unanswered,
             http_requests,
             http_duration,

@@ -553,3 +553,98 @@ async fn a_store_restarted_within_a_second_is_back_for_both_replicas() {
         }
     }
 }
+
+/// Issue 52's first report, as its reporter ran it: two replicas of their own S3 clients
+/// on a real S3 server that was killed and restarted before each round; a fit (60 rows)
+/// on A that B has read, then A appends 2 rows at a time, 12 times in a row, while B
+/// deletes the model 0.15 s in. B's 204 must stay a delete on both replicas within the
+/// refresh interval + 2 s. Run with compaction every 2 deltas too, so that
+/// compactions race the delete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_racing_appends_after_store_restarts_stays_a_delete() {
+    let mut server = s3::S3Server::start();
+    for compact_deltas in [32, 2] {
+        let cfg = || Config { compact_deltas, ..config() };
+        let a = s3_replica(&server, cfg()).await;
+        let b = s3_replica(&server, cfg()).await;
+        for round in 0..4 {
+            let what = format!("compaction every {compact_deltas}, round {round}");
+            server.kill();
+            tokio::time::sleep(Duration::from_millis(300)).await; // the outage's length
+            server.restart();
+            let x: Vec<Vec<f64>> = (0..60).map(|i| vec![i as f64 / 10.0, (i % 7) as f64 / 3.0]).collect();
+            let y: Vec<f64> = x.iter().map(|r| r[0].sin() + 0.3 * r[1]).collect();
+            let body = json!({"model": "gaussian_process", "kernel": {"type": "rbf", "length_scale": 1.2},
+                              "params": {"noise": 0.01}, "x": x, "y": y});
+            let (status, text, _) = fit_status(&a, &body).await;
+            assert_eq!(status, 201, "{what}: the fit: {text}");
+            let id = serde_json::from_str::<Value>(&text).unwrap()["id"].as_str().unwrap().to_string();
+            let known =
+                eventually(Duration::from_secs(5), async || b.get(&format!("/models/{id}")).await.status() == 200)
+                    .await;
+            assert!(known, "{what}: B reads the model");
+            let appends = {
+                let (http, url) = (a.http.clone(), a.url(&format!("/models/{id}/observations")));
+                tokio::spawn(async move {
+                    let mut codes = Vec::new();
+                    for k in 0..12 {
+                        let t = 6.0 + k as f64 * 0.1;
+                        let body = json!({"x": [[t, 0.3], [t + 0.05, 0.6]], "y": [t.sin(), (t + 0.05).sin()]});
+                        codes.push(http.post(&url).body(body.to_string()).send().await.unwrap().status().as_u16());
+                    }
+                    codes
+                })
+            };
+            tokio::time::sleep(Duration::from_millis(150)).await; // the reporter's timing
+            assert_eq!(b.delete(&format!("/models/{id}")).await.status(), 204, "{what}: the delete");
+            let codes = appends.await.unwrap();
+            assert!(codes.iter().all(|c| *c == 200 || *c == 404), "{what}: appends answered {codes:?}");
+            for (name, r) in [("A", &a), ("B", &b)] {
+                let gone =
+                    eventually(Duration::from_secs(3), async || r.get(&format!("/models/{id}")).await.status() == 404)
+                        .await;
+                assert!(gone, "{what}: replica {name} still serves the deleted model (appends {codes:?})");
+            }
+        }
+    }
+}
+
+/// A write the store carries out after a delete answered 204 puts the deleted model's full
+/// object back (a compaction's write the store held through a hang and carried out on
+/// resuming, or one on a server whose conditional write is not atomic): neither replica
+/// serves the model again within the refresh interval + 2 s, a replica started afterwards
+/// does not adopt it, and a refresh takes the object back. Before the delete markers were
+/// read at each refresh, the replica that had not deleted it served it for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_landing_after_a_delete_brings_nothing_back() {
+    let store = shared_store();
+    let (a, b) = (replica(&store, config()).await, replica(&store, config()).await);
+    for round in 0..3 {
+        let id = a.train(&gp_body(round as f64)).await["id"].as_str().unwrap().to_string();
+        let known =
+            eventually(Duration::from_secs(5), async || b.get(&format!("/models/{id}")).await.status() == 200).await;
+        assert!(known, "round {round}: B reads the model");
+        let append = json!({"x": [[7.0, 0.3]], "y": [0.6]});
+        assert_eq!(a.post(&format!("/models/{id}/observations"), &append).await.status(), 200, "round {round}");
+        let key = format!("{id}.model");
+        let late = store.inner.get(&key).await.expect("the full object");
+        assert_eq!(b.delete(&format!("/models/{id}")).await.status(), 204, "round {round}: the delete");
+        store.inner.put(&key, late).await.expect("the late write lands");
+        for (name, r) in [("A", &a), ("B", &b)] {
+            let gone =
+                eventually(Duration::from_secs(3), async || r.get(&format!("/models/{id}")).await.status() == 404)
+                    .await;
+            assert!(gone, "round {round}: replica {name} serves the deleted model again");
+        }
+        let fresh = replica(&store, config()).await;
+        assert_eq!(fresh.get(&format!("/models/{id}")).await.status(), 404, "round {round}: a new replica adopts it");
+        let (_, listed) = json_of(fresh.get("/models").await).await;
+        assert!(
+            !listed["models"].as_array().unwrap().iter().any(|m| m["id"] == id.as_str()),
+            "round {round}: a new replica lists the deleted model"
+        );
+        let taken_back =
+            eventually(Duration::from_secs(3), async || matches!(store.inner.tag(&key).await, Ok(None))).await;
+        assert!(taken_back, "round {round}: the late object is still in the store");
+    }
+}

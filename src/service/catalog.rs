@@ -83,26 +83,62 @@ impl Service {
         *self.last_sync.lock().unwrap_or_else(|p| p.into_inner()) = Some(started);
         self.prune_tombstones();
         self.forget_due_markers().await;
+        // The delete markers first: a model another replica deleted is forgotten here even
+        // when its full object came back (a write that landed after the delete) or when
+        // the listing of the models fails.
+        let markers = match self.store.list_markers().await {
+            Ok(markers) => {
+                self.forget_marked(&markers);
+                Some(markers)
+            }
+            Err(e) => {
+                self.sync_failed("delete markers", &e);
+                None
+            }
+        };
         // Deltas before full objects: a delta listed whose model is then not listed
         // belongs to a deleted model (a full object is written before any delta of it).
         let deltas = self.store.list_deltas().await;
         match self.store.list_models().await {
             Ok(ids) => {
                 let listed: HashSet<Uuid> = ids.iter().map(|(id, _)| *id).collect();
-                self.sync_models(ids, started).await;
-                self.forget_stale_markers(&listed).await;
+                let marked: Option<HashSet<Uuid>> = markers.as_ref().map(|m| m.iter().map(|(id, _)| *id).collect());
+                self.sync_models(ids, started, marked.as_ref()).await;
+                if let Some(markers) = &markers {
+                    self.forget_stale_markers(markers, &listed).await;
+                }
                 match deltas {
                     Ok(deltas) => self.sync_deltas(deltas, &listed).await,
-                    Err(e) => tracing::debug!(error = %e, "cannot list the stored deltas"),
+                    Err(e) => self.sync_failed("deltas", &e),
                 }
             }
-            Err(e) => tracing::debug!(error = %e, "cannot list the stored models"),
+            Err(e) => self.sync_failed("models", &e),
         }
         match self.store.list_datasets().await {
             Ok(ids) => self.sync_datasets(ids, started).await,
-            Err(e) => tracing::debug!(error = %e, "cannot list the stored datasets"),
+            Err(e) => self.sync_failed("datasets", &e),
         }
         self.metrics.store_sync_seconds.observe(started.elapsed().as_secs_f64());
+    }
+
+    /// A listing of a refresh that failed: counted, and said at warn (a replica whose
+    /// listings fail serves models other replicas deleted until one succeeds).
+    fn sync_failed(&self, what: &'static str, e: &StoreError) {
+        let labels = crate::metrics::ListingLabels { listing: what.into() };
+        self.metrics.store_sync_failures.get_or_create(&labels).inc();
+        tracing::warn!(listing = what, error = %e, "a refresh could not list the store");
+    }
+
+    /// Forgets the models another replica deleted (their markers listed): every model id
+    /// is new, so a marker means deleted whatever else the store shows.
+    fn forget_marked(&self, markers: &[(Uuid, Option<std::time::SystemTime>)]) {
+        for (id, _) in markers {
+            if self.registry.get(*id).is_some_and(|e| e.status() == Status::Ready) {
+                tracing::info!(model_id = %id, "model deleted from the store by another replica");
+                self.tombstone(*id);
+                self.registry.remove(*id);
+            }
+        }
     }
 
     /// As [`Service::sync_store`], unless a listing that began after this call did
@@ -118,7 +154,17 @@ impl Service {
         }
     }
 
-    async fn sync_models(&self, listing: Vec<(Uuid, u64)>, listed_at: Instant) {
+    async fn sync_models(&self, listing: Vec<(Uuid, u64)>, listed_at: Instant, marked: Option<&HashSet<Uuid>>) {
+        // A full object listed behind a delete marker came back after the delete: taken
+        // back (whichever replica sees it first; deleting twice is harmless).
+        let (back, listing): (Vec<_>, Vec<_>) =
+            listing.into_iter().partition(|(id, _)| marked.is_some_and(|m| m.contains(id)));
+        for (id, _) in back {
+            tracing::warn!(model_id = %id, "a deleted model's object is back in the store (a write landed after the delete): removing it");
+            if let Err(e) = self.store.take_back(id).await {
+                tracing::warn!(model_id = %id, error = %e, "cannot remove a deleted model's object");
+            }
+        }
         let sizes: HashMap<Uuid, u64> = listing.iter().copied().collect();
         let ids: Vec<Uuid> = listing.into_iter().map(|(id, _)| id).collect();
         let listed: HashSet<Uuid> = ids.iter().copied().collect();
@@ -423,22 +469,10 @@ impl Service {
     }
 
     /// Removes the markers that deletes by processes that stopped first left behind:
-    /// older than STALE_MARKER, with no model listed behind them. At most once per
-    /// MARKER_KEEP (one listing of the markers).
-    async fn forget_stale_markers(&self, listed: &HashSet<Uuid>) {
-        {
-            let mut last = self.markers_swept.lock().unwrap_or_else(|p| p.into_inner());
-            if last.is_some_and(|t| t.elapsed() < MARKER_KEEP) {
-                return;
-            }
-            *last = Some(Instant::now());
-        }
-        let markers = match self.store.list_markers().await {
-            Ok(markers) => markers,
-            Err(e) => return tracing::debug!(error = %e, "cannot list the delete markers"),
-        };
+    /// older than STALE_MARKER, with no model listed behind them.
+    async fn forget_stale_markers(&self, markers: &[(Uuid, Option<std::time::SystemTime>)], listed: &HashSet<Uuid>) {
         let now = std::time::SystemTime::now();
-        for (id, written) in markers {
+        for &(id, written) in markers {
             let stale = written.is_some_and(|w| now.duration_since(w).is_ok_and(|age| age >= STALE_MARKER));
             if !stale || listed.contains(&id) {
                 continue;

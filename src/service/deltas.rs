@@ -189,6 +189,16 @@ impl Service {
             }
             Err(e) => return Err(self.read_failure(id, e).await),
         };
+        // A full object behind a delete marker is a write that landed after the delete:
+        // the model stays deleted (the refresh takes the object back).
+        match self.store.is_deleted(id).await {
+            Ok(false) => {}
+            Ok(true) => {
+                self.registry.remove(id);
+                return Err(ServiceError::NotFound(id));
+            }
+            Err(e) => return Err(self.store_error(e)),
+        }
         let base = head.summary().map_or(1, |s| s.version);
         let mut entry = match known {
             Some(k) if k.version() >= base => k,

@@ -379,6 +379,17 @@ impl Store {
         Ok(())
     }
 
+    /// Removes what a write that landed after model `id`'s delete brought back (a
+    /// compaction's full object on a server whose conditional write is not atomic, or a
+    /// write the store held through a hang and carried out late): its full object and
+    /// deltas, leaving the marker as it is.
+    pub async fn take_back(&self, id: Uuid) -> Result<(), StoreError> {
+        let key = model_key(id);
+        self.call("delete", &key, SMALL_CALL, self.blobs.delete(&key)).await?;
+        self.delete_deltas_of(id, None).await?;
+        Ok(())
+    }
+
     /// Whether model `id` was deleted (its marker is there).
     pub async fn is_deleted(&self, id: Uuid) -> Result<bool, StoreError> {
         let mark = deleted_key(id);
