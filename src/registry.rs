@@ -125,6 +125,10 @@ pub struct ModelEntry {
     /// Size of the stored object of this version (0: not known). An online update grows
     /// the object, so a listing showing another size has seen another version.
     stored_bytes: AtomicU64,
+    /// When the stored object was last modified, as a listing showed it (nanoseconds
+    /// since the epoch; 0: not seen in a listing since this replica last wrote or read
+    /// it). A listing showing another time has seen the object rewritten.
+    stored_modified: AtomicU64,
 }
 
 impl ModelEntry {
@@ -157,6 +161,7 @@ impl ModelEntry {
             sample: RwLock::new(None),
             status_tx: tokio::sync::watch::Sender::new(Status::Queued),
             stored_bytes: AtomicU64::new(0),
+            stored_modified: AtomicU64::new(0),
         }
     }
 
@@ -183,6 +188,7 @@ impl ModelEntry {
             sample: RwLock::new(None),
             status_tx: tokio::sync::watch::Sender::new(Status::Ready),
             stored_bytes: AtomicU64::new(0),
+            stored_modified: AtomicU64::new(0),
         })
     }
 
@@ -208,6 +214,7 @@ impl ModelEntry {
             sample: RwLock::new(self.sample()),
             status_tx: tokio::sync::watch::Sender::new(Status::Ready),
             stored_bytes: AtomicU64::new(0),
+            stored_modified: AtomicU64::new(0),
         }
     }
 
@@ -217,6 +224,22 @@ impl ModelEntry {
 
     pub fn set_stored_bytes(&self, size: u64) {
         self.stored_bytes.store(size, Ordering::Release);
+    }
+
+    /// The stored object's modification time as last listed (0: not known).
+    pub fn stored_modified(&self) -> u64 {
+        self.stored_modified.load(Ordering::Acquire)
+    }
+
+    pub fn set_stored_modified(&self, nanos: u64) {
+        self.stored_modified.store(nanos, Ordering::Release);
+    }
+
+    /// What is known of the stored object (its size and modification time) taken from
+    /// `older`: an online update's new version keeps the full object it was built on.
+    pub fn keep_stored_of(&self, older: &ModelEntry) {
+        self.set_stored_bytes(older.stored_bytes());
+        self.set_stored_modified(older.stored_modified());
     }
 
     /// 1 after the fit (and until it is done), one more after each online update.

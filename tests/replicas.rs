@@ -648,3 +648,36 @@ async fn a_write_landing_after_a_delete_brings_nothing_back() {
         assert!(taken_back, "round {round}: the late object is still in the store");
     }
 }
+
+/// A replica that starts while the store's listing of the deltas fails (s3s-fs answers
+/// 500 when a file goes while it walks) never serves a model at its full object's older
+/// version: it adopts nothing it cannot bring to its newest version, and a lookup says 503
+/// until the deltas can be listed, then the newest version. Before, it adopted the full
+/// object's version and served it until a refresh listed the deltas: a client that had
+/// seen version 3 on it before its restart saw version 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_starting_without_the_deltas_never_serves_an_older_version() {
+    let store = shared_store();
+    let a = replica(&store, config()).await;
+    let id = a.train(&gp_body(0.0)).await["id"].as_str().unwrap().to_string();
+    for k in 0..2 {
+        let append = json!({"x": [[6.0 + k as f64, 0.3]], "y": [0.6]});
+        assert_eq!(a.post(&format!("/models/{id}/observations"), &append).await.status(), 200);
+    }
+    store.deltas_unlisted.store(true, Ordering::SeqCst);
+    let c = replica(&store, config()).await;
+    for _ in 0..3 {
+        let (status, m) = json_of(c.get(&format!("/models/{id}")).await).await;
+        assert!(
+            status == 503 || (status == 200 && m["version"] == 3),
+            "while the deltas cannot be listed: {status} {m}"
+        );
+        let (_, listed) = json_of(c.get("/models").await).await;
+        let shown: Vec<&Value> =
+            listed["models"].as_array().unwrap().iter().filter(|m| m["id"] == id.as_str()).collect();
+        assert!(shown.iter().all(|m| m["version"] == 3), "listed at an older version: {shown:?}");
+    }
+    store.deltas_unlisted.store(false, Ordering::SeqCst);
+    let (status, m) = json_of(c.get(&format!("/models/{id}")).await).await;
+    assert_eq!((status, m["version"].as_u64()), (200, Some(3)), "{m}");
+}

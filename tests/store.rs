@@ -253,8 +253,8 @@ async fn requests_and_fits_log_one_json_line_each() {
 /// A delete marker left by a process killed before it removed it (older than the marker
 /// window, no model behind it) is removed by the next refresh; a fresh marker stays. A
 /// model still stored behind a marker (a delete killed between its marker and its object,
-/// or a write that landed after the delete) is deleted: not served, its object removed by
-/// the refresh, and then its marker too.
+/// or a write that landed after the delete) is deleted: not served, and its object
+/// removed by the refresh.
 #[tokio::test]
 async fn stale_delete_markers_are_removed_by_the_refresh() {
     let dir = temp_dir("markers");
@@ -277,7 +277,6 @@ async fn stale_delete_markers_are_removed_by_the_refresh() {
     assert!(markers.join(&fresh).exists(), "a marker within the window stays");
     assert_eq!(s.get(&format!("/models/{stored}")).await.status(), 404, "the model behind a marker is deleted");
     assert!(model_files(&dir).is_empty(), "the refresh removed its object: {:?}", model_files(&dir));
-    assert!(!markers.join(&stored).exists(), "its marker goes once nothing is behind it");
     stop(s).await;
     std::fs::remove_dir_all(dir).unwrap();
 }

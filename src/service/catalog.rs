@@ -3,15 +3,14 @@
 //! models, read back from the store when the cache has let them go.
 //!
 //! The store is the truth; the registry and the dataset catalog are views of it that a
-//! listing refreshes every `store_refresh_secs` (and GET /models at once). A model
-//! deleted here is remembered as deleted for a while, so that a listing that started
-//! before the delete cannot bring it back.
+//! listing refreshes every `store_refresh_secs` (and GET /models at once). What keeps a
+//! deleted model deleted is in `deletes`.
 
 use super::{Service, ServiceError};
 use crate::estimator::FittedModel;
 use crate::registry::{Failure, FailureKind, ModelEntry, Status};
 use crate::store::delta::ListedDelta;
-use crate::store::StoreError;
+use crate::store::{ListedModel, StoreError};
 use futures_util::stream::{self, StreamExt};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -20,14 +19,6 @@ use uuid::Uuid;
 
 /// Store reads in flight at once when a listing finds many new objects.
 const CONCURRENT_READS: usize = 8;
-
-/// A delete marker outlives any write that began before the delete: a model's write has
-/// a deadline of 15 s plus its size at 20 MB/s (65 s for 1 GB).
-const MARKER_KEEP: Duration = Duration::from_secs(180);
-
-/// A marker this old with no model behind it was left by a process that stopped before
-/// removing it. Twice MARKER_KEEP: its age is read on the store's clock.
-const STALE_MARKER: Duration = Duration::from_secs(2 * 180);
 
 impl Service {
     /// Reads the store's models and datasets at start (blocking: call off the async
@@ -83,30 +74,14 @@ impl Service {
         *self.last_sync.lock().unwrap_or_else(|p| p.into_inner()) = Some(started);
         self.prune_tombstones();
         self.forget_due_markers().await;
-        // The delete markers first: a model another replica deleted is forgotten here even
-        // when its full object came back (a write that landed after the delete) or when
-        // the listing of the models fails.
-        let markers = match self.store.list_markers().await {
-            Ok(markers) => {
-                self.forget_marked(&markers);
-                Some(markers)
-            }
-            Err(e) => {
-                self.sync_failed("delete markers", &e);
-                None
-            }
-        };
         // Deltas before full objects: a delta listed whose model is then not listed
         // belongs to a deleted model (a full object is written before any delta of it).
         let deltas = self.store.list_deltas().await;
         match self.store.list_models().await {
-            Ok(ids) => {
-                let listed: HashSet<Uuid> = ids.iter().map(|(id, _)| *id).collect();
-                let marked: Option<HashSet<Uuid>> = markers.as_ref().map(|m| m.iter().map(|(id, _)| *id).collect());
-                self.sync_models(ids, started, marked.as_ref()).await;
-                if let Some(markers) = &markers {
-                    self.forget_stale_markers(markers, &listed).await;
-                }
+            Ok(models) => {
+                let listed: HashSet<Uuid> = models.iter().map(|m| m.id).collect();
+                self.sync_models(models, started, deltas.as_deref().ok()).await;
+                self.forget_stale_markers(&listed).await;
                 match deltas {
                     Ok(deltas) => self.sync_deltas(deltas, &listed).await,
                     Err(e) => self.sync_failed("deltas", &e),
@@ -123,22 +98,10 @@ impl Service {
 
     /// A listing of a refresh that failed: counted, and said at warn (a replica whose
     /// listings fail serves models other replicas deleted until one succeeds).
-    fn sync_failed(&self, what: &'static str, e: &StoreError) {
+    pub(super) fn sync_failed(&self, what: &'static str, e: &StoreError) {
         let labels = crate::metrics::ListingLabels { listing: what.into() };
         self.metrics.store_sync_failures.get_or_create(&labels).inc();
         tracing::warn!(listing = what, error = %e, "a refresh could not list the store");
-    }
-
-    /// Forgets the models another replica deleted (their markers listed): every model id
-    /// is new, so a marker means deleted whatever else the store shows.
-    fn forget_marked(&self, markers: &[(Uuid, Option<std::time::SystemTime>)]) {
-        for (id, _) in markers {
-            if self.registry.get(*id).is_some_and(|e| e.status() == Status::Ready) {
-                tracing::info!(model_id = %id, "model deleted from the store by another replica");
-                self.tombstone(*id);
-                self.registry.remove(*id);
-            }
-        }
     }
 
     /// As [`Service::sync_store`], unless a listing that began after this call did
@@ -154,75 +117,121 @@ impl Service {
         }
     }
 
-    async fn sync_models(&self, listing: Vec<(Uuid, u64)>, listed_at: Instant, marked: Option<&HashSet<Uuid>>) {
-        // A full object listed behind a delete marker came back after the delete: taken
-        // back (whichever replica sees it first; deleting twice is harmless).
-        let (back, listing): (Vec<_>, Vec<_>) =
-            listing.into_iter().partition(|(id, _)| marked.is_some_and(|m| m.contains(id)));
-        for (id, _) in back {
-            tracing::warn!(model_id = %id, "a deleted model's object is back in the store (a write landed after the delete): removing it");
-            if let Err(e) = self.store.take_back(id).await {
-                tracing::warn!(model_id = %id, error = %e, "cannot remove a deleted model's object");
-            }
-        }
-        let sizes: HashMap<Uuid, u64> = listing.iter().copied().collect();
-        let ids: Vec<Uuid> = listing.into_iter().map(|(id, _)| id).collect();
-        let listed: HashSet<Uuid> = ids.iter().copied().collect();
+    /// Forgets the models deleted from the store, refreshes those rewritten, and adopts
+    /// those new here at their newest version (their full object and the deltas after
+    /// it): never at an older one, which a client that saw the newer one here, before
+    /// this process restarted, would see as its write undone. Without a listing of the
+    /// deltas nothing is adopted (a lookup finds any model meanwhile).
+    async fn sync_models(&self, listing: Vec<ListedModel>, listed_at: Instant, deltas: Option<&[ListedDelta]>) {
+        let listing: HashMap<Uuid, ListedModel> = listing.into_iter().map(|m| (m.id, m)).collect();
         for entry in self.registry.list() {
             // Ready before the listing began yet not in it: deleted by another replica.
             let gone = entry.status() == Status::Ready
-                && !listed.contains(&entry.id)
+                && !listing.contains_key(&entry.id)
                 && entry.ready_at().is_some_and(|t| t < listed_at);
             if gone {
                 tracing::info!(model_id = %entry.id, "model deleted from the store by another replica");
                 self.registry.remove(entry.id);
             }
         }
-        self.refresh_versions(&sizes).await;
+        self.refresh_versions(&listing).await;
+        let Some(deltas) = deltas else { return };
         let unknown: Vec<Uuid> =
-            ids.into_iter().filter(|id| !self.registry.contains(*id) && !self.is_tombstoned(*id)).collect();
+            listing.keys().copied().filter(|id| !self.registry.contains(*id) && !self.is_tombstoned(*id)).collect();
+        // Each head read with its delete marker: an object behind one came back after
+        // the delete.
         let heads: Vec<_> = stream::iter(unknown)
-            .map(|id| async move { (id, self.store.model_head(id).await) })
+            .map(|id| async move {
+                let (head, deleted) = futures_util::join!(self.store.model_head(id), self.store.is_deleted(id));
+                (id, head, deleted)
+            })
             .buffer_unordered(CONCURRENT_READS)
             .collect()
             .await;
-        for (id, head) in heads {
-            match head {
-                Ok(Some(head)) => {
-                    if let Some(entry) = self.adopt(&head) {
-                        if entry.stored_bytes() == 0 {
-                            entry.set_stored_bytes(sizes.get(&id).copied().unwrap_or(0));
+        for (id, head, deleted) in heads {
+            match (head, deleted) {
+                (Ok(Some(_)), Ok(true)) => self.take_back(id).await,
+                (Ok(Some(head)), Ok(false)) => {
+                    let Some(entry) = self.restore(&head) else { continue };
+                    let listed = listing.get(&id);
+                    entry.set_stored_bytes(listed.map_or(0, |m| m.size));
+                    entry.set_stored_modified(listed.map_or(0, |m| m.modified));
+                    match self.with_listed_deltas(entry, deltas).await {
+                        Ok(newest) => {
+                            if !self.is_tombstoned(id) {
+                                self.registry.insert_if_absent(newest);
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(model_id = %id, error = %e, "cannot read a stored model's newest version")
                         }
                     }
                 }
-                Ok(None) => {}
-                Err(StoreError::Corrupt { reason, .. }) => self.store.quarantine_model(id, &reason).await,
-                Err(e) => tracing::warn!(model_id = %id, error = %e, "cannot read a stored model's head"),
+                (Ok(None), _) => {}
+                (Err(StoreError::Corrupt { reason, .. }), _) => self.store.quarantine_model(id, &reason).await,
+                (Err(e), _) | (_, Err(e)) => {
+                    tracing::warn!(model_id = %id, error = %e, "cannot read a stored model's head")
+                }
             }
         }
     }
 
-    /// Ready models whose full object changed size since this replica read it were
-    /// compacted (or, by an older build, rewritten whole) by another replica: a newer
-    /// version replaces the one here, and the decoded copy is brought up on next use.
-    async fn refresh_versions(&self, sizes: &HashMap<Uuid, u64>) {
-        let changed: Vec<Arc<ModelEntry>> = self
+    /// Ready models whose full object a listing shows rewritten since this replica last
+    /// saw it (another size or modification time, or not seen in a listing yet). Behind
+    /// a delete marker, the object is a write that landed after another replica's
+    /// delete: the model is forgotten and the object taken back. Of a newer version
+    /// (another replica compacted it), that version replaces the one here, and the
+    /// decoded copy is brought up on next use.
+    async fn refresh_versions(&self, listing: &HashMap<Uuid, ListedModel>) {
+        let changed: Vec<(Arc<ModelEntry>, ListedModel)> = self
             .registry
             .list()
             .into_iter()
-            .filter(|e| e.status() == Status::Ready && sizes.get(&e.id).is_some_and(|s| *s != e.stored_bytes()))
+            .filter(|e| e.status() == Status::Ready)
+            .filter_map(|e| {
+                let listed = *listing.get(&e.id)?;
+                let rewritten =
+                    listed.size != e.stored_bytes() || (listed.modified != 0 && listed.modified != e.stored_modified());
+                rewritten.then_some((e, listed))
+            })
             .collect();
-        let heads: Vec<_> = stream::iter(changed)
-            .map(|entry| async move { (self.store.model_head(entry.id).await, entry) })
+        let reads: Vec<_> = stream::iter(changed)
+            .map(|(entry, listed)| async move {
+                let resized = listed.size != entry.stored_bytes();
+                let head = async {
+                    if resized {
+                        Some(self.store.model_head(entry.id).await)
+                    } else {
+                        None
+                    }
+                };
+                let (head, deleted) = futures_util::join!(head, self.store.is_deleted(entry.id));
+                (entry, listed, head, deleted)
+            })
             .buffer_unordered(CONCURRENT_READS)
             .collect()
             .await;
-        for (head, entry) in heads {
-            let Ok(Some(head)) = head else { continue };
-            let size = sizes.get(&entry.id).copied().unwrap_or(0);
+        for (entry, listed, head, deleted) in reads {
+            match deleted {
+                Ok(false) => {}
+                Ok(true) => {
+                    self.take_back(entry.id).await;
+                    continue;
+                }
+                Err(_) => continue, // the store did not answer: the next refresh asks again
+            }
+            let head = match head {
+                None => {
+                    entry.set_stored_modified(listed.modified);
+                    continue;
+                }
+                Some(Ok(Some(head))) => head,
+                Some(_) => continue,
+            };
             let stored_version = head.summary().map_or(1, |s| s.version);
             if stored_version <= entry.version() {
-                entry.set_stored_bytes(size);
+                entry.set_stored_bytes(listed.size);
+                entry.set_stored_modified(listed.modified);
                 continue;
             }
             // An append here holds the model's lock and swaps in its own version.
@@ -233,7 +242,8 @@ impl Service {
             }
             match ModelEntry::restored(&head) {
                 Ok(newer) => {
-                    newer.set_stored_bytes(size);
+                    newer.set_stored_bytes(listed.size);
+                    newer.set_stored_modified(listed.modified);
                     tracing::info!(model_id = %entry.id, version = stored_version, "model updated by another replica");
                     self.registry.insert(Arc::new(newer));
                 }
@@ -307,13 +317,15 @@ impl Service {
         }
     }
 
-    /// Registers a model another replica (or an earlier run) stored.
-    fn adopt(&self, head: &crate::store::ModelHead) -> Option<Arc<ModelEntry>> {
+    /// The entry of a model another replica (or an earlier run) stored, as its full
+    /// object's head says (None: deleted here meanwhile, or a model this build cannot
+    /// serve).
+    fn restore(&self, head: &crate::store::ModelHead) -> Option<Arc<ModelEntry>> {
         if self.is_tombstoned(head.id) {
             return None;
         }
         match ModelEntry::restored(head) {
-            Ok(entry) => Some(self.registry.insert_if_absent(Arc::new(entry))),
+            Ok(entry) => Some(Arc::new(entry)),
             Err(reason) => {
                 tracing::warn!(model_id = %head.id, reason, "skipping a stored model this build cannot serve");
                 None
@@ -438,69 +450,6 @@ impl Service {
         }
     }
 
-    /// Removes a model everywhere: from the store first (a model whose object could not
-    /// be removed would come back), then here; a queued fit is withdrawn, a running one
-    /// abandoned.
-    pub async fn delete(&self, id: Uuid) -> Result<(), ServiceError> {
-        let entry = self.lookup(id).await?;
-        // An append in flight finishes (stored and acknowledged) before the delete.
-        let lock = self.model_lock(id);
-        let _turn = lock.lock().await;
-        if self.store.is_durable() {
-            self.store.delete_model(id).await.map_err(|e| self.store_failure("cannot delete the stored model", e))?;
-            self.forget_marker_later(id);
-        }
-        self.tombstone(id);
-        self.registry.remove(id);
-        self.model_locks.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
-        if self.pool.withdraw(entry.id) {
-            self.metrics.record_fit(entry.kind.name(), "cancelled", 0.0);
-        }
-        Ok(())
-    }
-
-    /// Queues the removal of a delete's marker, once no compaction that began before it
-    /// can still be writing (see `Store::delete_model`): the refresh removes it. A
-    /// marker queued by a process that stopped first is removed by a later refresh of
-    /// any replica, once stale (`forget_stale_markers`).
-    fn forget_marker_later(&self, id: Uuid) {
-        let mut queue = self.pending_markers.lock().unwrap_or_else(|p| p.into_inner());
-        queue.push_back((Instant::now() + MARKER_KEEP, id));
-    }
-
-    /// Removes the markers that deletes by processes that stopped first left behind:
-    /// older than STALE_MARKER, with no model listed behind them.
-    async fn forget_stale_markers(&self, markers: &[(Uuid, Option<std::time::SystemTime>)], listed: &HashSet<Uuid>) {
-        let now = std::time::SystemTime::now();
-        for &(id, written) in markers {
-            let stale = written.is_some_and(|w| now.duration_since(w).is_ok_and(|age| age >= STALE_MARKER));
-            if !stale || listed.contains(&id) {
-                continue;
-            }
-            match self.store.forget_deleted(id).await {
-                Ok(()) => tracing::info!(model_id = %id, "removed a delete marker a stopped process left behind"),
-                Err(e) => tracing::debug!(model_id = %id, error = %e, "cannot remove a delete marker"),
-            }
-        }
-    }
-
-    /// Removes the delete markers whose time has come.
-    async fn forget_due_markers(&self) {
-        loop {
-            let due = {
-                let mut queue = self.pending_markers.lock().unwrap_or_else(|p| p.into_inner());
-                match queue.front() {
-                    Some((at, _)) if *at <= Instant::now() => queue.pop_front(),
-                    _ => None,
-                }
-            };
-            let Some((_, id)) = due else { break };
-            if let Err(e) = self.store.forget_deleted(id).await {
-                tracing::debug!(model_id = %id, error = %e, "cannot remove a delete marker");
-            }
-        }
-    }
-
     /// The error a request gets when the store let it down.
     pub(super) fn store_error(&self, e: StoreError) -> ServiceError {
         self.store_failure("", e)
@@ -521,29 +470,6 @@ impl Service {
     /// When to try again while the store is down: the next refresh will have probed it.
     pub fn store_retry_after(&self) -> Duration {
         Duration::from_secs(self.config.store_refresh_secs.max(1))
-    }
-
-    pub(super) fn tombstone(&self, id: Uuid) {
-        self.tombstones.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Instant::now());
-    }
-
-    pub(super) fn is_tombstoned(&self, id: Uuid) -> bool {
-        self.tombstones.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&id)
-    }
-
-    /// Deletes are remembered for a few listings: long enough that none that began
-    /// before the delete is still running.
-    fn prune_tombstones(&self) {
-        let keep = Duration::from_secs(self.config.store_refresh_secs.max(1) * 4 + 60);
-        self.tombstones.lock().unwrap_or_else(|p| p.into_inner()).retain(|_, at| at.elapsed() < keep);
-        // The append lock of a model this replica no longer has (deleted through another
-        // replica) goes too, unless someone holds it: one per model ever appended to would
-        // otherwise stay for the process's life (the soak's slow memory growth).
-        self.model_locks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .retain(|id, lock| self.registry.contains(*id) || Arc::strong_count(lock) > 1);
-        self.full_objects.lock().unwrap_or_else(|p| p.into_inner()).retain(|id, _| self.registry.contains(*id));
     }
 
     /// Refreshes from the store every `store_refresh_secs` until the service is dropped.

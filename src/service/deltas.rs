@@ -16,7 +16,7 @@ use super::{Service, ServiceError};
 use crate::estimator::FittedModel;
 use crate::linalg::Parallelism;
 use crate::registry::ModelEntry;
-use crate::store::delta::Delta;
+use crate::store::delta::{Delta, ListedDelta};
 use crate::store::ModelSummary;
 use futures_util::stream::{self, StreamExt};
 use std::sync::atomic::Ordering;
@@ -156,7 +156,7 @@ impl Service {
             Some(c) if c.version() == v.version => c.clone(),
             _ => {
                 let next = Arc::new(entry.next_version(v.n_train, v.summary.clone()));
-                next.set_stored_bytes(entry.stored_bytes());
+                next.keep_stored_of(entry);
                 if current.as_ref().is_some_and(|c| c.version() < v.version) {
                     self.registry.insert(next.clone());
                 }
@@ -205,24 +205,11 @@ impl Service {
             _ => Arc::new(ModelEntry::restored(&head).map_err(ServiceError::Storage)?),
         };
         // The deltas after it, as a listing shows them: one round trip, then one read.
-        let mut listed: Vec<u64> = match self.store.list_deltas().await {
-            Ok(all) => {
-                all.into_iter().filter(|d| d.id == id && d.version > entry.version()).map(|d| d.version).collect()
-            }
+        let listed = match self.store.list_deltas().await {
+            Ok(all) => all,
             Err(e) => return Err(self.store_error(e)),
         };
-        listed.sort_unstable();
-        let newest = listed.iter().zip(entry.version() + 1..).take_while(|(v, want)| **v == *want).last();
-        let last = match newest {
-            Some((v, _)) => match self.store.load_delta(id, *v).await {
-                Ok(d) => d,
-                Err(e) => return Err(self.read_failure(id, e).await),
-            },
-            None => None,
-        };
-        if let Some(d) = last {
-            entry = Arc::new(self.entry_of_delta(&entry, &d)?);
-        }
+        entry = self.with_listed_deltas(entry, &listed).await?;
         if self.registry.get(id).is_none_or(|c| c.version() < entry.version()) {
             if self.is_tombstoned(id) {
                 return Err(ServiceError::NotFound(id));
@@ -232,12 +219,33 @@ impl Service {
         Ok(self.registry.get(id).unwrap_or(entry))
     }
 
+    /// `entry` brought to the newest version the listed deltas of its model make (those
+    /// that follow it without a gap): the newest one's head read, nothing replayed.
+    pub(super) async fn with_listed_deltas(
+        &self,
+        entry: Arc<ModelEntry>,
+        listed: &[ListedDelta],
+    ) -> Result<Arc<ModelEntry>, ServiceError> {
+        let id = entry.id;
+        let mut after: Vec<u64> =
+            listed.iter().filter(|d| d.id == id && d.version > entry.version()).map(|d| d.version).collect();
+        after.sort_unstable();
+        let newest = after.iter().zip(entry.version() + 1..).take_while(|(v, want)| **v == *want).last();
+        let Some((&v, _)) = newest else { return Ok(entry) };
+        match self.store.load_delta(id, v).await {
+            Ok(Some(d)) => Ok(Arc::new(self.entry_of_delta(&entry, &d)?)),
+            // Folded into a newer full object meanwhile: the next refresh reads it.
+            Ok(None) => Ok(entry),
+            Err(e) => Err(self.read_failure(id, e).await),
+        }
+    }
+
     /// The entry of the version a delta makes, from an entry of an older version.
     pub(super) fn entry_of_delta(&self, older: &ModelEntry, d: &Delta) -> Result<ModelEntry, ServiceError> {
         let summary: ModelSummary = serde_json::from_str(&d.head.summary)
             .map_err(|e| ServiceError::Storage(format!("model {}: a delta's summary: {e}", older.id)))?;
         let next = older.next_version(d.head.n_train as usize, Arc::new(summary));
-        next.set_stored_bytes(older.stored_bytes());
+        next.keep_stored_of(older);
         Ok(next)
     }
 
@@ -321,6 +329,7 @@ impl Service {
                 }
                 if let Some(now) = self.registry.get(id).filter(|e| e.version() >= version) {
                     now.set_stored_bytes(size);
+                    now.set_stored_modified(0);
                 }
             }
             Ok(Err(e)) if e.is_conflict() => return Ok(Compaction::Raced),

@@ -8,6 +8,7 @@
 mod batch;
 mod catalog;
 pub mod datasets;
+mod deletes;
 mod deltas;
 pub use deltas::Compaction;
 mod observations;
@@ -175,6 +176,8 @@ pub struct Service {
     full_objects: Mutex<HashMap<Uuid, (String, u64)>>,
     /// Delete markers to remove, each when its time comes (see `catalog`).
     pending_markers: Mutex<std::collections::VecDeque<(Instant, Uuid)>>,
+    /// When delete markers were last listed for stale ones (see `catalog`).
+    markers_swept: Mutex<Option<Instant>>,
     /// Models being compacted here (one compaction per model at a time).
     compacting: Mutex<std::collections::HashSet<Uuid>>,
     /// Damaged deltas a refresh has reported (each is logged and counted once).
@@ -246,6 +249,7 @@ impl Service {
             compacting: Mutex::default(),
             damaged_deltas: Mutex::default(),
             pending_markers: Mutex::default(),
+            markers_swept: Mutex::default(),
             full_objects: Mutex::default(),
             model_locks: Mutex::default(),
             sync_lock: tokio::sync::Mutex::new(()),

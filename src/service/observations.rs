@@ -143,7 +143,7 @@ impl Service {
             ..ModelSummary::of(&grown)
         });
         let next = entry.next_version(entry.n_train + new.x.n(), summary.clone());
-        next.set_stored_bytes(entry.stored_bytes());
+        next.keep_stored_of(entry);
         if let Some(sample) = entry.sample().and_then(|s| grown_sample(&s, entry.n_train, new, summary.version)) {
             next.set_sample(sample.into());
         }

@@ -200,6 +200,15 @@ pub fn model_key(id: Uuid) -> String {
     format!("{id}.model")
 }
 
+/// A model's full object as a listing shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListedModel {
+    pub id: Uuid,
+    pub size: u64,
+    /// Nanoseconds since the epoch (0: not said).
+    pub modified: u64,
+}
+
 /// Where deletes leave their markers.
 const DELETED_DIR: &str = "deleted";
 
@@ -421,12 +430,20 @@ impl Store {
         tracing::warn!(key, reason, moved = moved.is_ok(), "quarantined a stored model");
     }
 
-    /// Every stored model: its id and its object's size in bytes.
-    pub async fn list_models(&self) -> Result<Vec<(Uuid, u64)>, StoreError> {
+    /// Every stored model: its id, its object's size in bytes and when it was last
+    /// modified (nanoseconds since the epoch; 0 where the store does not say).
+    pub async fn list_models(&self) -> Result<Vec<ListedModel>, StoreError> {
         let listed = self.list("").await?;
         Ok(listed
             .iter()
-            .filter_map(|o| o.key.strip_suffix(".model").and_then(|s| Uuid::parse_str(s).ok()).map(|id| (id, o.size)))
+            .filter_map(|o| {
+                let id = o.key.strip_suffix(".model").and_then(|s| Uuid::parse_str(s).ok())?;
+                let modified = o
+                    .modified
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_nanos().min(u64::MAX as u128) as u64);
+                Some(ListedModel { id, size: o.size, modified })
+            })
             .collect())
     }
 

@@ -23,6 +23,8 @@ pub struct Switchable {
     pub hung_calls: AtomicUsize,
     pub slow: AtomicBool,
     pub down_after_delta: AtomicBool,
+    /// Listings of the deltas fail (as an S3 server's 500 does), everything else answers.
+    pub deltas_unlisted: AtomicBool,
     /// A server whose conditional writes are not atomic, at its worst: `put_if` writes
     /// whatever the object's version.
     pub unconditional: AtomicBool,
@@ -105,6 +107,11 @@ impl Blobs for Switchable {
         guarded!(self, "delete", key, self.inner.delete(key))
     }
     fn list<'a>(&'a self, dir: &'a str) -> BlobFuture<'a, Vec<ObjectInfo>> {
+        if dir.starts_with("deltas") && self.deltas_unlisted.load(Ordering::SeqCst) {
+            return Box::pin(async move {
+                Err(BlobError::Unavailable { op: "list", key: dir.into(), message: "500 InternalError (test)".into() })
+            });
+        }
         guarded!(self, "list", dir, self.inner.list(dir))
     }
     fn quarantine<'a>(&'a self, key: &'a str) -> BlobFuture<'a, ()> {
@@ -130,6 +137,7 @@ pub fn shared_store() -> Arc<Switchable> {
         hung_calls: AtomicUsize::new(0),
         slow: AtomicBool::new(false),
         down_after_delta: AtomicBool::new(false),
+        deltas_unlisted: AtomicBool::new(false),
         unconditional: AtomicBool::new(false),
         hold_put_if: AtomicBool::new(false),
         put_if_reached: tokio::sync::Notify::new(),
