@@ -243,7 +243,8 @@ impl Metrics {
         registry.register(
             "mercer_http_unanswered",
             "Requests whose connection ended before their whole answer was written, by why \
-             (client_closed, timeout, malformed, body_failed, io, shutdown, other), and answers \
+             (client_closed, timeout, malformed, body_failed, io, shutdown, other), connections that \
+             read bytes and wrote none with no request formed (before_request), and answers \
              sent with part of the request body unread (drain_bound)",
             http_unanswered.clone(),
         );

@@ -131,3 +131,26 @@ async fn connections_closed_without_an_answer_are_counted_by_why() {
     assert!(counted, "the cut request is counted once as client_closed");
     assert_eq!(unanswered(&s, "drain_bound").await, 0);
 }
+
+/// A connection that received bytes, wrote none and had no request reach the router (a
+/// request head cut short) is counted once as `before_request`; one that sent nothing, and
+/// one whose request was answered, are not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_closed_before_a_request_formed_are_counted() {
+    let s = TestServer::start(Config::for_tests()).await;
+    let addr = s.url.trim_start_matches("http://").to_string();
+    // Nothing sent: a port check, not a lost request.
+    drop(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    let (status, _) = send_all(&s.url, "GET /healthz HTTP/1.1\r\n", b"").await.expect("an answer");
+    assert_eq!(status, 200);
+    // A CSV upload whose head ends mid-header: no request ever reaches the router.
+    let mut c = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    c.write_all(format!("POST /datasets HTTP/1.1\r\nHost: {addr}\r\nContent-Type: text/").as_bytes()).await.unwrap();
+    c.flush().await.unwrap();
+    drop(c);
+    let counted =
+        common::eventually(std::time::Duration::from_secs(5), async || unanswered(&s, "before_request").await == 1)
+            .await;
+    assert!(counted, "the cut connection is counted once as before_request");
+    assert_eq!(unanswered(&s, "client_closed").await, 0, "and not as a request");
+}

@@ -5,6 +5,11 @@
 //! `mercer_http_unanswered_total{why}`. A client then sees "connection closed without
 //! response", and this is where the server says so too.
 //!
+//! A connection that received bytes and wrote none, without any request reaching the
+//! router (a request head that never completed, a read that failed, hyper giving up on
+//! it), is logged too, with how much was read and its first line, and counted as
+//! `why="before_request"`: from the client's side it is the same closed connection.
+//!
 //! axum's own `serve` would do the rest of this, but it logs a connection's end only at
 //! trace level and cannot tell a connection that ended between requests from one that
 //! ended in the middle of one.
@@ -74,6 +79,8 @@ async fn accept_failed(e: std::io::Error) {
 async fn connection(stream: TcpStream, app: Router, service: Arc<Service>, mut stop: watch::Receiver<bool>) {
     // Answers are small and latency matters more than packet count.
     let _ = stream.set_nodelay(true);
+    let counted = Counted::new(stream);
+    let traffic = counted.traffic.clone();
     let book = Arc::new(Book::default());
     let handler = {
         let book = book.clone();
@@ -87,7 +94,7 @@ async fn connection(stream: TcpStream, app: Router, service: Arc<Service>, mut s
             }
         })
     };
-    let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), handler);
+    let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(counted), handler);
     let mut conn = pin!(conn);
     let mut stopping = false;
     let ended = loop {
@@ -100,6 +107,119 @@ async fn connection(stream: TcpStream, app: Router, service: Arc<Service>, mut s
         }
     };
     book.settle(&service, ended.as_ref().err(), stopping);
+    traffic.settle(&service, &book, ended.as_ref().err(), stopping);
+}
+
+/// The bytes a connection read and wrote, and the start of what it read.
+#[derive(Default)]
+struct Traffic {
+    read: std::sync::atomic::AtomicU64,
+    written: std::sync::atomic::AtomicU64,
+    /// The first bytes read (up to FIRST_BYTES), to say what a connection that never
+    /// made a request was sent.
+    first: Mutex<Vec<u8>>,
+}
+
+/// Bytes kept of what a connection read first.
+const FIRST_BYTES: usize = 256;
+
+impl Traffic {
+    /// Logs and counts a connection that read bytes, wrote none, and had no request
+    /// reach the router (those the book has already accounted for).
+    fn settle(&self, service: &Service, book: &Book, error: Option<&hyper::Error>, stopping: bool) {
+        let (read, written) = (self.read.load(Ordering::Acquire), self.written.load(Ordering::Acquire));
+        if read == 0 || written > 0 || book.next.load(Ordering::Acquire) > 0 {
+            return;
+        }
+        let first = self.first.lock().unwrap_or_else(|p| p.into_inner());
+        tracing::warn!(
+            bytes_read = read,
+            first_line = first_line(&first),
+            ended = why(error, stopping),
+            error = error.map(|e| format!("{e:#}")).unwrap_or_default(),
+            "a connection closed without a complete answer: bytes were read and no request reached the router"
+        );
+        service.metrics.http_unanswered.get_or_create(&WhyLabels { why: "before_request".into() }).inc();
+    }
+}
+
+/// The first line of what a connection read (a request line: method, path, version;
+/// never a header, which may carry a key), printable ASCII only, at most 120 characters.
+fn first_line(bytes: &[u8]) -> String {
+    let line = bytes.split(|b| *b == b'\n').next().unwrap_or_default();
+    line.iter()
+        .take(120)
+        .map(|b| if (0x20..0x7f).contains(b) { *b as char } else { '.' })
+        .collect::<String>()
+        .trim_end_matches('.')
+        .to_string()
+}
+
+/// A connection's stream, counting what passes through it.
+struct Counted {
+    inner: TcpStream,
+    traffic: Arc<Traffic>,
+}
+
+impl Counted {
+    fn new(inner: TcpStream) -> Counted {
+        Counted { inner, traffic: Arc::default() }
+    }
+}
+
+impl tokio::io::AsyncRead for Counted {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let got = &buf.filled()[before..];
+        if !got.is_empty() {
+            let t = &self.traffic;
+            if t.read.fetch_add(got.len() as u64, Ordering::AcqRel) < FIRST_BYTES as u64 {
+                let mut first = t.first.lock().unwrap_or_else(|p| p.into_inner());
+                let room = FIRST_BYTES.saturating_sub(first.len());
+                first.extend_from_slice(&got[..got.len().min(room)]);
+            }
+        }
+        polled
+    }
+}
+
+impl tokio::io::AsyncWrite for Counted {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = &polled {
+            self.traffic.written.fetch_add(*n as u64, Ordering::AcqRel);
+        }
+        polled
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = &polled {
+            self.traffic.written.fetch_add(*n as u64, Ordering::AcqRel);
+        }
+        polled
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
 
 /// Where a request was when its connection ended.
