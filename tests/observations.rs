@@ -31,6 +31,20 @@ async fn predict(s: &TestServer, id: &str) -> Value {
 }
 
 /// Every number of `a` within 1e-9 relative of `b`'s (`floor` for values near zero).
+/// The `X-Mercer-Model-Version` of a prediction's answer (JSON and CSV agree).
+async fn answering_version(s: &TestServer, id: &str) -> u64 {
+    let json = s.post(&format!("/models/{id}/predict"), &query()).await;
+    let csv = s.http.post(s.url(&format!("/models/{id}/predict"))).header("accept", "text/csv").json(&query());
+    let csv = csv.send().await.unwrap();
+    let version = |r: &reqwest::Response| -> u64 {
+        assert_eq!(r.status(), 200);
+        r.headers()["x-mercer-model-version"].to_str().unwrap().parse().unwrap()
+    };
+    let v = version(&json);
+    assert_eq!(version(&csv), v, "the CSV answer names the same version");
+    v
+}
+
 fn assert_close(a: &Value, b: &Value, floor: f64, what: &str) {
     let (a, b) = (a.as_array().unwrap(), b.as_array().unwrap());
     assert_eq!(a.len(), b.len(), "{what}");
@@ -59,6 +73,7 @@ async fn appends_answer_the_next_version_and_equal_a_refit() {
         let m = s.train(&body(model, params.clone(), &x[..30], &y[..30])).await;
         let id = m["id"].as_str().unwrap();
         assert_eq!((m["version"].as_u64(), m["n_train"].as_u64()), (Some(1), Some(30)));
+        assert_eq!(answering_version(&s, id).await, 1, "a prediction names the version that computed it");
         let mut n = 30;
         for (step, k) in [1, 4, 10].into_iter().enumerate() {
             let (status, grown) = append(&s, id, &x[n..n + k], &y[n..n + k]).await;
@@ -68,6 +83,11 @@ async fn appends_answer_the_next_version_and_equal_a_refit() {
             assert_eq!((grown["n_train"].as_u64(), grown["id"].as_str()), (Some(n as u64), Some(id)));
             let listed: Value = s.get(&format!("/models/{id}")).await.json().await.unwrap();
             assert_eq!(listed, grown, "GET shows the version the append answered");
+            assert_eq!(
+                answering_version(&s, id).await,
+                step as u64 + 2,
+                "{model}: the predict header after the append"
+            );
             let refit = s.train(&body(model, params.clone(), &x[..n], &y[..n])).await;
             let (a, b) = (predict(&s, id).await, predict(&s, refit["id"].as_str().unwrap()).await);
             assert_close(&a["predictions"], &b["predictions"], 1.0, &format!("{model} at n = {n}"));

@@ -72,6 +72,9 @@ pub async fn delete(
     service.delete(model_id(id)?).await?;
     Ok(StatusCode::NO_CONTENT)
 }
+/// The header of a prediction's answer that names the model version that computed it.
+pub const MODEL_VERSION: &str = "x-mercer-model-version";
+
 pub async fn predict(
     State(service): State<Arc<Service>>,
     id: Result<Path<String>, PathRejection>,
@@ -112,13 +115,14 @@ pub async fn predict(
         };
         (QueryRows::Json(body.x), opts)
     };
-    let (fitted, prediction, targets) = service.predict(id, rows, opts).await?;
-    let answer = PredictResponse::new(prediction, fitted.predictor().classes());
+    let (answered, targets) = service.predict(id, rows, opts).await?;
+    let version = [(MODEL_VERSION, HeaderValue::from(answered.version))];
+    let answer = PredictResponse::new(answered.prediction, answered.fitted.predictor().classes());
     if wants_csv {
         let csv = HeaderValue::from_static("text/csv; charset=utf-8");
-        return Ok(([(header::CONTENT_TYPE, csv)], answer.to_csv(targets.as_deref())).into_response());
+        return Ok(([(header::CONTENT_TYPE, csv)], version, answer.to_csv(targets.as_deref())).into_response());
     }
-    Ok(Json(answer).into_response())
+    Ok((version, Json(answer)).into_response())
 }
 
 /// A CSV body's bytes, within the body limit.

@@ -248,7 +248,8 @@ async fn infer_model(
         include_noise: false,
         probabilities: wants("probabilities"),
     };
-    let (fitted, prediction) = service.infer(id, QueryRows::Json(rows), opts).await?;
+    let answer = service.infer(id, QueryRows::Json(rows), opts).await?;
+    let (fitted, prediction) = (answer.fitted, answer.prediction);
     let all = tensors(prediction, fitted.predictor().classes());
     if let Some(w) = &wanted {
         if let Some(missing) = w.iter().find(|n| !all.iter().any(|t| t["name"] == **n)) {

@@ -15,6 +15,15 @@ use std::sync::Arc;
 use std::time::Instant;
 use uuid::Uuid;
 
+/// A model's answer to query rows, and which version of the model gave it.
+pub struct Answer {
+    pub fitted: Arc<FittedModel>,
+    pub prediction: Prediction,
+    /// The model's version that answered (its version when the request came, or a newer
+    /// one an append made meanwhile).
+    pub version: u64,
+}
+
 impl Service {
     /// Predicts `x` with a ready model. Trivial predictions run inline; other small ones
     /// are batched with concurrent requests to the model (`batch`); large ones run on a
@@ -24,7 +33,7 @@ impl Service {
         id: Uuid,
         rows: QueryRows,
         opts: PredictOptions,
-    ) -> Result<(Arc<FittedModel>, Prediction, Option<Vec<String>>), ServiceError> {
+    ) -> Result<(Answer, Option<Vec<String>>), ServiceError> {
         let entry = self.lookup(id).await?;
         if entry.kind.can().transform {
             return Err(FieldError::invalid(
@@ -36,8 +45,7 @@ impl Service {
         // A multi-output model fitted from a dataset names its outputs by its target
         // columns (the CSV answer's column names).
         let targets = entry.origin.targets.clone();
-        let (fitted, prediction) = self.answer(entry, rows, opts).await?;
-        Ok((fitted, prediction, targets))
+        Ok((self.answer(entry, rows, opts).await?, targets))
     }
 
     /// Predicts with any model, or transforms with a kernel PCA (its answer's
@@ -47,7 +55,7 @@ impl Service {
         id: Uuid,
         rows: QueryRows,
         opts: PredictOptions,
-    ) -> Result<(Arc<FittedModel>, Prediction), ServiceError> {
+    ) -> Result<Answer, ServiceError> {
         let entry = self.lookup(id).await?;
         self.answer(entry, rows, opts).await
     }
@@ -58,9 +66,9 @@ impl Service {
         entry: Arc<ModelEntry>,
         rows: QueryRows,
         opts: PredictOptions,
-    ) -> Result<(Arc<FittedModel>, Prediction), ServiceError> {
+    ) -> Result<Answer, ServiceError> {
         let id = entry.id;
-        let fitted = self.fitted(&entry).await?;
+        let (version, fitted) = self.fitted_version(&entry).await?;
         check_predict_options(&fitted, &opts)?;
         let points = self.query_points(&entry, &fitted, rows, &opts).await?;
         let m = points.n();
@@ -101,7 +109,7 @@ impl Service {
             .into());
         }
         self.metrics.record_predict(entry.kind.name(), m, started.elapsed().as_secs_f64());
-        Ok((fitted, prediction))
+        Ok(Answer { fitted, prediction, version })
     }
 
     /// The query rows of a predict-like request as points of the model's kind: JSON rows
