@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The mixed load of scripts/soak.sh: fits (waited for and not), predictions, appends,
-deletes, dataset uploads and CLI calls against two replicas, for a given time; then the
-check that everything acknowledged is there.
+deletes, dataset uploads and CLI calls against two replicas, for a given time, plus
+uploaders that only post CSV datasets to the stable replica; then the check that
+everything acknowledged is there. Every request is on a new connection.
 
     python3 scripts/soak_load.py --stable URL --other URL [--balancer URL] --seconds N --mercer BIN --out FILE
     python3 scripts/soak_load.py --verify FILE --stable URL --other URL
@@ -18,20 +19,30 @@ last writes, which reach the replica that did not acknowledge them at its next r
 Standard library only.
 """
 import argparse
+import gzip
 import http.client
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import threading
 import time
 import urllib.parse
+import zlib
 
 X = [[i / 8.0] for i in range(24)]
 QUERY = {"x": [[0.3], [1.7], [2.9]], "variance": False}
 # Live models and datasets kept at most (older ones are deleted).
 LIVE = 30
+# Each uploader's pace.
+UPLOADS_PER_SECOND = 12
+# Deleted models and datasets read again at the end (the last ones deleted; reads during
+# the load cover the others).
+FINAL_DELETED = 300
+# Suggestions a study takes before the load replaces it.
+STUDY_TRIALS = 40
 
 
 class Tally:
@@ -47,16 +58,30 @@ class Tally:
                 self.failures.append(failure)
 
 
-def call(url, method, path, body=None, content_type="application/json", timeout=60):
-    """(status, headers, parsed body) or raises the connection error."""
+def call(url, method, path, body=None, content_type="application/json", timeout=60, split=False):
+    """(status, headers, parsed body) or raises the connection error. Each call on a new
+    connection. `split`: as requests (urllib3) sends a request: the head and the body in
+    two sends, and its headers (compressed answers accepted)."""
     u = urllib.parse.urlparse(url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
     try:
         data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
         headers = {"Content-Type": content_type} if data is not None else {}
-        conn.request(method, path, body=data, headers=headers)
+        if split and data is not None:
+            conn.putrequest(method, path, skip_accept_encoding=True)
+            for k, v in {**headers, "Content-Length": str(len(data)), "Accept-Encoding": "gzip, deflate",
+                         "Accept": "*/*", "Connection": "keep-alive", "User-Agent": "soak-uploader"}.items():
+                conn.putheader(k, v)
+            conn.endheaders()
+            conn.send(data)
+        else:
+            conn.request(method, path, body=data, headers=headers)
         r = conn.getresponse()
         raw = r.read()
+        if r.getheader("Content-Encoding", "").lower() == "gzip":
+            raw = gzip.decompress(raw)
+        elif r.getheader("Content-Encoding", "").lower() == "deflate":
+            raw = zlib.decompress(raw)
         try:
             parsed = json.loads(raw) if raw else None
         except ValueError:
@@ -66,9 +91,81 @@ def call(url, method, path, body=None, content_type="application/json", timeout=
         conn.close()
 
 
+ROUTES = [  # (method, path pattern, kind): what each request is in the history
+    ("POST", r"/models(\?.*)?", "fit"),
+    ("GET", r"/models/([0-9a-f-]{36})", "read"),
+    ("POST", r"/models/([0-9a-f-]{36})/predict", "predict"),
+    ("POST", r"/models/([0-9a-f-]{36})/observations", "append"),
+    ("DELETE", r"/models/([0-9a-f-]{36})", "delete"),
+    ("POST", r"/datasets", "upload"),
+    ("GET", r"/datasets/([0-9a-f-]{36})", "read-dataset"),
+    ("DELETE", r"/datasets/([0-9a-f-]{36})", "delete-dataset"),
+    ("POST", r"/studies", "study-create"),
+    ("POST", r"/studies/([0-9a-f-]{36})/suggest", "suggest"),
+    ("POST", r"/studies/([0-9a-f-]{36})/trials/([0-9a-f-]+)", "tell"),
+    ("GET", r"/studies/([0-9a-f-]{36})", "read-study"),
+    ("DELETE", r"/studies/([0-9a-f-]{36})", "study-delete"),
+]
+
+
+class History:
+    """Every request as an operation: who sent it (proc), to which replica (target) and
+    which answered it (node), its kind, when it was invoked and completed (Unix seconds),
+    its status (None: no answer) and what it said (ids, versions,
+    predictions, trials). scripts/check_history.py reads it."""
+
+    def __init__(self, path, mode="w"):
+        self.lock = threading.Lock()
+        self.out = open(path, mode) if path else None
+
+    def record(self, proc, target, node, method, path, invoke, complete, status, headers, body, final=False):
+        if self.out is None:
+            return
+        kind, groups = None, ()
+        for m, pattern, k in ROUTES:
+            match = re.fullmatch(pattern, path)
+            if m == method and match:
+                kind, groups = k, match.groups()
+                break
+        if kind is None:
+            return
+        op = {"proc": proc, "target": target, "node": node, "kind": kind, "invoke": round(invoke, 6),
+              "complete": round(complete, 6), "status": status}
+        if final:
+            op["final"] = True
+        if groups and groups[0] and kind not in ("fit",):
+            op["id"] = groups[0]
+        body = body if isinstance(body, dict) else {}
+        if kind in ("fit", "upload", "study-create") and status in (200, 201, 202):
+            op["id"] = body.get("id")
+        if kind in ("fit", "read", "append") and status in (200, 201, 202):
+            op["version"] = body.get("version")
+            op["state"] = body.get("status")
+        if kind == "predict" and status == 200:
+            v = (headers or {}).get("x-mercer-model-version")
+            op["version"] = int(v) if v else None
+            op["predictions"] = body.get("predictions")
+        if kind == "suggest" and status == 200:
+            op["trials"] = [str(t["id"]) for t in body.get("trials", [])]
+        if kind == "tell":
+            op["trial"] = str(groups[1])
+            op["value"] = body.get("value") if status == 200 else None
+        if kind == "read-study" and status == 200:
+            op["trials"] = {str(t["id"]): {"state": t.get("state"), "value": t.get("value")}
+                            for t in body.get("trials", [])}
+        with self.lock:
+            self.out.write(json.dumps(op) + "\n")
+
+    def close(self):
+        if self.out:
+            self.out.close()
+
+
 class Load:
     def __init__(self, a):
         self.a, self.tally = a, Tally()
+        self.history = History(a.history)
+        self.study, self.study_suggested = None, 0
         self.lock = threading.Lock()
         self.models = {}     # id -> {"version": v, "predictions": [...]} (acknowledged)
         self.datasets = {}   # insertion-ordered: id -> None
@@ -76,20 +173,29 @@ class Load:
         self.deleted_datasets = set()
         self.stop = time.monotonic() + a.seconds
 
-    def request(self, replica, method, path, body=None, content_type="application/json"):
+    def request(self, replica, method, path, body=None, content_type="application/json", split=False):
         """One request, classified; (status, body, who) or None when it got no answer. `who`
         is the replica that answered: for the balancer, the one its X-Backend header names,
         so that a write's follow-up reads (its version, its predictions) go where it landed
         (another replica sees a new version only at its next refresh)."""
         url = {"stable": self.a.stable, "other": self.a.other, "balancer": self.a.balancer}[replica]
+        proc = threading.current_thread().name
+        invoke = time.time()  # the wall clock: --verify's final reads are another process's
         try:
-            status, headers, parsed = call(url, method, path, body, content_type)
+            status, headers, parsed = call(url, method, path, body, content_type, split=split)
         except (OSError, http.client.HTTPException) as e:
+            self.history.record(proc, replica, None, method, path, invoke, time.time(), None, None, None)
             if replica != "other":
                 self.tally.add(f"{replica}: no answer", f"{replica} {method} {path}: {e!r}")
             else:
                 self.tally.add("other: no answer (down)")
             return None
+        node = replica
+        if replica == "balancer":
+            node = {"r1": "stable", "r2": "other"}.get(headers.get("x-backend"))
+        sent = body if isinstance(body, dict) else {}
+        told = {"value": sent.get("value")} if method == "POST" and "/trials/" in path and status == 200 else parsed
+        self.history.record(proc, replica, node, method, path, invoke, time.time(), status, headers, told)
         if status >= 500 and not (status == 503 and "retry-after" in headers):
             self.tally.add(f"{replica}: {status} (failure)", f"{replica} {method} {path}: {status} {str(parsed)[:200]}")
         else:
@@ -179,9 +285,10 @@ class Load:
                 self.models.pop(mid, None)
                 self.deleted.add(mid)
 
-    def upload(self, replica):
-        rows = "\n".join(f"{i / 10},{(i * 7) % 5},{i % 3}" for i in range(random.randint(50, 400)))
-        got = self.request(replica, "POST", "/datasets", ("a,b,y\n" + rows + "\n").encode(), "text/csv")
+    def upload(self, replica, rows=None, split=False):
+        n = rows or random.randint(50, 400)
+        rows = "\n".join(f"{i / 10},{(i * 7) % 5},{i % 3}" for i in range(n))
+        got = self.request(replica, "POST", "/datasets", ("a,b,y\n" + rows + "\n").encode(), "text/csv", split)
         if got and got[0] == 201:
             with self.lock:
                 self.datasets[got[1]["id"]] = None
@@ -199,10 +306,50 @@ class Load:
         self.tally.add(f"{replica}: cli exit {r.returncode}",
                        None if r.returncode == 0 or replica == "other" else f"{replica} cli: {r.stderr[:200]}")
 
+    def new_study(self, replica):
+        got = self.request(replica, "POST", "/studies", {"name": "soak", "space": {"x": {"uniform": [-5, 5]}},
+                                                         "direction": "minimize", "seed": 1, "initial": 4})
+        return got[1]["id"] if got and got[0] == 201 else None
+
+    def study_step(self, replica):
+        """Suggest a trial of the shared study and tell its value, through any replica.
+        After STUDY_TRIALS suggestions the study is replaced by a new one and deleted, so
+        that a long run keeps a steady state (each suggestion's surrogate grows with the
+        trials)."""
+        with self.lock:
+            study = self.study
+            self.study_suggested += 1
+            if self.study_suggested > STUDY_TRIALS:
+                fresh = self.new_study(replica)
+                if fresh:
+                    self.study, self.study_suggested = fresh, 0
+                    self.request(replica, "DELETE", f"/studies/{study}")
+                    study = fresh
+        if study is None:
+            return
+        got = self.request(replica, "POST", f"/studies/{study}/suggest", {"count": 1})
+        if not got or got[0] != 200 or not got[1].get("trials"):
+            return
+        trial = got[1]["trials"][0]
+        x = trial["values"]["x"]
+        teller = random.choice(["stable", "other", "balancer"] if self.a.balancer else ["stable", "other"])
+        self.request(teller, "POST", f"/studies/{study}/trials/{trial['id']}", {"value": (x - 1.0) ** 2})
+
+    def uploader(self):
+        """Issue 52's traffic: 200-row CSV uploads of about 12 KB to the stable replica,
+        each on a new connection with its head and body sent apart as requests sends
+        them, about UPLOADS_PER_SECOND of them through the kills and the store's restart
+        (its reporter's rate: 5,900 uploads from 4 clients in 480 s)."""
+        next_at = time.monotonic()
+        while time.monotonic() < self.stop:
+            self.upload("stable", rows=200 + random.randint(0, 40), split=True)
+            next_at += 1.0 / UPLOADS_PER_SECOND
+            time.sleep(max(0.0, next_at - time.monotonic()))  # the pace of the traffic, not a wait for a state
+
     def worker(self, seed):
         rnd = random.Random(seed)
         actions = [(self.predict, 50), (self.fit, 10), (self.append, 12), (self.upload, 10),
-                   (self.delete, 4), (self.cli, 2)]
+                   (self.delete, 4), (self.cli, 2), (self.study_step, 4)]
         while time.monotonic() < self.stop:
             u = rnd.random()
             if self.a.balancer:
@@ -228,18 +375,24 @@ def main():
     p.add_argument("--settle", type=float, default=10.0,
                    help="--verify: seconds the replicas may take to show the last writes (their refresh)")
     p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--history", help="write every operation here (JSON lines; --verify appends its last reads)")
+    p.add_argument("--uploaders", type=int, default=1,
+                   help="threads that only upload CSV datasets to the stable replica, a new connection each")
     a = p.parse_args()
     if a.verify:
         return verify(a)
     load = Load(a)
-    threads = [threading.Thread(target=load.worker, args=(i,)) for i in range(a.workers)]
+    load.study = load.new_study("stable")
+    threads = [threading.Thread(target=load.worker, args=(i,), name=f"worker-{i}") for i in range(a.workers)]
+    threads += [threading.Thread(target=load.uploader, name=f"uploader-{i}") for i in range(a.uploaders)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    load.history.close()
     out = {"counts": load.tally.counts, "failures": load.tally.failures,
            "models": load.models, "datasets": sorted(load.datasets), "deleted": sorted(load.deleted),
-           "deleted_datasets": sorted(load.deleted_datasets)}
+           "deleted_datasets": sorted(load.deleted_datasets), "study": load.study}
     with open(a.out, "w") as f:
         json.dump(out, f, indent=1)
     total = sum(load.tally.counts.values())
@@ -266,6 +419,8 @@ def verify(a):
         if not bad or time.monotonic() >= started + a.settle:
             break
         time.sleep(0.25)
+    if a.history:
+        final_reads(rec, a)
     if first and not bad:
         print(f"soak verify: {len(first)} differences settled within {time.monotonic() - started:.1f} s "
               f"(a replica's refresh), the first: {first[0]}")
@@ -274,6 +429,42 @@ def verify(a):
     for b in bad[:30]:
         print(f"  {b}")
     return 1 if bad else 0
+
+
+def final_reads(rec, a):
+    """One read of every model, dataset and study the load touched and did not delete,
+    and of the last FINAL_DELETED of each it deleted, on each replica, appended to the
+    history as final: what the checker holds the acknowledged writes to."""
+    history = History(a.history, "a")
+    with open(a.history) as f:
+        ops = [json.loads(line) for line in f if line.strip()]
+    def touched(kinds, delete):
+        """Every id of these kinds not deleted, and the last FINAL_DELETED deleted."""
+        ids, deleted = {}, {}
+        for o in ops:
+            if o["kind"] in kinds and o.get("id"):
+                ids.setdefault(o["id"], o["invoke"])
+                if o["kind"] == delete:
+                    deleted[o["id"]] = o["invoke"]
+        recent = sorted(deleted, key=deleted.get)[-FINAL_DELETED:]
+        return sorted(set(ids) - set(deleted)) + recent
+
+    models = touched(("fit", "read", "append", "delete"), "delete")
+    datasets = touched(("upload", "read-dataset", "delete-dataset"), "delete-dataset")
+    studies = touched(("study-create", "study-delete"), "study-delete")
+    for name, url in (("stable", a.stable), ("other", a.other)):
+        reads = [("GET", f"/models/{m}", None) for m in models] + \
+                [("POST", f"/models/{m}/predict", QUERY) for m in rec["models"]] + \
+                [("GET", f"/datasets/{d}", None) for d in datasets] + [("GET", f"/studies/{s}", None) for s in studies]
+        for method, path, body in reads:
+            invoke = time.time()
+            try:
+                status, headers, parsed = call(url, method, path, body)
+            except (OSError, http.client.HTTPException):
+                status, headers, parsed = None, None, None
+            history.record("final", name, name, method, path, invoke, time.time(), status, headers, parsed,
+                           final=True)
+    history.close()
 
 
 def problems(rec, a):
