@@ -359,7 +359,8 @@ fi
 # replica, two predictions of one version that differ), or growth of replica 1's RSS or
 # descriptors: under 3% over the last 40 minutes for runs of 50 minutes or more (the cache
 # has long filled), else under 10% (between the fifth minute and the end, or for runs
-# under ten minutes between the means of the first and last thirds); descriptors may also
+# under ten minutes between the first and last thirds), RSS by the lowest sample of each
+# window (after the minute's malloc_trim), descriptors by their means, which may also
 # grow by up to 8 (pooled and kept-alive connections come and go).
 if [ "$MODE" = soak ]; then
   SOAK_SECONDS=${SOAK_SECONDS:-180}
@@ -417,25 +418,34 @@ if [ "$MODE" = soak ]; then
   every=$(( SOAK_SECONDS >= 1200 ? 300 : 30 ))
   echo "soak: RSS over time, every $every s (seconds, replica 1 kB, its open descriptors, replica 2 kB in its current life):"
   awk -v e="$every" '$1 % e == 0 { printf "  %5d s  %8d kB  %4d fds  %8d kB\n", $1, $2, $3, $4 }' "$T/soak-samples"
+  # RSS is compared by its lowest sample in each window: the service returns freed memory
+  # to the system once a minute (malloc_trim), so RSS is a sawtooth whose lows are what it
+  # keeps and whose highs depend on where in the minute a sample falls; every window is a
+  # minute or more. Descriptors are compared by their means.
   growth=$(awk -v secs="$SOAK_SECONDS" '
+    function add(i, end) {
+      if (end) { if (ne == 0 || r[i] < re) re = r[i]; fe += f[i]; ne++ }
+      else { if (ns == 0 || r[i] < rs) rs = r[i]; fs += f[i]; ns++ }
+    }
     { t[NR] = $1; r[NR] = $2; f[NR] = $3 }
     END {
       if (secs >= 3000) {          # the last 40 minutes: one minute of samples at each end
         from = t[NR] - 2400
         for (i = 1; i <= NR; i++) {
-          if (t[i] >= from && t[i] < from + 60) { rs += r[i]; fs += f[i]; ns++ }
-          if (t[i] > t[NR] - 60) { re += r[i]; fe += f[i]; ne++ }
+          if (t[i] >= from && t[i] < from + 60) add(i, 0)
+          if (t[i] > t[NR] - 60) add(i, 1)
         }
-        rs /= ns; fs /= ns; re /= ne; fe /= ne
-      } else if (secs >= 600) {
-        for (i = 1; i <= NR; i++) if (t[i] >= 300) { a = i; break }
-        rs = r[a]; fs = f[a]; re = r[NR]; fe = f[NR]
-      } else {
+      } else if (secs >= 600) {    # from the fifth minute: its first minute and the last one
+        for (i = 1; i <= NR; i++) {
+          if (t[i] >= 300 && t[i] < 360) add(i, 0)
+          if (t[i] > t[NR] - 60) add(i, 1)
+        }
+      } else {                     # the first and the last third
         k = int(NR / 3); if (k < 1) k = 1
-        for (i = 1; i <= k; i++) { rs += r[i]; fs += f[i] }
-        for (i = NR - k + 1; i <= NR; i++) { re += r[i]; fe += f[i] }
-        rs /= k; fs /= k; re /= k; fe /= k
+        for (i = 1; i <= k; i++) add(i, 0)
+        for (i = NR - k + 1; i <= NR; i++) add(i, 1)
       }
+      fs /= ns; fe /= ne
       printf "%.1f %.1f %+.1f", 100 * (re - rs) / rs, 100 * (fe - fs) / fs, fe - fs
     }' "$T/soak-samples")
   read -r rss_growth fd_growth fd_added <<<"$growth"
