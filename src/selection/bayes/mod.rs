@@ -251,27 +251,42 @@ impl Suggester<'_> {
             let fitted = Fitted { gp: believed, best: model.best };
             for (u, a) in fitted.maxima(self.space.width(), history.observed, &mut rng) {
                 let values = self.space.decode(&u);
-                if !history.taken.contains(&key(&values)) {
-                    return Some(Suggestion { point: self.space.snap(&u), values, log_ei: Some(a) });
+                let point = self.space.snap(&u);
+                if !history.taken.contains(&key(&values)) && apart(&point, history.pending) {
+                    return Some(Suggestion { point, values, log_ei: Some(a) });
                 }
             }
         }
-        self.random(history.taken, &mut rng)
+        self.random(history, &mut rng)
     }
 
-    /// A random setting not taken (a bounded number of tries; for a finite space, the
-    /// first free one in order once draws keep hitting taken ones).
-    fn random(&self, taken: &HashSet<String>, rng: &mut SplitMix64) -> Option<Suggestion> {
+    /// A random setting not taken, apart from the pending points if it can be (a
+    /// bounded number of tries each way: an integer dimension of over a thousand values
+    /// has distinct settings closer than MIN_APART).
+    fn random(&self, history: &History<'_>, rng: &mut SplitMix64) -> Option<Suggestion> {
         let width = self.space.width();
-        for _ in 0..1000 {
-            let u: Vec<f64> = (0..width).map(|_| rng.uniform(0.0, 1.0)).collect();
-            let values = self.space.decode(&u);
-            if !taken.contains(&key(&values)) {
-                return Some(Suggestion { point: self.space.snap(&u), values, log_ei: None });
+        for keep_apart in [true, false] {
+            for _ in 0..1000 {
+                let u: Vec<f64> = (0..width).map(|_| rng.uniform(0.0, 1.0)).collect();
+                let values = self.space.decode(&u);
+                let point = self.space.snap(&u);
+                if !history.taken.contains(&key(&values)) && (!keep_apart || apart(&point, history.pending)) {
+                    return Some(Suggestion { point, values, log_ei: None });
+                }
             }
         }
         None
     }
+}
+
+/// How far apart (Euclidean, in the unit cube) a suggestion keeps from every point being
+/// evaluated: believing a pending point at the surrogate's mean leaves its neighbourhood
+/// attractive under a learned noise, and a batch once held two points 4e-4 apart.
+pub const MIN_APART: f64 = 1e-3;
+
+/// Whether `u` is at least MIN_APART from each pending point.
+fn apart(u: &[f64], pending: &[Vec<f64>]) -> bool {
+    pending.iter().all(|p| p.iter().zip(u).map(|(a, b)| (a - b) * (a - b)).sum::<f64>() >= MIN_APART * MIN_APART)
 }
 
 /// A fitted surrogate with the best standardised value observed.
