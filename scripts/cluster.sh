@@ -359,7 +359,10 @@ fi
 # replica, two predictions of one version that differ), or growth of replica 1's RSS or
 # descriptors: under 3% over the last 40 minutes for runs of 50 minutes or more (the cache
 # has long filled), else under 10% (between the fifth minute and the end, or for runs
-# under ten minutes between the first and last thirds), RSS by the lowest sample of each
+# under ten minutes between the middle and last thirds: the first is the warm-up, in
+# which a 180 s soak's RSS grows by a tenth as caches and studies fill; such runs also
+# allow 4 MB, and a slow leak is for the hour-long soak to find), RSS by the lowest
+# sample of each
 # window (after the minute's malloc_trim), descriptors by their means, which may also
 # grow by up to 8 (pooled and kept-alive connections come and go).
 if [ "$MODE" = soak ]; then
@@ -440,22 +443,26 @@ if [ "$MODE" = soak ]; then
           if (t[i] >= 300 && t[i] < 360) add(i, 0)
           if (t[i] > t[NR] - 60) add(i, 1)
         }
-      } else {                     # the first and the last third
-        k = int(NR / 3); if (k < 1) k = 1
-        for (i = 1; i <= k; i++) add(i, 0)
+      } else {                     # the middle and the last third (the first is warm-up:
+        k = int(NR / 3); if (k < 1) k = 1   # caches, studies and pools filling)
+        for (i = k + 1; i <= 2 * k; i++) add(i, 0)
         for (i = NR - k + 1; i <= NR; i++) add(i, 1)
       }
       fs /= ns; fe /= ne
-      printf "%.1f %.1f %+.1f", 100 * (re - rs) / rs, 100 * (fe - fs) / fs, fe - fs
+      printf "%.1f %.1f %+.1f %d", 100 * (re - rs) / rs, 100 * (fe - fs) / fs, fe - fs, re - rs
     }' "$T/soak-samples")
-  read -r rss_growth fd_growth fd_added <<<"$growth"
+  read -r rss_growth fd_growth fd_added rss_added <<<"$growth"
   limit=$(( SOAK_SECONDS >= 3000 ? 3 : 10 ))
   # Replica 1 holds about 20 descriptors, so 10% is two: one more pooled connection to the
   # store or one more client keeping its connection alive at the sample. A leak (one per
   # request or connection: the soak makes thousands) passes 10% and this slack by far.
   FD_SLACK=8
-  log "soak: $kills kills of replica 2, store restarted once; replica 1 RSS growth ${rss_growth}%, descriptors ${fd_growth}% (${fd_added}; limit ${limit}% and $FD_SLACK)"
-  awk -v g="$rss_growth" -v l="$limit" 'BEGIN { exit !(g < l) }' || fail "replica 1's RSS grew ${rss_growth}% (limit ${limit}%)"
+  # Short runs also allow 4 MB: the allocator's arenas step up by about 2 MB at a time
+  # in a 25 MB process (seen in 240 s soaks whose lows then stayed flat).
+  RSS_SLACK_KB=$(( SOAK_SECONDS >= 600 ? 0 : 4096 ))
+  log "soak: $kills kills of replica 2, store restarted once; replica 1 RSS growth ${rss_growth}% (${rss_added} kB; limit ${limit}% and ${RSS_SLACK_KB} kB), descriptors ${fd_growth}% (${fd_added}; limit 10% and $FD_SLACK)"
+  awk -v g="$rss_growth" -v l="$limit" -v a="$rss_added" -v s="$RSS_SLACK_KB" 'BEGIN { exit !(g < l || a <= s) }' ||
+    fail "replica 1's RSS grew ${rss_growth}% (${rss_added} kB; limit ${limit}% and ${RSS_SLACK_KB} kB)"
   awk -v g="$fd_growth" -v a="$fd_added" -v s="$FD_SLACK" 'BEGIN { exit !(g < 10 || a <= s) }' ||
     fail "replica 1's open descriptors grew ${fd_growth}% (${fd_added}; limit 10% and $FD_SLACK)"
   echo
