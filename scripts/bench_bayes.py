@@ -6,7 +6,7 @@
     python3 scripts/bench_bayes.py --mercer target/release/mercer [--only studies|latency|svc ...]
         [--seeds 10] [--json OUT.json] [--no-optuna]
 
-Benchmarks (--only, repeatable; default all three):
+Benchmarks (--only, repeatable; default all four):
   studies  Branin (2-D, minimum 0.397887) and Hartmann6 (6-D, minimum -3.32237), minimised,
            50 evaluations with 8 initial random ones, --seeds seeds: through the Studies API
            over HTTP (suggest, evaluate here, tell); random search (uniform draws, seeded); and
@@ -24,6 +24,9 @@ Benchmarks (--only, repeatable; default all three):
            the fold fits) on the same log ranges, seeds 0..4: each best mean score against
            the grid's; and scikit-learn's GridSearchCV over the same grid (one core), its
            wall time against mercer's grid and bayes searches.
+
+  batches  Branin and Hartmann6, 48 evaluations (8 initial) per seed: single suggestions
+           against batches of 4 (suggest count 4, evaluate, tell), the median regret of each.
 
 Every mercer measurement gets a freshly started server (scripts/bench_server.py). The
 Python is $MERCER_BENCH_PYTHON, else this python3 if it has numpy and scikit-learn.
@@ -84,6 +87,39 @@ def mercer_study(server, f, bounds, seed, n, initial):
         call(server, "POST", f"/studies/{study['id']}/trials/{t['id']}", {"value": y})
     call(server, "DELETE", f"/studies/{study['id']}", want=204)
     return best
+
+
+def mercer_batched_study(server, f, bounds, seed, n, initial, q):
+    """As mercer_study, suggesting `q` trials at a time (all pending until told)."""
+    space = {k: {"uniform": [lo, hi]} for k, (lo, hi) in bounds.items()}
+    study = call(server, "POST", "/studies", {"space": space, "seed": seed, "initial": initial}, 201)
+    best, done = math.inf, 0
+    while done < n:
+        trials = call(server, "POST", f"/studies/{study['id']}/suggest", {"count": min(q, n - done)})["trials"]
+        for t in trials:
+            y = f(t["values"])
+            best = min(best, y)
+            call(server, "POST", f"/studies/{study['id']}/trials/{t['id']}", {"value": y})
+        done += len(trials)
+    call(server, "DELETE", f"/studies/{study['id']}", want=204)
+    return best
+
+
+def bench_batches(args, work):
+    """Batches of 4 against single suggestions, the same number of evaluations (48, 8
+    initial): the median regret over seeds of each."""
+    out = {}
+    for name, (f, bounds, minimum) in PROBLEMS.items():
+        row = {"single": [], "batch4": []}
+        with Server(args.mercer, os.path.join(work, f"batches-{name}.log")) as server:
+            for seed in range(args.seeds):
+                row["single"].append(mercer_study(server, f, bounds, seed, 48, 8) - minimum)
+                row["batch4"].append(mercer_batched_study(server, f, bounds, seed, 48, 8, 4) - minimum)
+                say(f"{name} seed {seed}: single {row['single'][-1]:.4g}, batches of 4 {row['batch4'][-1]:.4g}")
+        out[name] = {k: {**quartiles(v), "runs": v} for k, v in row.items()}
+        say(f"{name}: median regret single {out[name]['single']['median']:.4g}, "
+            f"batches of 4 {out[name]['batch4']['median']:.4g}")
+    return out
 
 
 def random_search(f, bounds, seed, n):
@@ -227,15 +263,16 @@ def bench_svc(args, work):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--mercer", required=True)
-    p.add_argument("--only", action="append", choices=["studies", "latency", "svc"])
+    p.add_argument("--only", action="append", choices=["studies", "latency", "svc", "batches"])
     p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--json")
     p.add_argument("--no-optuna", action="store_true", help="leave Optuna out even when it is installed")
     args = p.parse_args()
     work = begin("bench-bayes-")
-    only = args.only or ["studies", "latency", "svc"]
+    only = args.only or ["studies", "latency", "svc", "batches"]
     out = {}
-    for name, fn in (("studies", bench_studies), ("latency", bench_latency), ("svc", bench_svc)):
+    for name, fn in (("studies", bench_studies), ("latency", bench_latency), ("svc", bench_svc),
+                     ("batches", bench_batches)):
         if name in only:
             out[name] = fn(args, work)
     text = json.dumps(out, indent=1)
