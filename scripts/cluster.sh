@@ -359,10 +359,9 @@ fi
 # replica, two predictions of one version that differ), or growth of replica 1's RSS or
 # descriptors: under 3% over the last 40 minutes for runs of 50 minutes or more (the cache
 # has long filled), else under 10% (between the fifth minute and the end, or for runs
-# under ten minutes between the middle and last thirds: the first is the warm-up, in
-# which a 180 s soak's RSS grows by a tenth as caches and studies fill; such runs also
-# allow 4 MB, and a slow leak is for the hour-long soak to find), RSS by the lowest
-# sample of each
+# under ten minutes between the first and the last 70 s, which a 180 s soak's warm-up
+# overlaps: such runs also allow 4 MB, and a slow leak is for the hour-long soak to
+# find), RSS by the lowest sample of each
 # window (after the minute's malloc_trim), descriptors by their means, which may also
 # grow by up to 8 (pooled and kept-alive connections come and go).
 if [ "$MODE" = soak ]; then
@@ -443,10 +442,11 @@ if [ "$MODE" = soak ]; then
           if (t[i] >= 300 && t[i] < 360) add(i, 0)
           if (t[i] > t[NR] - 60) add(i, 1)
         }
-      } else {                     # the middle and the last third (the first is warm-up:
-        k = int(NR / 3); if (k < 1) k = 1   # caches, studies and pools filling)
-        for (i = k + 1; i <= 2 * k; i++) add(i, 0)
-        for (i = NR - k + 1; i <= NR; i++) add(i, 1)
+      } else {                     # the first and the last 70 s: each holds one of the
+        for (i = 1; i <= NR; i++) {  # minute's trims, so each window's low is a low
+          if (t[i] < t[1] + 70) add(i, 0)
+          if (t[i] > t[NR] - 70) add(i, 1)
+        }
       }
       fs /= ns; fe /= ne
       printf "%.1f %.1f %+.1f %d", 100 * (re - rs) / rs, 100 * (fe - fs) / fs, fe - fs, re - rs
