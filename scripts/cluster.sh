@@ -443,7 +443,7 @@ if [ "$MODE" = soak ]; then
           if (t[i] > t[NR] - 60) add(i, 1)
         }
       } else {                     # the first and the last 70 s: each holds one of the
-        for (i = 1; i <= NR; i++) {  # minute's trims, so each window's low is a low
+        for (i = 1; i <= NR; i++) {  # trims made once a minute, so each low is a low
           if (t[i] < t[1] + 70) add(i, 0)
           if (t[i] > t[NR] - 70) add(i, 1)
         }
