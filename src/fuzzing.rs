@@ -172,14 +172,30 @@ pub fn observations_body(data: &[u8]) {
 /// consistently, its draws are in it, and suggestions over arbitrary told values (non
 /// finite ones excluded, as the API refuses them) stay in the space and never repeat.
 pub fn study_body(data: &[u8]) {
-    use crate::selection::bayes::study::{suggest, Model, State, StudySpace, Trial};
+    use crate::selection::bayes::study::{suggest, Goal, State, StudyModel, StudySpace, Trial};
+    use crate::service::studies::{read_tell, Definition};
     let Ok(value) = serde_json::from_slice::<Value>(data) else { return };
-    let Ok(space) = StudySpace::from_json(&value["space"]) else { return };
+    // A whole create body when it reads (objectives, constraints, pruner), else its space.
+    let definition = Definition::from_json(uuid::Uuid::nil(), &value).ok();
+    let (space, goal) = match &definition {
+        Some(d) => (d.space.clone(), d.goal()),
+        None => match StudySpace::from_json(&value["space"]) {
+            Ok(space) => (space, Goal::single()),
+            Err(_) => return,
+        },
+    };
+    if let (Some(d), Some(tell)) = (&definition, value.get("tell")) {
+        // A tell either reads (with one result per objective and constraint) or is refused.
+        if let Ok(crate::service::studies::Told::Complete(r)) = read_tell(d, tell) {
+            assert_eq!(r.len(), goal.objectives + goal.limits.len());
+        }
+    }
     let seed = value["seed"].as_u64().unwrap_or(0);
     let mut trials: Vec<Trial> = Vec::new();
-    let mut model = Model::default();
+    let mut model = StudyModel::default();
+    let width = goal.objectives + goal.limits.len();
     for i in 0..6u64 {
-        let Some(next) = suggest(&space, seed, 3, &trials, &mut model) else { break };
+        let Some(next) = suggest(&space, seed, 3, &goal, &trials, &mut model) else { break };
         let named = space.named(&next.values);
         let back = space.values_of(&named).expect("a suggestion is in its space");
         assert_eq!(back, next.values, "a suggestion reads back as itself");
@@ -189,10 +205,12 @@ pub fn study_body(data: &[u8]) {
         );
         // Told values from the body when it has them, else a fixed pattern.
         let told = value["values"].get(i as usize).and_then(Value::as_f64).filter(|v| v.is_finite());
-        let state = match (i % 3, told) {
+        let results = |v: f64| (0..width).map(|j| v * (j as f64 + 1.0).cos()).collect::<Vec<f64>>();
+        let state = match (i % 4, told) {
             (2, _) => State::Pending,
-            (_, Some(v)) => State::Complete(v),
-            _ => State::Complete((i as f64).sin()),
+            (3, _) => State::Pruned(told),
+            (_, Some(v)) => State::Complete(results(v)),
+            _ => State::Complete(results((i as f64).sin())),
         };
         trials.push(Trial { values: next.values, suggested: true, state });
     }

@@ -124,6 +124,10 @@ pub struct Metrics {
     pub study_suggestions: Counter,
     pub study_tells: Counter,
     pub study_suggest_seconds: Histogram,
+    /// Intermediate values reported, reports answered "prune", and trials told pruned.
+    pub study_reports: Counter,
+    pub study_prune_advice: Counter,
+    pub study_pruned: Counter,
 }
 
 impl Default for Metrics {
@@ -164,6 +168,8 @@ impl Metrics {
         let (studies_created, study_suggestions, study_tells) =
             (Counter::default(), Counter::default(), Counter::default());
         let study_suggest_seconds = latency_histogram();
+        let (study_reports, study_prune_advice, study_pruned) =
+            (Counter::default(), Counter::default(), Counter::default());
         let store_sync_seconds = latency_histogram();
         registry.register(
             "mercer_store_sync_duration_seconds",
@@ -173,6 +179,13 @@ impl Metrics {
         registry.register("mercer_studies_created", "Studies created", studies_created.clone());
         registry.register("mercer_study_suggestions", "Trials suggested by studies", study_suggestions.clone());
         registry.register("mercer_study_tells", "Values told to studies (warm starts included)", study_tells.clone());
+        registry.register("mercer_study_reports", "Intermediate values reported to studies", study_reports.clone());
+        registry.register(
+            "mercer_study_prune_advice",
+            "Reports a study's pruner answered with prune: true",
+            study_prune_advice.clone(),
+        );
+        registry.register("mercer_study_pruned", "Trials told pruned", study_pruned.clone());
         registry.register(
             "mercer_study_suggest_duration_seconds",
             "Time to answer POST /studies/{id}/suggest",
@@ -290,6 +303,9 @@ impl Metrics {
             study_suggestions,
             study_tells,
             study_suggest_seconds,
+            study_reports,
+            study_prune_advice,
+            study_pruned,
         }
     }
 

@@ -31,7 +31,7 @@ fn mean_variance_and_log_ei_equal_the_reference_and_the_gradient_its_finite_diff
             noise: case["noise"].as_f64().unwrap(),
         };
         let gp = Surrogate::with_hyper(x, floats(&case["y"]), hyper).unwrap();
-        let model = Fitted { gp, best: case["best"].as_f64().unwrap() };
+        let model = Fitted { gp, best: Some(case["best"].as_f64().unwrap()), limits: Vec::new(), hypervolume: None };
         for q in case["queries"].as_array().unwrap() {
             let at = floats(&q["q"]);
             let p = model.gp.predict(&at);

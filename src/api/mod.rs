@@ -40,7 +40,7 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// open to all, even with keys configured). `predict` reads and predicts, `train` also
 /// fits, appends, uploads and runs studies, `admin` also deletes.
 /// openapi.yaml must list exactly these (tests/spec_routes.rs checks both directions).
-pub const ROUTES: [(&str, &str, Option<Scope>); 33] = [
+pub const ROUTES: [(&str, &str, Option<Scope>); 34] = [
     ("GET", "/", None),
     ("GET", "/ui/{file}", None),
     ("GET", "/healthz", None),
@@ -68,6 +68,7 @@ pub const ROUTES: [(&str, &str, Option<Scope>); 33] = [
     ("POST", "/studies/{id}/suggest", Some(Scope::Train)),
     ("POST", "/studies/{id}/trials", Some(Scope::Train)),
     ("POST", "/studies/{id}/trials/{trial_id}", Some(Scope::Train)),
+    ("POST", "/studies/{id}/trials/{trial_id}/reports", Some(Scope::Train)),
     ("GET", "/v2", Some(Scope::Predict)),
     ("GET", "/v2/health/live", None),
     ("GET", "/v2/health/ready", None),
@@ -92,6 +93,7 @@ fn handler(method: &str, path: &str, body_limit: usize) -> MethodRouter<Arc<Serv
         ("POST", "/studies/{id}/suggest") => post(studies::suggest),
         ("POST", "/studies/{id}/trials") => post(studies::record),
         ("POST", "/studies/{id}/trials/{trial_id}") => post(studies::tell),
+        ("POST", "/studies/{id}/trials/{trial_id}/reports") => post(studies::report),
         ("GET", "/healthz") => get(ops::healthz),
         ("GET", "/readyz") => get(ops::readyz),
         ("GET", "/metrics") => get(ops::metrics),

@@ -3,8 +3,7 @@
 
 use super::extract::JsonBody;
 use super::problem::ApiError;
-use crate::selection::bayes::study::StudySpace;
-use crate::service::studies::{StudyView, TrialRecord};
+use crate::service::studies::{Definition, StudyView, TrialRecord};
 use crate::service::{Service, ServiceError};
 use crate::spec::ObjectReader;
 use axum::extract::rejection::PathRejection;
@@ -16,20 +15,35 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 use uuid::Uuid;
 
-/// A trial resource (the space names its values).
-fn trial_json(t: &TrialRecord, space: &StudySpace) -> Value {
+/// A trial resource (the space names its values, the definition its results).
+fn trial_json(t: &TrialRecord, d: &Definition) -> Value {
     let mut v = json!({
         "id": t.id,
-        "values": space.named(&t.values),
-        "state": match t.told {
-            None => "pending",
-            Some(None) => "failed",
-            Some(Some(_)) => "complete",
-        },
+        "values": d.space.named(&t.values),
+        "state": t.state(),
         "created_at": t.created_at,
     });
-    if let Some(Some(value)) = t.told {
-        v["value"] = json!(value);
+    match t.results() {
+        Some(results) => {
+            if !d.multi() {
+                v["value"] = json!(results[0]);
+            }
+            if !d.result_names().is_empty() {
+                v["results"] = d.named(results);
+            }
+            if !d.constraints.is_empty() {
+                v["feasible"] = json!(d.goal().feasible(results));
+            }
+        }
+        None if t.state() == "pruned" => {
+            if let Some(last) = t.last_report() {
+                v["value"] = json!(last);
+            }
+        }
+        None => {}
+    }
+    if !t.reports.is_empty() {
+        v["reports"] = t.reports.iter().map(|(step, value)| json!({"step": step, "value": value})).collect();
     }
     v
 }
@@ -37,18 +51,18 @@ fn trial_json(t: &TrialRecord, space: &StudySpace) -> Value {
 /// A study resource.
 fn study_json(s: &StudyView) -> Value {
     let d = &s.definition;
-    json!({
-        "id": d.id,
-        "name": d.name,
-        "space": d.space_json,
-        "direction": if d.maximize { "maximize" } else { "minimize" },
-        "seed": d.seed,
-        "initial": d.initial,
-        "trials": s.trials.iter().map(|t| trial_json(t, &d.space)).collect::<Vec<_>>(),
-        "best": s.best().map(|t| trial_json(t, &d.space)),
-        "n_complete": s.trials.iter().filter(|t| matches!(t.told, Some(Some(_)))).count(),
-        "created_at": d.created_at,
-    })
+    let mut v = d.to_json();
+    v["trials"] = s.trials.iter().map(|t| trial_json(t, d)).collect();
+    v["best"] = s.best().map_or(Value::Null, |t| trial_json(t, d));
+    v["n_complete"] = json!(s.trials.iter().filter(|t| t.results().is_some()).count());
+    v["n_pruned"] = json!(s.trials.iter().filter(|t| t.state() == "pruned").count());
+    if let Some(front) = s.front() {
+        v["pareto"] = front.trials.iter().map(|t| trial_json(t, d)).collect();
+        v["hypervolume"] = json!(front.hypervolume);
+        v["reference"] = front.reference.as_ref().map_or(Value::Null, |r| d.named(r));
+        v["reference_derived"] = json!(front.derived);
+    }
+    v
 }
 
 /// A path segment that is not a UUID names no study: 404.
@@ -96,8 +110,8 @@ pub async fn suggest(
     let mut obj = ObjectReader::new(&body, "").map_err(ServiceError::from)?;
     let count = obj.u64("count").map_err(ServiceError::from)?.unwrap_or(1);
     obj.finish().map_err(ServiceError::from)?;
-    let (space, trials) = service.suggest(id, count).await?;
-    Ok(Json(json!({"trials": trials.iter().map(|t| trial_json(t, &space)).collect::<Vec<_>>()})))
+    let (definition, trials) = service.suggest(id, count).await?;
+    Ok(Json(json!({"trials": trials.iter().map(|t| trial_json(t, &definition)).collect::<Vec<_>>()})))
 }
 
 pub async fn tell(
@@ -108,8 +122,20 @@ pub async fn tell(
     let Path((raw, trial)) = path.map_err(|e| ApiError::BadQuery(format!("invalid path: {}", e.body_text())))?;
     let id = Uuid::parse_str(&raw).map_err(|_| ServiceError::StudyNotFound(Uuid::nil()))?;
     let trial: u64 = trial.parse().map_err(|_| ServiceError::TrialNotFound { study: id, trial: u64::MAX })?;
-    let (space, record) = service.tell(id, trial, &body).await?;
-    Ok(Json(trial_json(&record, &space)))
+    let (definition, record) = service.tell(id, trial, &body).await?;
+    Ok(Json(trial_json(&record, &definition)))
+}
+
+pub async fn report(
+    State(service): State<Arc<Service>>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    JsonBody(body): JsonBody<Value>,
+) -> Result<Json<Value>, ApiError> {
+    let Path((raw, trial)) = path.map_err(|e| ApiError::BadQuery(format!("invalid path: {}", e.body_text())))?;
+    let id = Uuid::parse_str(&raw).map_err(|_| ServiceError::StudyNotFound(Uuid::nil()))?;
+    let trial: u64 = trial.parse().map_err(|_| ServiceError::TrialNotFound { study: id, trial: u64::MAX })?;
+    let (step, prune) = service.report(id, trial, &body).await?;
+    Ok(Json(json!({"trial": trial, "step": step, "prune": prune})))
 }
 
 pub async fn record(
@@ -118,6 +144,6 @@ pub async fn record(
     JsonBody(body): JsonBody<Value>,
 ) -> Result<Response, ApiError> {
     let id = study_id(id)?;
-    let (space, record) = service.record_trial(id, &body).await?;
-    Ok((StatusCode::CREATED, Json(trial_json(&record, &space))).into_response())
+    let (definition, record) = service.record_trial(id, &body).await?;
+    Ok((StatusCode::CREATED, Json(trial_json(&record, &definition))).into_response())
 }

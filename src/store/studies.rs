@@ -5,8 +5,10 @@
 //! - `studies/ID/SEQ.trial`: trial SEQ (its values, whether the study suggested it),
 //!   created with `put_new`: of two replicas handing out SEQ, exactly one lands and the
 //!   other takes the next number;
-//! - `studies/ID/SEQ.told`: what was told of trial SEQ (a value or failed), also
-//!   create-only: a second tell finds it there (409).
+//! - `studies/ID/SEQ.told`: what was told of trial SEQ (values, failed or pruned), also
+//!   create-only: a second tell finds it there (409);
+//! - `studies/ID/SEQ.STEP.report`: trial SEQ's intermediate value at STEP, create-only (a
+//!   second report of a step keeps the first, as Optuna does).
 //!
 //! Deleting a study removes its definition first, so that every replica answers 404 from
 //! then on, then its trials.
@@ -29,11 +31,17 @@ fn trial_key(id: Uuid, seq: u64, ext: &str) -> String {
     format!("studies/{id}/{seq:010}.{ext}")
 }
 
-/// What a study's directory holds: trial numbers with a trial object, and those told.
+fn report_key(id: Uuid, seq: u64, step: u64) -> String {
+    format!("studies/{id}/{seq:010}.{step:010}.report")
+}
+
+/// What a study's directory holds: trial numbers with a trial object, those told, and
+/// the (trial, step) pairs reported.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Listing {
     pub trials: Vec<u64>,
     pub told: Vec<u64>,
+    pub reports: Vec<(u64, u64)>,
 }
 
 impl Store {
@@ -74,11 +82,16 @@ impl Store {
             match ext {
                 "trial" => out.trials.push(seq),
                 "told" => out.told.push(seq),
-                _ => {}
+                _ => {
+                    if let Some(step) = ext.strip_suffix(".report").and_then(|s| s.parse::<u64>().ok()) {
+                        out.reports.push((seq, step));
+                    }
+                }
             }
         }
         out.trials.sort_unstable();
         out.told.sort_unstable();
+        out.reports.sort_unstable();
         Ok(out)
     }
 
@@ -90,6 +103,21 @@ impl Store {
     /// Records what was told of trial `seq` unless something was: `Ok(false)` then.
     pub async fn tell_trial(&self, id: Uuid, seq: u64, told: Bytes) -> Result<bool, StoreError> {
         self.create_once(trial_key(id, seq, "told"), told).await
+    }
+
+    /// Records trial `seq`'s value at `step` unless one is there: `Ok(false)` then.
+    pub async fn report_trial(&self, id: Uuid, seq: u64, step: u64, report: Bytes) -> Result<bool, StoreError> {
+        self.create_once(report_key(id, seq, step), report).await
+    }
+
+    /// Trial `seq`'s report at `step`, None when absent.
+    pub async fn report_object(&self, id: Uuid, seq: u64, step: u64) -> Result<Option<Bytes>, StoreError> {
+        let key = report_key(id, seq, step);
+        match self.call("get", &key, SMALL_CALL, self.blobs.get(&key)).await {
+            Ok(b) => Ok(Some(b)),
+            Err(BlobError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     }
 
     async fn create_once(&self, key: String, bytes: Bytes) -> Result<bool, StoreError> {
@@ -123,7 +151,8 @@ impl Store {
             .trials
             .iter()
             .map(|&s| trial_key(id, s, "trial"))
-            .chain(listing.told.iter().map(|&s| trial_key(id, s, "told")));
+            .chain(listing.told.iter().map(|&s| trial_key(id, s, "told")))
+            .chain(listing.reports.iter().map(|&(s, step)| report_key(id, s, step)));
         for key in keys {
             match self.call("delete", &key, SMALL_CALL, self.blobs.delete(&key)).await {
                 Ok(()) | Err(BlobError::NotFound { .. }) => {}

@@ -48,6 +48,12 @@ pub fn log_ndtr(z: f64) -> f64 {
     }
 }
 
+/// log Phi(z) and its derivative phi(z) / Phi(z), finite for every finite z.
+pub fn log_ndtr_with_derivative(z: f64) -> (f64, f64) {
+    let lp = log_ndtr(z);
+    (lp, (-0.5 * z * z - LN_SQRT_2PI - lp).exp())
+}
+
 /// log(1 - e^a) for a < 0 (Maechler's rule: expm1 near 0, log1p below log 2).
 fn log1mexp(a: f64) -> f64 {
     if a > -std::f64::consts::LN_2 {

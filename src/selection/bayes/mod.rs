@@ -13,8 +13,13 @@
 //! workers get different points.
 
 pub mod acquisition;
+pub mod ehvi;
+mod kept;
+pub mod pareto;
+pub mod pruner;
 pub mod study;
 pub mod surrogate;
+pub mod warp;
 
 use super::space::{Axis, Draw};
 use crate::optimize::{minimize, Options, SplitMix64};
@@ -222,19 +227,19 @@ pub struct Suggester<'a> {
 
 impl Suggester<'_> {
     /// The surrogate of the evaluated points (hyperparameters fitted, from `start` when
-    /// given), on values standardised to mean 0 and standard deviation 1; None without
+    /// given), on values warped and standardised ([`warp`]); None without
     /// points (or coordinates) to model.
     pub fn surrogate(&self, observed: &[(Vec<f64>, f64)], start: Option<&Hyper>, round: u64) -> Option<Fitted> {
         if observed.is_empty() || self.space.width() == 0 {
             return None;
         }
         let values: Vec<f64> = observed.iter().map(|o| o.1).collect();
-        let (mean, std) = crate::estimator::targets::outputs::normalisation(&values);
-        let y: Vec<f64> = values.iter().map(|v| (v - mean) / std).collect();
+        let warp = warp::Warp::fit(&values);
+        let y: Vec<f64> = values.iter().map(|&v| warp.apply(v)).collect();
         let x = DMatrix::from_fn(self.space.width(), observed.len(), |i, j| observed[j].0[i]);
         let gp = Surrogate::fit(x, y.clone(), start, self.seed ^ round.wrapping_mul(0x9E37_79B9))?;
         let best = y.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        Some(Fitted { gp, best })
+        Some(Fitted { gp, best: Some(best), limits: Vec::new(), hypervolume: None })
     }
 
     /// The next setting: the acquisition's best maximum not taken, else a random one not
@@ -242,13 +247,20 @@ impl Suggester<'_> {
     pub fn next(&self, model: Option<&Fitted>, history: &History<'_>, round: u64) -> Option<Suggestion> {
         let mut rng = SplitMix64::new(self.seed ^ 0x00B0_5EED ^ round.wrapping_mul(0xA24B_AED4_963E_E407));
         if let Some(model) = model {
-            // Pending points count as observed at the model's mean.
-            let mut believed = model.gp.clone();
-            for p in history.pending {
-                let mean = believed.predict(p).mean;
-                believed = believed.extended(p, mean).unwrap_or(believed);
-            }
-            let fitted = Fitted { gp: believed, best: model.best };
+            // Pending points count as observed at the models' means.
+            let fitted = Fitted {
+                gp: believe(&model.gp, history.pending),
+                best: model.best,
+                limits: model
+                    .limits
+                    .iter()
+                    .map(|l| Limit { gp: believe(&l.gp, history.pending), at_least: l.at_least })
+                    .collect(),
+                hypervolume: model.hypervolume.as_ref().map(|h| Hypervolume {
+                    gps: h.gps.iter().map(|gp| believe(gp, history.pending)).collect(),
+                    cells: h.cells.clone(),
+                }),
+            };
             for (u, a) in fitted.maxima(self.space.width(), history.observed, &mut rng) {
                 let values = self.space.decode(&u);
                 let point = self.space.snap(&u);
@@ -289,22 +301,113 @@ fn apart(u: &[f64], pending: &[Vec<f64>]) -> bool {
     pending.iter().all(|p| p.iter().zip(u).map(|(a, b)| (a - b) * (a - b)).sum::<f64>() >= MIN_APART * MIN_APART)
 }
 
-/// A fitted surrogate with the best standardised value observed.
+/// A GP with the pending points added at its own means ("kriging believer").
+fn believe(gp: &Surrogate, pending: &[Vec<f64>]) -> Surrogate {
+    let mut believed = gp.clone();
+    for p in pending {
+        let mean = believed.predict(p).mean;
+        believed = believed.extended(p, mean).unwrap_or(believed);
+    }
+    believed
+}
+
+/// A fitted surrogate with the best standardised value observed among the feasible
+/// trials (None: no trial is feasible yet), and a model per constraint. With
+/// `hypervolume`, two objectives are modelled and improved together (EHVI) instead.
 #[derive(Debug, Clone)]
 pub struct Fitted {
     pub gp: Surrogate,
-    pub best: f64,
+    pub best: Option<f64>,
+    pub limits: Vec<Limit>,
+    pub hypervolume: Option<Hypervolume>,
+}
+
+/// Two objectives' GPs ("greater is better", warped) and the cells of the region that
+/// would improve the feasible trials' front, in minimisation units (the values negated).
+#[derive(Debug, Clone)]
+pub struct Hypervolume {
+    pub gps: Vec<Surrogate>,
+    pub cells: Vec<ehvi::Cell>,
+}
+
+/// A constraint's GP, on standardised values oriented as the objective ("greater is
+/// better"): a point is feasible where the value is at least `at_least`.
+#[derive(Debug, Clone)]
+pub struct Limit {
+    pub gp: Surrogate,
+    pub at_least: f64,
 }
 
 impl Fitted {
-    /// log EI at a point of the unit cube and its gradient.
+    /// The acquisition at a point of the unit cube and its gradient: log EI over the best
+    /// feasible value plus the log probability that each constraint holds (Gardner et al.
+    /// 2014, Gelbart et al. 2014); with no feasible trial yet, the log probability of
+    /// feasibility alone.
     pub fn log_ei(&self, u: &[f64]) -> (f64, Vec<f64>) {
-        let p = self.gp.predict(u);
-        let sd = p.var.max(1e-18).sqrt();
-        let (a, dmu, dsd) = acquisition::log_ei(p.mean, sd, self.best);
-        // dsd/du = dvar/du / (2 sd).
-        let g = p.dmean.iter().zip(&p.dvar).map(|(dm, dv)| dmu * dm + dsd * dv / (2.0 * sd)).collect();
+        let mut a = 0.0;
+        let mut g = vec![0.0; u.len()];
+        if let Some(hv) = &self.hypervolume {
+            let p: Vec<_> = hv.gps.iter().map(|gp| gp.predict(u)).collect();
+            let sd: Vec<f64> = p.iter().map(|p| p.var.max(1e-18).sqrt()).collect();
+            let (v, dmu, dsd) = ehvi::log_ehvi([-p[0].mean, -p[1].mean], [sd[0], sd[1]], &hv.cells);
+            a += v;
+            for j in 0..2 {
+                for (gi, (dm, dv)) in g.iter_mut().zip(p[j].dmean.iter().zip(&p[j].dvar)) {
+                    *gi += -dmu[j] * dm + dsd[j] * dv / (2.0 * sd[j]);
+                }
+            }
+        } else if let Some(best) = self.best {
+            let p = self.gp.predict(u);
+            let sd = p.var.max(1e-18).sqrt();
+            let (ei, dmu, dsd) = acquisition::log_ei(p.mean, sd, best);
+            a += ei;
+            // dsd/du = dvar/du / (2 sd).
+            for (gi, (dm, dv)) in g.iter_mut().zip(p.dmean.iter().zip(&p.dvar)) {
+                *gi += dmu * dm + dsd * dv / (2.0 * sd);
+            }
+        }
+        for limit in &self.limits {
+            let p = limit.gp.predict(u);
+            let sd = p.var.max(1e-18).sqrt();
+            let z = (p.mean - limit.at_least) / sd;
+            let (lp, dlp) = acquisition::log_ndtr_with_derivative(z);
+            a += lp;
+            // dz/du = (dmu - z dsd) / sd.
+            for (gi, (dm, dv)) in g.iter_mut().zip(p.dmean.iter().zip(&p.dvar)) {
+                *gi += dlp * (dm - z * dv / (2.0 * sd)) / sd;
+            }
+        }
         (a, g)
+    }
+
+    /// The acquisition (without gradients) at many points, the columns of `q`.
+    fn log_ei_many(&self, q: &DMatrix<f64>) -> Vec<f64> {
+        let mut out = if let Some(hv) = &self.hypervolume {
+            let (a, b) = (hv.gps[0].predict_many(q), hv.gps[1].predict_many(q));
+            a.iter()
+                .zip(&b)
+                .map(|(a, b)| {
+                    let sd = [a.1.max(1e-18).sqrt(), b.1.max(1e-18).sqrt()];
+                    ehvi::log_ehvi([-a.0, -b.0], sd, &hv.cells).0
+                })
+                .collect()
+        } else {
+            match self.best {
+                Some(best) => self
+                    .gp
+                    .predict_many(q)
+                    .into_iter()
+                    .map(|(mean, var)| acquisition::log_ei(mean, var.max(1e-18).sqrt(), best).0)
+                    .collect(),
+                None => vec![0.0; q.ncols()],
+            }
+        };
+        for limit in &self.limits {
+            for (o, (mean, var)) in out.iter_mut().zip(limit.gp.predict_many(q)) {
+                *o += acquisition::log_ndtr((mean - limit.at_least) / var.max(1e-18).sqrt());
+            }
+        }
+        out
     }
 
     /// Local maxima of log EI, best first: from the best of many random points, from
@@ -323,14 +426,10 @@ impl Fitted {
         let raw_count = raw_count(width, self.gp.len());
         let q = DMatrix::from_fn(width, raw_count, |_, _| rng.uniform(0.0, 1.0));
         let mut raw: Vec<(Vec<f64>, f64)> = self
-            .gp
-            .predict_many(&q)
+            .log_ei_many(&q)
             .into_iter()
             .enumerate()
-            .map(|(j, (mean, var))| {
-                let a = acquisition::log_ei(mean, var.max(1e-18).sqrt(), self.best).0;
-                (q.column(j).iter().copied().collect(), a)
-            })
+            .map(|(j, a)| (q.column(j).iter().copied().collect(), a))
             .collect();
         raw.sort_by(|a, b| b.1.total_cmp(&a.1));
         let mut starts: Vec<Vec<f64>> = raw.first().map(|r| r.0.clone()).into_iter().collect();
@@ -450,6 +549,43 @@ mod tests {
         assert_eq!(roulette(&flat, 5, &mut rng), vec![0, 1, 2]);
         assert_eq!(raw_count(6, 50), 2048);
         assert_eq!(raw_count(6, 500), 384);
+    }
+
+    /// The constrained acquisition (log EI plus log probabilities of feasibility, and
+    /// feasibility alone) has the gradient its finite differences give.
+    #[test]
+    fn the_constrained_acquisitions_gradient_matches_finite_differences() {
+        let s = Space {
+            dims: vec![Dim::Real { lo: 0.0, hi: 1.0, log: false }, Dim::Real { lo: 0.0, hi: 1.0, log: false }],
+        };
+        let sug = Suggester { space: &s, seed: 5 };
+        let mut rng = SplitMix64::new(9);
+        let points: Vec<Vec<f64>> = (0..12).map(|_| vec![rng.uniform(0.0, 1.0), rng.uniform(0.0, 1.0)]).collect();
+        let f: Vec<(Vec<f64>, f64)> = points.iter().map(|p| (p.clone(), (3.0 * p[0]).sin() + p[1])).collect();
+        let c: Vec<(Vec<f64>, f64)> = points.iter().map(|p| (p.clone(), p[0] - p[1])).collect();
+        let objective = sug.surrogate(&f, None, 0).unwrap();
+        let limit = sug.surrogate(&c, None, 1).unwrap();
+        for best in [objective.best, None] {
+            let model = Fitted {
+                gp: objective.gp.clone(),
+                best,
+                limits: vec![Limit { gp: limit.gp.clone(), at_least: 0.3 }],
+                hypervolume: None,
+            };
+            for u in [[0.2, 0.7], [0.8, 0.1], [0.5, 0.5]] {
+                let (a, g) = model.log_ei(&u);
+                let many = model.log_ei_many(&DMatrix::from_column_slice(2, 1, &u))[0];
+                assert!((a - many).abs() < 1e-8 * (1.0 + a.abs()), "{a} against {many}");
+                for i in 0..2 {
+                    let h = 1e-6;
+                    let (mut up, mut down) = (u, u);
+                    up[i] += h;
+                    down[i] -= h;
+                    let fd = (model.log_ei(&up).0 - model.log_ei(&down).0) / (2.0 * h);
+                    assert!((g[i] - fd).abs() <= 1e-4 * (1.0 + fd.abs()), "{best:?} at {u:?}: {} against {fd}", g[i]);
+                }
+            }
+        }
     }
 
     #[test]

@@ -3,27 +3,18 @@
 //! The first `initial` suggested trials are the seeded random draws (as `random`
 //! draws them); after that, the complete trials are modelled and the next point maximises
 //! log EI, the pending ones counted at the model's mean. The surrogate is kept between
-//! suggestions ([`Model`]): its hyperparameters and standardisation are refitted after
+//! suggestions ([`Model`]): its hyperparameters and warp are refitted after
 //! every newly complete trial while a refit is cheap, and then every [`refit_interval`]
 //! trials; in between it grows by a Cholesky row per trial, O(t^2) instead of O(t^3).
 
-use super::surrogate::{Hyper, Surrogate};
+pub use super::kept::{refit_interval, Model, MAX_MODELLED};
 use super::{key, Fitted, History, Space, Suggester, Suggestion};
 use crate::optimize::SplitMix64;
 use crate::selection::space::{read_axis, Axis, Method};
 use crate::spec::{json_type_name, pointer_token, FieldError};
-use nalgebra::DMatrix;
 use serde_json::{Map, Value};
 use std::collections::HashSet;
 
-/// Complete trials between hyperparameter refits, the last refit having seen `held`:
-/// one while there are few (stale length scales cost a 50-evaluation study its fine
-/// convergence, and a refit of 40 trials takes about a millisecond), then a twentieth
-/// of them, so that a refit's O(t^3) stays a small share of the suggestions between;
-/// at most [`MAX_GROWN`], as refits hold at most [`MAX_MODELLED`] trials.
-pub fn refit_interval(held: usize) -> usize {
-    (held / 20).clamp(1, MAX_GROWN)
-}
 /// Dimensions a study's space may have.
 pub const MAX_DIMENSIONS: usize = 32;
 
@@ -138,147 +129,68 @@ pub struct Trial {
     pub state: State,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum State {
     Pending,
-    /// The told value, "greater is better" (a minimised study's values negated).
-    Complete(f64),
+    /// The told objectives, "greater is better" (minimised ones negated), then the told
+    /// constraint values as they were told.
+    Complete(Vec<f64>),
+    /// Stopped early: its last reported value ("greater is better"), if it reported.
+    Pruned(Option<f64>),
     Failed,
 }
 
-/// The surrogate a replica keeps for a study between suggestions.
-#[derive(Debug, Clone)]
-pub struct Model {
-    fitted: Option<Kept>,
-    /// Complete trials a refit models at most ([`MAX_MODELLED`]).
-    cap: usize,
+/// What a study optimises: how many objectives, and the largest feasible value of each
+/// constraint.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Goal {
+    pub objectives: usize,
+    pub limits: Vec<f64>,
+    /// The hypervolume's reference point, "greater is better", when given.
+    pub reference: Option<Vec<f64>>,
 }
 
-impl Default for Model {
-    fn default() -> Model {
-        Model { fitted: None, cap: MAX_MODELLED }
-    }
-}
-
-/// Complete trials a refit models at most: the best half and the most recent half.
-/// The GP's O(t^3) refit and O(t^2) prediction stay bounded (a refit of 1,000 trials
-/// takes seconds; of a study's 100,000 allowed, hours), and the trials that shape EI
-/// near the best and around the newest evaluations are the ones kept.
-pub const MAX_MODELLED: usize = 1000;
-/// Trials grown onto a refit's GP at most before the next refit.
-const MAX_GROWN: usize = 100;
-
-#[derive(Debug, Clone)]
-struct Kept {
-    gp: Surrogate,
-    /// Keys of the trials the GP holds, of every trial it has considered (held or left
-    /// out at the refit), and how many complete trials there were at its last refit.
-    held: HashSet<String>,
-    seen: HashSet<String>,
-    at_refit: usize,
-    mean: f64,
-    std: f64,
-    best: f64,
-}
-
-impl Model {
-    /// A model whose refits hold at most `cap` trials (tests use small ones).
-    pub fn with_cap(cap: usize) -> Model {
-        Model { fitted: None, cap: cap.max(2) }
+impl Goal {
+    /// One objective, no constraints.
+    pub fn single() -> Goal {
+        Goal { objectives: 1, limits: Vec::new(), reference: None }
     }
 
-    /// The GP of a study's complete trials: refitted (hyperparameters and
-    /// standardisation, on at most the model's cap of them) when there is none or
-    /// [`refit_interval`] trials came since, else grown by the new ones. `points` are the
-    /// complete trials' unit-cube points with their values, in trial order.
-    pub fn update(&mut self, points: &[(String, Vec<f64>, f64)], seed: u64) -> Option<Fitted> {
-        if points.is_empty() {
-            return None;
-        }
-        let stale = self.fitted.as_ref().is_none_or(|k| {
-            points.len() >= k.at_refit + refit_interval(k.at_refit)
-                || points.iter().filter(|p| k.held.contains(&p.0)).count() != k.held.len()
-        });
-        // A refit starts afresh (the priors' mode and seeded draws), so that it equals a
-        // fresh fit on the same trials whatever came before.
-        if stale {
-            self.fitted = refit(points, seed, self.cap);
-        } else if let Some(k) = self.fitted.as_mut() {
-            let new: Vec<&(String, Vec<f64>, f64)> = points.iter().filter(|p| !k.seen.contains(&p.0)).collect();
-            for (name, u, v) in new {
-                let y = (v - k.mean) / k.std;
-                match k.gp.extended(u, y) {
-                    Some(gp) => {
-                        k.gp = gp;
-                        k.held.insert(name.clone());
-                        k.seen.insert(name.clone());
-                        k.best = k.best.max(y);
-                    }
-                    None => {
-                        self.fitted = refit(points, seed, self.cap);
-                        break;
-                    }
-                }
-            }
-        }
-        self.fitted.as_ref().map(|k| Fitted { gp: k.gp.clone(), best: k.best })
-    }
-
-    /// The hyperparameters as last fitted.
-    pub fn hyper(&self) -> Option<&Hyper> {
-        self.fitted.as_ref().map(|k| &k.gp.hyper)
+    /// Whether a complete trial's told values meet every constraint.
+    pub fn feasible(&self, told: &[f64]) -> bool {
+        self.limits.iter().zip(&told[self.objectives..]).all(|(max, v)| v <= max)
     }
 }
 
-/// The trials a refit models (indices into `points`, in order): all of them up to
-/// `cap`, else the best cap/2 and the most recent of the rest.
-fn modelled(points: &[(String, Vec<f64>, f64)], cap: usize) -> Vec<usize> {
-    let t = points.len();
-    if t <= cap {
-        return (0..t).collect();
-    }
-    let mut by_value: Vec<usize> = (0..t).collect();
-    by_value.sort_by(|&a, &b| points[b].2.total_cmp(&points[a].2).then(a.cmp(&b)));
-    let mut keep = vec![false; t];
-    for &i in by_value.iter().take(cap / 2) {
-        keep[i] = true;
-    }
-    let mut recent = cap - cap / 2;
-    for i in (0..t).rev() {
-        if recent == 0 {
-            break;
-        }
-        if !keep[i] {
-            keep[i] = true;
-            recent -= 1;
-        }
-    }
-    (0..t).filter(|&i| keep[i]).collect()
-}
-
-fn refit(points: &[(String, Vec<f64>, f64)], seed: u64, cap: usize) -> Option<Kept> {
-    let chosen = modelled(points, cap);
-    let values: Vec<f64> = chosen.iter().map(|&i| points[i].2).collect();
-    let (mean, std) = crate::estimator::targets::outputs::normalisation(&values);
-    let y: Vec<f64> = values.iter().map(|v| (v - mean) / std).collect();
-    let width = points[0].1.len();
-    let x = DMatrix::from_fn(width, chosen.len(), |i, j| points[chosen[j]].1[i]);
-    let gp = Surrogate::fit(x, y.clone(), None, seed ^ points.len() as u64)?;
-    let best = y.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    Some(Kept {
-        gp,
-        held: chosen.iter().map(|&i| points[i].0.clone()).collect(),
-        seen: points.iter().map(|p| p.0.clone()).collect(),
-        at_refit: points.len(),
-        mean,
-        std,
-        best,
-    })
+/// What a replica keeps of a study between suggestions: the objective's surrogate (one
+/// objective; three or four are scalarised afresh at each suggestion), one per objective
+/// when there are two, and one per constraint.
+#[derive(Debug, Clone, Default)]
+pub struct StudyModel {
+    objective: Model,
+    objectives: Vec<Model>,
+    limits: Vec<Model>,
 }
 
 /// The next trial's values: a seeded draw while fewer than `initial` trials were
 /// suggested, else the optimiser's. None when a finite space has no setting left.
-pub fn suggest(space: &StudySpace, seed: u64, initial: u64, trials: &[Trial], model: &mut Model) -> Option<Suggestion> {
+///
+/// One objective is modelled by the kept surrogate (complete trials, and pruned ones at
+/// their last report) and improved by log EI over the best feasible complete trial. Two
+/// have a kept surrogate each and are improved together by log EHVI over the feasible
+/// trials' front (against the study's reference point, else one derived from the
+/// trials). Three or four are scalarised afresh at each suggestion (ParEGO: the weights
+/// are drawn from the simplex, seeded by the study's seed and the trial count). Each
+/// constraint has its own kept surrogate, whose probability of feasibility weighs the
+/// acquisition.
+pub fn suggest(
+    space: &StudySpace,
+    seed: u64,
+    initial: u64,
+    goal: &Goal,
+    trials: &[Trial],
+    model: &mut StudyModel,
+) -> Option<Suggestion> {
     let suggested = trials.iter().filter(|t| t.suggested).count() as u64;
     if suggested < initial {
         let values = space.draw(seed, suggested);
@@ -286,24 +198,111 @@ pub fn suggest(space: &StudySpace, seed: u64, initial: u64, trials: &[Trial], mo
         return Some(Suggestion { values, point, log_ei: None });
     }
     let taken: HashSet<String> = trials.iter().map(|t| key(&t.values)).collect();
-    let mut observed = Vec::new();
-    let mut held = Vec::new();
+    let mut complete: Vec<(String, Vec<f64>, &[f64])> = Vec::new();
+    let mut pruned = Vec::new();
     let mut pending = Vec::new();
     for t in trials {
         let Some(u) = space.space.encode(&t.values) else { continue };
-        match t.state {
-            State::Complete(v) => {
-                held.push((key(&t.values), u.clone(), v));
-                observed.push((u, v));
-            }
+        match &t.state {
+            State::Complete(told) => complete.push((key(&t.values), u, told)),
+            State::Pruned(Some(v)) => pruned.push((key(&t.values), u, *v)),
             State::Pending => pending.push(u),
-            State::Failed => {}
+            State::Pruned(None) | State::Failed => {}
         }
     }
-    let fitted = model.update(&held, seed);
+    let (fitted, observed) = if goal.objectives == 2 {
+        two_objectives(goal, &complete, model, seed)
+    } else {
+        one_objective(goal, &complete, pruned, trials.len() as u64, model, seed)
+    };
+    let fitted = fitted.and_then(|mut fitted| {
+        model.limits.resize_with(goal.limits.len(), Model::default);
+        for (j, (limit, max)) in model.limits.iter_mut().zip(&goal.limits).enumerate() {
+            // Oriented as the objective: -value, feasible when at least -max.
+            let points: Vec<(String, Vec<f64>, f64)> =
+                complete.iter().map(|c| (c.0.clone(), c.1.clone(), -c.2[goal.objectives + j])).collect();
+            if let (Some(f), Some(at_least)) = (limit.update(&points, seed ^ (j as u64 + 1)), limit.standardise(-max)) {
+                fitted.limits.push(super::Limit { gp: f.gp, at_least });
+            }
+        }
+        (fitted.best.is_some() || fitted.hypervolume.is_some() || !fitted.limits.is_empty()).then_some(fitted)
+    });
     let suggester = Suggester { space: &space.space, seed };
     let history = History { observed: &observed, pending: &pending, taken: &taken };
     suggester.next(fitted.as_ref(), &history, trials.len() as u64)
+}
+
+type Point<'a> = (String, Vec<f64>, &'a [f64]);
+
+/// One objective (as told) or three or four (scalarised): the kept or a fresh surrogate,
+/// its incumbent, and the modelled points.
+fn one_objective(
+    goal: &Goal,
+    complete: &[Point<'_>],
+    pruned: Vec<(String, Vec<f64>, f64)>,
+    round: u64,
+    model: &mut StudyModel,
+    seed: u64,
+) -> (Option<Fitted>, Vec<(Vec<f64>, f64)>) {
+    let values: Vec<f64> = if goal.objectives == 1 {
+        complete.iter().map(|c| c.2[0]).collect()
+    } else {
+        let mut rng = SplitMix64::new(seed ^ 0x9A2E_60C0 ^ round.wrapping_mul(0x2545_F491_4F6C_DD1D));
+        let w = super::pareto::weights(goal.objectives, &mut rng);
+        let objectives: Vec<Vec<f64>> = complete.iter().map(|c| c.2[..goal.objectives].to_vec()).collect();
+        // The scalarisation changes at every suggestion: nothing to keep.
+        model.objective = Model::default();
+        super::pareto::scalarised(&objectives, &w)
+    };
+    let mut held: Vec<(String, Vec<f64>, f64)> =
+        complete.iter().zip(&values).map(|(c, v)| (c.0.clone(), c.1.clone(), *v)).collect();
+    held.extend(pruned);
+    let observed = held.iter().map(|h| (h.1.clone(), h.2)).collect();
+    let fitted = model.objective.update(&held, seed).map(|mut fitted| {
+        fitted.best = complete
+            .iter()
+            .zip(&values)
+            .filter(|(c, _)| goal.feasible(c.2))
+            .filter_map(|(_, v)| model.objective.standardise(*v))
+            .reduce(f64::max);
+        fitted
+    });
+    (fitted, observed)
+}
+
+/// Two objectives: a kept surrogate each, and the cells where the feasible front would
+/// improve, in the surrogates' (warped) units; the front's points are the incumbents.
+fn two_objectives(
+    goal: &Goal,
+    complete: &[Point<'_>],
+    model: &mut StudyModel,
+    seed: u64,
+) -> (Option<Fitted>, Vec<(Vec<f64>, f64)>) {
+    model.objectives.resize_with(2, Model::default);
+    let mut gps = Vec::with_capacity(2);
+    for (j, m) in model.objectives.iter_mut().enumerate() {
+        let points: Vec<(String, Vec<f64>, f64)> =
+            complete.iter().map(|c| (c.0.clone(), c.1.clone(), c.2[j])).collect();
+        match m.update(&points, seed ^ (0x0B1E_C700 + j as u64)) {
+            Some(f) => gps.push(f.gp),
+            None => return (None, Vec::new()),
+        }
+    }
+    let warp = |j: usize, v: f64| model.objectives[j].standardise(v).expect("fitted");
+    let feasible: Vec<&Point<'_>> = complete.iter().filter(|c| goal.feasible(c.2)).collect();
+    let warped: Vec<Vec<f64>> = feasible.iter().map(|c| vec![warp(0, c.2[0]), warp(1, c.2[1])]).collect();
+    let front = super::pareto::front(&warped);
+    let observed = front.iter().map(|&i| (feasible[i].1.clone(), 0.0)).collect();
+    let hypervolume = (!warped.is_empty()).then(|| {
+        let reference = match &goal.reference {
+            Some(r) => vec![warp(0, r[0]), warp(1, r[1])],
+            None => super::pareto::derived_reference(&warped, 2),
+        };
+        let points: Vec<[f64; 2]> = front.iter().map(|&i| [-warped[i][0], -warped[i][1]]).collect();
+        super::Hypervolume { gps: gps.clone(), cells: super::ehvi::cells(&points, [-reference[0], -reference[1]]) }
+    });
+    let fitted = Fitted { gp: gps[0].clone(), best: None, limits: Vec::new(), hypervolume };
+    (Some(fitted), observed)
 }
 
 #[cfg(test)]
@@ -342,24 +341,24 @@ mod tests {
     #[test]
     fn a_study_minimises_branin_and_its_gp_equals_a_fresh_fit_after_a_refit() {
         let s = space();
-        let mut model = Model::default();
+        let mut model = StudyModel::default();
         let mut trials: Vec<Trial> = Vec::new();
         for _ in 0..30 {
-            let next = suggest(&s, 1, 8, &trials, &mut model).unwrap();
+            let next = suggest(&s, 1, 8, &Goal::single(), &trials, &mut model).unwrap();
             let v = branin(&next.values);
-            trials.push(Trial { values: next.values, suggested: true, state: State::Complete(-v) });
+            trials.push(Trial { values: next.values, suggested: true, state: State::Complete(vec![-v]) });
         }
         let best = trials
             .iter()
             .map(|t| match t.state {
-                State::Complete(v) => -v,
+                State::Complete(ref v) => -v[0],
                 _ => f64::INFINITY,
             })
             .fold(f64::INFINITY, f64::min);
         let best_random = trials[..8]
             .iter()
             .map(|t| match t.state {
-                State::Complete(v) => -v,
+                State::Complete(ref v) => -v[0],
                 _ => f64::INFINITY,
             })
             .fold(f64::INFINITY, f64::min);
@@ -371,7 +370,7 @@ mod tests {
             .iter()
             .map(|t| {
                 let v = match t.state {
-                    State::Complete(v) => v,
+                    State::Complete(ref v) => v[0],
                     _ => unreachable!(),
                 };
                 (key(&t.values), s.space.encode(&t.values).unwrap(), v)
@@ -419,12 +418,12 @@ mod tests {
                     let values = s.draw(seed, i);
                     let (a, b) = (values[0].as_f64().unwrap(), values[1].as_f64().unwrap());
                     let v = -((a - 0.3).powi(2) + (b - 0.7).powi(2)) + 0.05 * rng.normal();
-                    Trial { values, suggested: true, state: State::Complete(v) }
+                    Trial { values, suggested: true, state: State::Complete(vec![v]) }
                 })
                 .collect();
-            let mut model = Model::default();
+            let mut model = StudyModel::default();
             for _ in 0..6 {
-                let next = suggest(&s, seed, 6, &trials, &mut model).expect("a suggestion");
+                let next = suggest(&s, seed, 6, &Goal::single(), &trials, &mut model).expect("a suggestion");
                 trials.push(Trial { values: next.values, suggested: true, state: State::Pending });
             }
             let pending: Vec<Vec<f64>> = trials[6..].iter().map(|t| s.space.encode(&t.values).unwrap()).collect();
@@ -443,46 +442,13 @@ mod tests {
     /// trials, grows by the ones that come after, and equals a fresh fit with the same
     /// cap on the same trials.
     #[test]
-    fn a_capped_model_keeps_the_best_and_the_recent_trials() {
-        let s = space();
-        let points: Vec<(String, Vec<f64>, f64)> = (0..60)
-            .map(|i| {
-                let values = s.draw(5, i);
-                (key(&values), s.space.encode(&values).unwrap(), -branin(&values))
-            })
-            .collect();
-        let cap = 20;
-        let mut model = Model::with_cap(cap);
-        let (mut last_refit, mut fresh) = (1, Model::with_cap(cap).update(&points[..1], 3).unwrap());
-        for n in 1..=points.len() {
-            let g = model.update(&points[..n], 3).unwrap();
-            if n >= last_refit + refit_interval(last_refit) {
-                last_refit = n;
-                fresh = Model::with_cap(cap).update(&points[..n], 3).unwrap();
-            }
-            assert_eq!(g.gp.len(), last_refit.min(cap) + (n - last_refit), "{n} trials");
-            assert_eq!(g.gp.hyper, fresh.gp.hyper, "{n} trials");
-        }
-        // The modelled trials: the 10 best and the 10 most recent of the others.
-        let chosen = modelled(&points, cap);
-        assert_eq!(chosen.len(), cap);
-        let mut by_value: Vec<usize> = (0..points.len()).collect();
-        by_value.sort_by(|&a, &b| points[b].2.total_cmp(&points[a].2));
-        assert!(by_value[..cap / 2].iter().all(|i| chosen.contains(i)));
-        let rest: Vec<usize> =
-            (0..points.len()).rev().filter(|i| !by_value[..cap / 2].contains(i)).take(cap / 2).collect();
-        assert!(rest.iter().all(|i| chosen.contains(i)));
-        assert_eq!(refit_interval(100_000), MAX_GROWN);
-    }
-
-    #[test]
     fn pending_trials_are_not_suggested_again() {
         let s = space();
-        let mut model = Model::default();
+        let mut model = StudyModel::default();
         let mut trials: Vec<Trial> = Vec::new();
         for i in 0..12 {
-            let next = suggest(&s, 2, 5, &trials, &mut model).unwrap();
-            let state = if i % 2 == 0 { State::Pending } else { State::Complete(-branin(&next.values)) };
+            let next = suggest(&s, 2, 5, &Goal::single(), &trials, &mut model).unwrap();
+            let state = if i % 2 == 0 { State::Pending } else { State::Complete(vec![-branin(&next.values)]) };
             trials.push(Trial { values: next.values, suggested: true, state });
         }
         let keys: HashSet<String> = trials.iter().map(|t| key(&t.values)).collect();

@@ -7,10 +7,16 @@
 //! and the study's surrogate between suggestions (`selection::bayes::study`); a request
 //! reads only the objects it has not seen. Suggestions are computed on blocking threads.
 
+mod definition;
+
 use super::{Service, ServiceError};
-use crate::selection::bayes::study::{self, Model, State, StudySpace, Trial};
+use crate::selection::bayes::pareto;
+use crate::selection::bayes::pruner::{self, Other};
+use crate::selection::bayes::study::{self, State, StudyModel, StudySpace, Trial};
 use crate::spec::{FieldError, ObjectReader};
 use bytes::Bytes;
+use definition::{finite, tell_from_stored, tell_json};
+pub use definition::{pruner_json, read_tell, Constraint, Definition, Objective, Told};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,77 +28,6 @@ pub const MAX_SUGGEST: u64 = 64;
 /// Times a suggestion is picked again after another replica took its trial id.
 const RACES: usize = 32;
 
-/// A study's definition, as created.
-#[derive(Debug, Clone)]
-pub struct Definition {
-    pub id: Uuid,
-    pub name: Option<String>,
-    /// The space as the client wrote it.
-    pub space_json: Value,
-    pub space: StudySpace,
-    pub maximize: bool,
-    pub seed: u64,
-    pub initial: u64,
-    pub created_at: String,
-}
-
-impl Definition {
-    /// Reads a create body; errors point into it.
-    pub fn from_json(id: Uuid, body: &Value) -> Result<Definition, FieldError> {
-        let mut obj = ObjectReader::new(body, "")?;
-        let name = obj.str("name")?.map(str::to_owned);
-        let space_json =
-            obj.take("space").cloned().ok_or_else(|| FieldError::shape("/space", "missing field `space`"))?;
-        let space = StudySpace::from_json(&space_json)?;
-        let maximize = match obj.str("direction")? {
-            None | Some("minimize") => false,
-            Some("maximize") => true,
-            Some(other) => {
-                return Err(FieldError::invalid(
-                    "/direction",
-                    format!("`{other}` is neither \"minimize\" nor \"maximize\""),
-                ))
-            }
-        };
-        let seed = obj.u64("seed")?.unwrap_or(0);
-        let initial = obj.u64("initial")?.unwrap_or((2 * space.names.len() as u64).max(5));
-        if initial == 0 {
-            return Err(FieldError::invalid("/initial", "must be at least 1"));
-        }
-        obj.finish()?;
-        let created_at = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
-        Ok(Definition { id, name, space_json, space, maximize, seed, initial, created_at })
-    }
-
-    fn to_json(&self) -> Value {
-        json!({
-            "id": self.id, "name": self.name, "space": self.space_json,
-            "direction": if self.maximize { "maximize" } else { "minimize" },
-            "seed": self.seed, "initial": self.initial, "created_at": self.created_at,
-        })
-    }
-
-    fn from_stored(bytes: &[u8]) -> Result<Definition, String> {
-        let v: Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
-        let id = v["id"].as_str().and_then(|s| Uuid::parse_str(s).ok()).ok_or("no id")?;
-        let mut d = Definition::from_json(id, &json!({
-            "name": v["name"], "space": v["space"], "direction": v["direction"], "seed": v["seed"], "initial": v["initial"],
-        }))
-        .map_err(|e| e.to_string())?;
-        d.created_at = v["created_at"].as_str().unwrap_or_default().to_string();
-        Ok(d)
-    }
-
-    /// A value as the model sees it: greater is better.
-    fn modelled(&self, value: f64) -> f64 {
-        if self.maximize {
-            value
-        } else {
-            -value
-        }
-    }
-}
-
 /// One trial as a replica knows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrialRecord {
@@ -100,8 +35,35 @@ pub struct TrialRecord {
     pub values: Vec<Value>,
     pub suggested: bool,
     pub created_at: String,
-    /// The told value (None: failed), once told.
-    pub told: Option<Option<f64>>,
+    /// What was told, once told.
+    pub told: Option<Told>,
+    /// Intermediate values by step.
+    pub reports: BTreeMap<u64, f64>,
+}
+
+impl TrialRecord {
+    /// The told results (objectives, then constraints) of a complete trial.
+    pub fn results(&self) -> Option<&[f64]> {
+        match &self.told {
+            Some(Told::Complete(r)) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The state as the API names it.
+    pub fn state(&self) -> &'static str {
+        match self.told {
+            None => "pending",
+            Some(Told::Complete(_)) => "complete",
+            Some(Told::Failed) => "failed",
+            Some(Told::Pruned) => "pruned",
+        }
+    }
+
+    /// The last reported value.
+    pub fn last_report(&self) -> Option<f64> {
+        self.reports.values().next_back().copied()
+    }
 }
 
 /// A study as answered: its definition and trials, in id order.
@@ -111,17 +73,65 @@ pub struct StudyView {
     pub trials: Vec<TrialRecord>,
 }
 
+/// A study's Pareto front and the hypervolume it dominates.
+#[derive(Debug, Clone)]
+pub struct Front<'a> {
+    pub trials: Vec<&'a TrialRecord>,
+    pub hypervolume: f64,
+    /// In the objectives' order and units.
+    pub reference: Option<Vec<f64>>,
+    pub derived: bool,
+}
+
 impl StudyView {
-    /// The complete trial with the best value (ties to the earlier).
-    pub fn best(&self) -> Option<&TrialRecord> {
+    /// Whether a complete trial meets the study's constraints.
+    pub fn feasible(&self, t: &TrialRecord) -> bool {
+        t.results().is_some_and(|r| self.definition.goal().feasible(r))
+    }
+
+    /// The complete feasible trials with their objectives oriented "greater is better".
+    fn candidates(&self) -> Vec<(&TrialRecord, Vec<f64>)> {
         let d = &self.definition;
-        self.trials.iter().filter(|t| matches!(t.told, Some(Some(_)))).fold(None, |best: Option<&TrialRecord>, t| {
-            let v = d.modelled(t.told.flatten().expect("complete"));
-            match best {
-                Some(b) if d.modelled(b.told.flatten().expect("complete")) >= v => Some(b),
-                _ => Some(t),
-            }
-        })
+        let m = d.objectives.len();
+        self.trials
+            .iter()
+            .filter(|t| self.feasible(t))
+            .map(|t| (t, d.oriented(&t.results().expect("complete")[..m])))
+            .collect()
+    }
+
+    /// The feasible complete trial with the best value (ties to the earlier); None with
+    /// several objectives.
+    pub fn best(&self) -> Option<&TrialRecord> {
+        if self.definition.multi() {
+            return None;
+        }
+        let best =
+            self.candidates().into_iter().fold(None, |best: Option<(&TrialRecord, Vec<f64>)>, (t, v)| match best {
+                Some(b) if b.1[0] >= v[0] => Some(b),
+                _ => Some((t, v)),
+            });
+        best.map(|b| b.0)
+    }
+
+    /// The non-dominated feasible complete trials and their hypervolume (several
+    /// objectives only), against the given reference point or one derived from the
+    /// trials (their worst values pushed out by a tenth of each range).
+    pub fn front(&self) -> Option<Front<'_>> {
+        let d = &self.definition;
+        if !d.multi() {
+            return None;
+        }
+        let candidates = self.candidates();
+        let points: Vec<Vec<f64>> = candidates.iter().map(|c| c.1.clone()).collect();
+        let trials = pareto::front(&points).into_iter().map(|i| candidates[i].0).collect();
+        let (reference, derived) = match &d.reference {
+            Some(r) => (Some(r.clone()), false),
+            None if points.is_empty() => (None, true),
+            None => (Some(d.oriented(&pareto::derived_reference(&points, d.objectives.len()))), true),
+        };
+        let hypervolume = reference.as_ref().map_or(0.0, |r| pareto::hypervolume(&points, &d.oriented(r)));
+        Some(Front { trials, hypervolume, reference, derived })
     }
 }
 
@@ -130,7 +140,7 @@ impl StudyView {
 pub struct Cached {
     definition: Definition,
     trials: BTreeMap<u64, TrialRecord>,
-    model: Model,
+    model: StudyModel,
 }
 
 impl Cached {
@@ -148,10 +158,11 @@ impl Cached {
             .map(|t| Trial {
                 values: t.values.clone(),
                 suggested: t.suggested,
-                state: match t.told {
+                state: match &t.told {
                     None => State::Pending,
-                    Some(None) => State::Failed,
-                    Some(Some(v)) => State::Complete(self.definition.modelled(v)),
+                    Some(Told::Failed) => State::Failed,
+                    Some(Told::Complete(r)) => State::Complete(self.definition.oriented(r)),
+                    Some(Told::Pruned) => State::Pruned(t.last_report().map(|v| self.definition.oriented(&[v])[0])),
                 },
             })
             .collect()
@@ -176,7 +187,7 @@ impl Service {
         let bytes = Bytes::from(definition.to_json().to_string());
         self.store.create_study(definition.id, bytes).await.map_err(|e| self.store_failure("storing the study", e))?;
         self.metrics.studies_created.inc();
-        let cached = Cached { definition, trials: BTreeMap::new(), model: Model::default() };
+        let cached = Cached { definition, trials: BTreeMap::new(), model: StudyModel::default() };
         let view = cached.view();
         self.studies.lock().expect("studies").insert(view.definition.id, Arc::new(tokio::sync::Mutex::new(cached)));
         Ok(view)
@@ -216,7 +227,7 @@ impl Service {
 
     /// `count` new trials, pending, each where the study's model says to look next; with
     /// the study's space, which names their values.
-    pub async fn suggest(&self, id: Uuid, count: u64) -> Result<(StudySpace, Vec<TrialRecord>), ServiceError> {
+    pub async fn suggest(&self, id: Uuid, count: u64) -> Result<(Definition, Vec<TrialRecord>), ServiceError> {
         if !(1..=MAX_SUGGEST).contains(&count) {
             return Err(FieldError::invalid("/count", format!("must be from 1 to {MAX_SUGGEST}; got {count}")).into());
         }
@@ -238,12 +249,16 @@ impl Service {
         for _ in 0..count {
             let mut races = 0;
             loop {
-                let (space, seed, initial) =
-                    (guard.definition.space.clone(), guard.definition.seed, guard.definition.initial);
+                let (space, seed, initial, goal) = (
+                    guard.definition.space.clone(),
+                    guard.definition.seed,
+                    guard.definition.initial,
+                    guard.definition.goal(),
+                );
                 let trials = guard.trials_for_model();
                 let mut model = std::mem::take(&mut guard.model);
                 let (next, model) = tokio::task::spawn_blocking(move || {
-                    let next = study::suggest(&space, seed, initial, &trials, &mut model);
+                    let next = study::suggest(&space, seed, initial, &goal, &trials, &mut model);
                     (next, model)
                 })
                 .await
@@ -258,6 +273,7 @@ impl Service {
                     suggested: true,
                     created_at: now(),
                     told: None,
+                    reports: BTreeMap::new(),
                 };
                 let bytes = trial_bytes(&trial, &guard.definition.space);
                 if self.store.create_trial(id, trial.id, bytes).await.map_err(|e| self.store_error(e))? {
@@ -277,43 +293,92 @@ impl Service {
         }
         self.metrics.study_suggestions.inc_by(out.len() as u64);
         self.metrics.study_suggest_seconds.observe(started.elapsed().as_secs_f64());
-        Ok((guard.definition.space.clone(), out))
+        Ok((guard.definition.clone(), out))
     }
 
-    /// Tells trial `trial`'s outcome: `{"value": number}` or `{"state": "failed"}`; with the
-    /// study's space.
-    pub async fn tell(&self, id: Uuid, trial: u64, body: &Value) -> Result<(StudySpace, TrialRecord), ServiceError> {
-        let told = read_tell(body)?;
+    /// Tells trial `trial`'s outcome (results, failed or pruned); with the study's space.
+    pub async fn tell(&self, id: Uuid, trial: u64, body: &Value) -> Result<(Definition, TrialRecord), ServiceError> {
         let cached = self.fresh_study(id).await?;
         let mut guard = cached.lock().await;
+        let told = read_tell(&guard.definition, body)?;
         let Some(record) = guard.trials.get(&trial).cloned() else {
             return Err(ServiceError::TrialNotFound { study: id, trial });
         };
         if record.told.is_some() {
             return Err(ServiceError::AlreadyTold { trial });
         }
-        let bytes = Bytes::from(tell_json(told).to_string());
+        let bytes = Bytes::from(tell_json(&guard.definition, &told, now()).to_string());
         if !self.store.tell_trial(id, trial, bytes).await.map_err(|e| self.store_error(e))? {
             self.refresh(id, &mut guard).await?;
             return Err(ServiceError::AlreadyTold { trial });
         }
+        let _ = match told {
+            Told::Pruned => self.metrics.study_pruned.inc(),
+            _ => self.metrics.study_tells.inc(),
+        };
         let record = TrialRecord { told: Some(told), ..record };
         guard.trials.insert(trial, record.clone());
-        self.metrics.study_tells.inc();
-        Ok((guard.definition.space.clone(), record))
+        Ok((guard.definition.clone(), record))
     }
 
-    /// Records an evaluation the study did not suggest (a warm start), complete; with the
-    /// study's space.
-    pub async fn record_trial(&self, id: Uuid, body: &Value) -> Result<(StudySpace, TrialRecord), ServiceError> {
+    /// Records trial `trial`'s intermediate value at a step (`{"step", "value"}`) and
+    /// answers whether the study's pruner would stop it now. A step reported before keeps
+    /// its first value (as Optuna); the decision is made again.
+    pub async fn report(&self, id: Uuid, trial: u64, body: &Value) -> Result<(u64, bool), ServiceError> {
+        let mut obj = ObjectReader::new(body, "")?;
+        let step = obj.u64("step")?.ok_or_else(|| FieldError::shape("/step", "missing field `step`"))?;
+        let value = obj.take("value").ok_or_else(|| FieldError::shape("/value", "missing field `value`"))?;
+        let value = finite(value, "/value")?;
+        obj.finish()?;
+        let cached = self.fresh_study(id).await?;
+        let mut guard = cached.lock().await;
+        if guard.definition.multi() {
+            return Err(FieldError::invalid("/step", "a study with several objectives takes no reports").into());
+        }
+        let Some(record) = guard.trials.get(&trial) else {
+            return Err(ServiceError::TrialNotFound { study: id, trial });
+        };
+        if record.told.is_some() {
+            return Err(ServiceError::AlreadyTold { trial });
+        }
+        if !record.reports.contains_key(&step) {
+            let bytes = Bytes::from(json!({"step": step, "value": value, "reported_at": now()}).to_string());
+            if self.store.report_trial(id, trial, step, bytes).await.map_err(|e| self.store_error(e))? {
+                guard.trials.get_mut(&trial).expect("held").reports.insert(step, value);
+            } else {
+                self.refresh(id, &mut guard).await?;
+            }
+        }
+        self.metrics.study_reports.inc();
+        let this = &guard.trials[&trial];
+        let others: Vec<Other<'_>> = guard
+            .trials
+            .values()
+            .filter(|t| t.id != trial)
+            .map(|t| Other { reports: &t.reports, complete: matches!(t.told, Some(Told::Complete(_))) })
+            .collect();
+        // The decision at the step reported: later reports (another worker's retry) are
+        // not counted.
+        let upto: BTreeMap<u64, f64> = this.reports.range(..=step).map(|(k, v)| (*k, *v)).collect();
+        let prune = pruner::should_prune(&guard.definition.pruner, &upto, &others, guard.definition.maximize());
+        if prune {
+            self.metrics.study_prune_advice.inc();
+        }
+        Ok((step, prune))
+    }
+
+    /// Records an evaluation the study did not suggest (a warm start), complete:
+    /// `{"values": setting, "value"}` and/or `"results"`; with the study's space.
+    pub async fn record_trial(&self, id: Uuid, body: &Value) -> Result<(Definition, TrialRecord), ServiceError> {
         let mut obj = ObjectReader::new(body, "")?;
         let values =
             obj.take("values").cloned().ok_or_else(|| FieldError::shape("/values", "missing field `values`"))?;
-        let value = obj.take("value").cloned().ok_or_else(|| FieldError::shape("/value", "missing field `value`"))?;
+        let value = obj.take("value").cloned();
+        let results = obj.take("results").cloned();
         obj.finish()?;
-        let value = finite(&value)?;
         let cached = self.fresh_study(id).await?;
         let mut guard = cached.lock().await;
+        let results = guard.definition.read_results(value.as_ref(), results.as_ref(), "/results")?;
         let values = guard.definition.space.values_of(&values)?;
         if guard.trials.len() as u64 >= self.config.max_study_trials {
             return Err(FieldError::invalid("/values", "the study holds MERCER_MAX_STUDY_TRIALS trials").into());
@@ -325,15 +390,17 @@ impl Service {
                 suggested: false,
                 created_at: now(),
                 told: None,
+                reports: BTreeMap::new(),
             };
             let bytes = trial_bytes(&trial, &guard.definition.space);
             if self.store.create_trial(id, trial.id, bytes).await.map_err(|e| self.store_error(e))? {
-                let told = Bytes::from(tell_json(Some(value)).to_string());
-                self.store.tell_trial(id, trial.id, told).await.map_err(|e| self.store_error(e))?;
-                let record = TrialRecord { told: Some(Some(value)), ..trial };
+                let told = Told::Complete(results.clone());
+                let bytes = Bytes::from(tell_json(&guard.definition, &told, now()).to_string());
+                self.store.tell_trial(id, trial.id, bytes).await.map_err(|e| self.store_error(e))?;
+                let record = TrialRecord { told: Some(told), ..trial };
                 guard.trials.insert(record.id, record.clone());
                 self.metrics.study_tells.inc();
-                return Ok((guard.definition.space.clone(), record));
+                return Ok((guard.definition.clone(), record));
             }
             self.refresh(id, &mut guard).await?;
         }
@@ -354,7 +421,7 @@ impl Service {
                 let cached = Arc::new(tokio::sync::Mutex::new(Cached {
                     definition,
                     trials: BTreeMap::new(),
-                    model: Model::default(),
+                    model: StudyModel::default(),
                 }));
                 self.studies.lock().expect("studies").entry(id).or_insert(cached).clone()
             }
@@ -387,6 +454,7 @@ impl Service {
                 suggested: v["suggested"].as_bool().unwrap_or(true),
                 created_at: v["created_at"].as_str().unwrap_or_default().to_string(),
                 told: None,
+                reports: BTreeMap::new(),
             };
             cached.trials.insert(seq, record);
         }
@@ -399,47 +467,23 @@ impl Service {
                 continue;
             };
             let v: Value = serde_json::from_slice(&bytes).unwrap_or_default();
-            let told = match v["state"].as_str() {
-                Some("failed") => Some(None),
-                _ => v["value"].as_f64().map(Some),
-            };
+            let told = tell_from_stored(&cached.definition, &v);
             if let (Some(told), Some(r)) = (told, cached.trials.get_mut(&seq)) {
                 r.told = Some(told);
             }
         }
+        for (seq, step) in listing.reports {
+            if cached.trials.get(&seq).is_none_or(|r| r.reports.contains_key(&step)) {
+                continue;
+            }
+            let Some(bytes) = self.store.report_object(id, seq, step).await.map_err(|e| self.store_error(e))? else {
+                continue;
+            };
+            let v: Value = serde_json::from_slice(&bytes).unwrap_or_default();
+            if let (Some(value), Some(r)) = (v["value"].as_f64(), cached.trials.get_mut(&seq)) {
+                r.reports.insert(step, value);
+            }
+        }
         Ok(())
-    }
-}
-
-/// `{"value": number}` (Some) or `{"state": "failed"}` (None).
-fn read_tell(body: &Value) -> Result<Option<f64>, FieldError> {
-    let mut obj = ObjectReader::new(body, "")?;
-    let state = obj.str("state")?.map(str::to_owned);
-    let value = obj.take("value").cloned();
-    obj.finish()?;
-    match (state.as_deref(), value) {
-        (Some("failed"), None) => Ok(None),
-        (Some("failed"), Some(_)) => Err(FieldError::invalid("/value", "a failed trial has no value")),
-        (Some("complete") | None, Some(v)) => finite(&v).map(Some),
-        (Some("complete") | None, None) => {
-            Err(FieldError::invalid("/value", "missing: tell a value, or state \"failed\""))
-        }
-        (Some(other), _) => {
-            Err(FieldError::invalid("/state", format!("`{other}` is neither \"complete\" nor \"failed\"")))
-        }
-    }
-}
-
-fn finite(v: &Value) -> Result<f64, FieldError> {
-    match v.as_f64() {
-        Some(x) if x.is_finite() => Ok(x),
-        _ => Err(FieldError::invalid("/value", format!("must be a finite number, not {v}"))),
-    }
-}
-
-fn tell_json(told: Option<f64>) -> Value {
-    match told {
-        Some(v) => json!({"state": "complete", "value": v, "told_at": now()}),
-        None => json!({"state": "failed", "told_at": now()}),
     }
 }
