@@ -396,6 +396,71 @@ async fn a_study_from_the_command_line() {
     assert!(code == 0 && out.contains("deleted"), "{out}");
 }
 
+/// Several objectives, a constraint and a pruner from the command line: create with
+/// flags, tell results by name, report steps, tell a trial pruned, show the front.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_study_with_objectives_constraints_and_a_pruner_from_the_command_line() {
+    let s = TestServer::default().await;
+    let space = r#"{"x": {"uniform": [0, 1]}}"#;
+    let args = [
+        "study",
+        "create",
+        "--space",
+        space,
+        "--objective",
+        "cost:minimize",
+        "--objective",
+        "gain:maximize",
+        "--constraint",
+        "c:0.5",
+        "--reference",
+        "cost=2",
+        "--reference",
+        "gain=-1",
+        "--initial",
+        "2",
+    ];
+    let (code, out, err) = mercer(&s.url, &args, &[]).await;
+    assert_eq!(code, 0, "{err}");
+    let id = out.trim().to_string();
+    for round in 0..4u64 {
+        let (code, out, err) = mercer(&s.url, &["study", "suggest", &id], &[]).await;
+        assert_eq!(code, 0, "{err}");
+        let (trial, values) = out.trim().split_once('\t').unwrap();
+        let x = serde_json::from_str::<serde_json::Value>(values).unwrap()["x"].as_f64().unwrap();
+        let c = if round == 0 { "1.0" } else { "0.0" };
+        let (cost, gain) = (format!("cost={x}"), format!("gain={}", x.sqrt()));
+        let tell = ["study", "tell", &id, trial, "--result", &cost, "--result", &gain, "--result", &format!("c={c}")];
+        let (code, out, err) = mercer(&s.url, &tell, &[]).await;
+        assert!(code == 0 && out.contains("complete"), "{out} {err}");
+    }
+    let (code, out, _) = mercer(&s.url, &["study", "show", &id], &[]).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("minimize cost, maximize gain") && out.contains("constraints: c <= 0.5"), "{out}");
+    assert!(out.contains("pareto front: trials") && out.contains("hypervolume:"), "{out}");
+    assert_eq!(out.lines().filter(|l| l.contains("infeasible")).count(), 1, "{out}");
+    let got = s.get(&format!("/studies/{id}")).await.json::<serde_json::Value>().await.unwrap();
+    assert_eq!(got["reference"], serde_json::json!({"cost": 2.0, "gain": -1.0}));
+
+    // A pruner: two complete trials report 1.0 at step 0; a third's 5.0 is worse than
+    // their median.
+    let pruner = r#"{"type": "median", "startup_trials": 2}"#;
+    let (_, out, err) = mercer(&s.url, &["study", "create", "--space", space, "--pruner", pruner], &[]).await;
+    let pid = out.trim().to_string();
+    assert_eq!(pid.len(), 36, "{err}");
+    for trial in ["0", "1"] {
+        mercer(&s.url, &["study", "suggest", &pid], &[]).await;
+        let (code, out, err) = mercer(&s.url, &["study", "report", &pid, trial, "0", "1.0"], &[]).await;
+        assert_eq!((code, out.trim()), (0, "continue"), "{err}");
+        mercer(&s.url, &["study", "tell", &pid, trial, "1.0"], &[]).await;
+    }
+    mercer(&s.url, &["study", "suggest", &pid], &[]).await;
+    let (code, out, _) = mercer(&s.url, &["study", "report", &pid, "2", "0", "5.0"], &[]).await;
+    assert_eq!((code, out.trim()), (0, "prune"));
+    let (code, out, err) = mercer(&s.url, &["study", "tell", &pid, "2", "--pruned"], &[]).await;
+    assert!(code == 0 && out.contains("pruned"), "{out} {err}");
+}
+
 /// `mercer train --approximation variational --likelihood ... --epochs ...` fits a
 /// variational GP; `show` prints its ELBO.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
