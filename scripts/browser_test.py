@@ -38,6 +38,10 @@ Steps (each prints one PASS/FAIL line; the exit status is 1 when any failed):
     studies table: its told values against trial number (10 points, 1 failed mark), the best
     so far as a step line that never rises (minimised), and 12 rows in its trials table, the
     best marked (study.png);
+ 6d. a study with two objectives over the API (10 trials told, one infeasible), opened: the
+    trials in objective space with the Pareto front as a staircase through as many marked
+    points as the study's `pareto` lists, the infeasible one marked apart, the front's rows
+    starred and the hypervolume among its facts (study_front.png);
  7. trains from the page's CSV form and waits for the new model, ready and plotted (train.png);
  8. no SEVERE entry in the browser console;
  9. with --token (the server has MERCER_API_KEYS): the page asks for the token before anything
@@ -413,6 +417,40 @@ def study_page(driver, api, shots):
     api.call("DELETE", f"/studies/{sid}")
 
 
+def study_front_page(driver, api, shots):
+    body = {"name": "two-objectives", "space": {"x": {"uniform": [0, 1]}, "y": {"uniform": [0, 1]}},
+            "objectives": [{"name": "cost", "direction": "minimize"}, {"name": "loss", "direction": "minimize"}],
+            "constraints": [{"name": "c", "max": 0.9}], "initial": 4}
+    status, _, study = api.call("POST", "/studies", body)
+    check(status == 201, f"create: {status}")
+    sid = study["id"]
+    for i in range(10):
+        _, _, out = api.call("POST", f"/studies/{sid}/suggest", {"count": 1})
+        t = out["trials"][0]
+        x, y = t["values"]["x"], t["values"]["y"]
+        c = 1.0 if i == 2 else 0.0
+        api.call("POST", f"/studies/{sid}/trials/{t['id']}", {"values": {"cost": x, "loss": 1 - math.sqrt(x) + y, "c": c}})
+    _, _, got = api.call("GET", f"/studies/{sid}")
+    front = len(got["pareto"])
+    driver.find_element(By.ID, "refresh").click()
+    wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, f'tr[data-testid=study-row][data-id="{sid}"]'), "the study in the studies table")
+    driver.find_element(By.CSS_SELECTOR, f'tr[data-testid=study-row][data-id="{sid}"]').click()
+    shown = wait(driver, lambda d: d.execute_script("""
+        const svg = document.querySelector('[data-testid=details] [data-testid=study-plot] svg[data-kind=front]');
+        if (!svg) return null;
+        return {front: svg.querySelectorAll('[data-testid=front-point]').length,
+                stairs: svg.querySelectorAll('[data-testid=pareto-front]').length,
+                infeasible: svg.querySelectorAll('circle.failed').length,
+                starred: [...document.querySelectorAll('[data-testid=details] [data-testid=trial-row]')].filter((r) => r.children[0].textContent.startsWith('★')).length,
+                facts: document.querySelector('[data-testid=details] dl').textContent};"""), "the front plot")
+    check(front >= 1 and shown["front"] == front and shown["stairs"] == 1, f"{shown['front']} front points drawn, {front} in the study's pareto")
+    check(shown["infeasible"] == 1, f"{shown['infeasible']} infeasible marks, 1 expected")
+    check(shown["starred"] == front, f"{shown['starred']} starred rows, {front} expected")
+    check("hypervolume" in shown["facts"] and "(derived)" in shown["facts"], f"facts: {shown['facts']!r}")
+    screenshot(driver, shots, "study_front.png")
+    api.call("DELETE", f"/studies/{sid}")
+
+
 def train_csv(driver, header, rows, model, target="", params=""):
     """Trains `model` through the page's form on a CSV of `rows`; waits for the model's plot
     and returns the model's name (the page names it after the file)."""
@@ -596,6 +634,8 @@ def main():
              bayes_search, driver, Api(args.url, args.token), shots)
         step("6c a study: told values against trial number, failures marked, best so far never rising, 12 trial rows",
              study_page, driver, Api(args.url, args.token), shots)
+        step("6d a study with two objectives: its Pareto front as a staircase, the infeasible trial apart, the front's rows starred",
+             study_front_page, driver, Api(args.url, args.token), shots)
         step("7 train from the CSV form: new model ready, listed and plotted", train_from_form, driver, shots)
         step("7b kernel_pca from the form with a label column: 60 embedded points coloured by species, 2 eigenvalues",
              kpca_embedding, driver, shots)

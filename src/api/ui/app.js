@@ -3,7 +3,7 @@
 // metadata, labels, kernels) is rendered as text: no innerHTML anywhere.
 
 import { api, ApiError, getToken, setToken } from "./api.js";
-import { bandPlot, confusionTable, embeddingPlot, heatMap, paddedRange, progressPlot, regionsPlot, scatterPlot, sortedLabels } from "./plot.js";
+import { bandPlot, confusionTable, embeddingPlot, frontPlot, heatMap, paddedRange, progressPlot, regionsPlot, scatterPlot, sortedLabels } from "./plot.js";
 
 const MODELS = [
   "gaussian_process", "kernel_ridge", "svm", "gp_classifier",
@@ -166,10 +166,10 @@ function renderStudies(studies) {
   const rows = studies.map((st) => {
     const tr = h("tr", { "data-testid": "study-row", "data-id": st.id, tabindex: 0, class: st.id === state.selected ? "selected" : null },
       h("td", { class: "name", title: st.id }, st.name || String(st.id).slice(0, 8)),
-      h("td", {}, st.direction),
+      h("td", {}, st.objectives ? st.objectives.map((o) => `${o.name}: ${o.direction}`).join(", ") : st.direction),
       h("td", { class: "num" }, Array.isArray(st.trials) ? st.trials.length : 0),
       h("td", { class: "num" }, st.n_complete ?? 0),
-      h("td", { class: "num" }, st.best ? compact(st.best.value) : "—"),
+      h("td", { class: "num" }, st.best ? compact(st.best.value) : st.pareto ? `front of ${st.pareto.length}` : "—"),
     );
     tr.addEventListener("click", () => showStudy(st.id));
     tr.addEventListener("keydown", (ev) => {
@@ -196,25 +196,59 @@ async function showStudy(id) {
     const facts = h("dl", { class: "facts" });
     const fact = (k, v) => v !== null && v !== undefined && v !== "" && facts.append(h("dt", {}, k), h("dd", {}, v));
     fact("id", st.id);
-    fact("direction", st.direction);
-    fact("trials", `${trials.length} (${st.n_complete ?? 0} complete)`);
+    const objectives = st.objectives ?? null;
+    fact(objectives ? "objectives" : "direction", objectives ? objectives.map((o) => `${o.name} (${o.direction})`).join(", ") : st.direction);
+    const constraints = Array.isArray(st.constraints) ? st.constraints : [];
+    if (constraints.length) fact("constraints", constraints.map((c) => `${c.name} ≤ ${compact(c.max)}`).join(", "));
+    if (st.pruner && st.pruner.type !== "none") fact("pruner", Object.entries(st.pruner).map(([k, v]) => (k === "type" ? v : `${k} ${v}`)).join(", "));
+    fact("trials", `${trials.length} (${st.n_complete ?? 0} complete${st.n_pruned ? `, ${st.n_pruned} pruned` : ""})`);
     fact("initial", st.initial);
     fact("seed", st.seed);
     if (st.best) fact("best", `${compact(st.best.value)} at trial ${st.best.id}`);
+    if (objectives) {
+      fact("Pareto front", `${(st.pareto ?? []).length} trials`);
+      fact("hypervolume", `${compact(st.hypervolume)}${st.reference ? ` against ${objectives.map((o) => compact(st.reference[o.name])).join(", ")}${st.reference_derived ? " (derived)" : ""}` : ""}`);
+    }
     fact("created", st.created_at);
-    // Complete trials by id; failed ones as gaps on the axis; pending ones not yet.
-    const done = trials.filter((t) => t.state !== "pending");
-    const values = done.map((t) => (t.state === "complete" ? t.value : null));
-    const plot = done.length
-      ? progressPlot({ values, minimize: st.direction !== "maximize", xLabel: "trial (told, in order)", yLabel: "value" })
-      : h("p", { class: "hint" }, "No trial told yet.");
+    let plot;
+    if (objectives && objectives.length === 2) {
+      // Two objectives: the trials in objective space, and the front.
+      const names = objectives.map((o) => o.name);
+      const pair = (t) => names.map((n) => t.results?.[n]);
+      const complete = trials.filter((t) => t.state === "complete");
+      plot = complete.length
+        ? frontPlot({
+          points: complete.filter((t) => t.feasible !== false).map(pair),
+          infeasible: complete.filter((t) => t.feasible === false).map(pair),
+          front: (st.pareto ?? []).map(pair),
+          names,
+          minimize: objectives.map((o) => o.direction !== "maximize"),
+          reference: st.reference ? names.map((n) => st.reference[n]) : null,
+        })
+        : h("p", { class: "hint" }, "No trial told yet.");
+    } else if (objectives) {
+      plot = h("p", { class: "hint" }, `${objectives.length} objectives: the front is listed below (trials marked ★).`);
+    } else {
+      // Complete feasible trials by id; failed, pruned and infeasible ones as gaps on the
+      // axis; pending ones not yet.
+      const done = trials.filter((t) => t.state !== "pending");
+      const values = done.map((t) => (t.state === "complete" && t.feasible !== false ? t.value : null));
+      plot = done.length
+        ? progressPlot({ values, minimize: st.direction !== "maximize", xLabel: "trial (told, in order)", yLabel: "value" })
+        : h("p", { class: "hint" }, "No trial told yet.");
+    }
     const names = Object.keys(st.space ?? {}).sort();
-    const head = h("tr", {}, h("th", { class: "num" }, "trial"), h("th", {}, "state"), h("th", { class: "num" }, "value"),
+    const resultNames = [...(objectives ?? []).map((o) => o.name), ...constraints.map((c) => c.name)];
+    const onFront = new Set((st.pareto ?? []).map((t) => t.id));
+    const head = h("tr", {}, h("th", { class: "num" }, "trial"), h("th", {}, "state"),
+      ...(objectives ? [] : [h("th", { class: "num" }, "value")]),
+      ...resultNames.map((n) => h("th", { class: "num" }, n)),
       ...names.map((n) => h("th", {}, n)));
-    const rows = trials.map((t) => h("tr", { "data-testid": "trial-row", "data-id": t.id, class: st.best && st.best.id === t.id ? "best" : null },
-      h("td", { class: "num" }, t.id),
-      h("td", {}, t.state),
-      h("td", { class: "num" }, t.state === "complete" ? compact(t.value) : "—"),
+    const rows = trials.map((t) => h("tr", { "data-testid": "trial-row", "data-id": t.id, class: (st.best && st.best.id === t.id) || onFront.has(t.id) ? "best" : null },
+      h("td", { class: "num" }, onFront.has(t.id) ? `★ ${t.id}` : t.id),
+      h("td", {}, t.feasible === false ? "infeasible" : t.state),
+      ...(objectives ? [] : [h("td", { class: "num" }, t.value !== undefined ? compact(t.value) : "—")]),
+      ...resultNames.map((n) => h("td", { class: "num" }, t.results && n in t.results ? compact(t.results[n]) : "—")),
       ...names.map((n) => h("td", { class: "value" }, compact(t.values?.[n]))),
     ));
     $("details").replaceChildren(

@@ -249,6 +249,32 @@ export function progressPlot({ values, minimize = false, xLabel = "trial", yLabe
   return svg;
 }
 
+// Two objectives: every complete trial as a point (infeasible ones marked apart), the
+// Pareto front's points joined by its staircase, and the reference point when known.
+// `minimize` says, per objective, which way is better.
+export function frontPlot({ points, front, names, minimize, reference = null, infeasible = [] }) {
+  const all = [...points, ...infeasible, ...(reference ? [reference] : [])];
+  const xr = paddedRange(all.map((p) => p[0]), 0.06);
+  const yr = paddedRange(all.map((p) => p[1]), 0.06);
+  const { svg, sx, sy } = frame("front", xr, yr, names[0], names[1], "the trials' objectives and their Pareto front");
+  legend(svg, [["trials", "point-swatch"], ["Pareto front", "best-swatch"], ...(infeasible.length ? [["infeasible", "failed-swatch"]] : [])]);
+  for (const [a, b] of points) svgEl("circle", { cx: f2(sx(a)), cy: f2(sy(b)), r: 3.5, class: "point" }, svg);
+  for (const [a, b] of infeasible) svgEl("circle", { cx: f2(sx(a)), cy: f2(sy(b)), r: 3, class: "point failed" }, svg);
+  // The staircase: sorted from the best of the first objective; between two front points
+  // the line holds the first's second objective, then steps.
+  const sorted = front.slice().sort((p, q) => (minimize[0] ? p[0] - q[0] : q[0] - p[0]));
+  if (sorted.length) {
+    const d = sorted.map(([a, b], k) => (k ? `L${f2(sx(a))},${f2(sy(sorted[k - 1][1]))}L${f2(sx(a))},${f2(sy(b))}` : `M${f2(sx(a))},${f2(sy(b))}`)).join("");
+    svgEl("path", { d, class: "best-line", "data-testid": "pareto-front" }, svg);
+    for (const [a, b] of sorted) svgEl("circle", { cx: f2(sx(a)), cy: f2(sy(b)), r: 4.5, class: "point front", "data-testid": "front-point" }, svg);
+  }
+  if (reference) {
+    const r = svgEl("circle", { cx: f2(sx(reference[0])), cy: f2(sy(reference[1])), r: 4, class: "reference" }, svg);
+    svgEl("title", {}, r).textContent = "hypervolume reference point";
+  }
+  return svg;
+}
+
 // One axis of a heat map: the distinct values in order, where they sit (log10 of them on a
 // logarithmic axis: every value > 0 and max/min >= 10) and the cell edges, halfway between
 // neighbours and as far beyond the ends as the nearest neighbour's half gap.
