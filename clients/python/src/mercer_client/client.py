@@ -17,6 +17,7 @@ import numpy as np
 import requests
 
 from .errors import MercerError
+from .study import Study, _objective_names, study_body
 
 #: Where a client connects when given no URL (the service's default address).
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -59,7 +60,9 @@ class Client:
     its answer, in seconds (a synchronous fit answers when the fit is done, or after
     the server's own fit wait, 540 s by default, with the model still training).
 
-    ``client.models``, ``client.datasets`` and ``client.studies`` hold the calls.
+    ``client.models``, ``client.datasets`` and ``client.studies`` hold the calls;
+    :meth:`create_study` and :meth:`load_study` give a :class:`~mercer_client.Study`
+    with Optuna's API (``study.optimize(objective, n_trials=50)``).
     """
 
     def __init__(self, url: Optional[str] = None, token: Optional[str] = None, timeout: float = 600.0):
@@ -75,6 +78,79 @@ class Client:
 
     def __repr__(self) -> str:
         return f"Client({self.url!r})"
+
+    def create_study(
+        self,
+        space: dict,
+        *,
+        direction: Optional[str] = None,
+        directions: Optional[list] = None,
+        objective_names: Optional[list] = None,
+        reference: Any = None,
+        constraints: Any = None,
+        pruner: Any = None,
+        name: Optional[str] = None,
+        seed: int = 0,
+        initial: Optional[int] = None,
+    ) -> Study:
+        """``POST /studies``: a new study, as a :class:`~mercer_client.Study` (Optuna's
+        ``optuna.create_study``; the space is given here, the server suggests every
+        trial's setting).
+
+        Args:
+            space: names to ``{"uniform": [lo, hi]}``, ``{"log_uniform": [lo, hi]}``,
+                ``{"int_uniform": [lo, hi]}``, a list of values, or
+                ``{"grid" | "log_grid": [lo, hi, count]}``.
+            direction: ``"minimize"`` (default) or ``"maximize"``: one objective.
+            directions: one direction per objective (2 to 4; a list of one is
+                ``direction``). Not with ``direction``.
+            objective_names: the objectives' names (default ``"f0"``, ``"f1"``, ...;
+                one objective: ``"value"``, known to the client only), the keys of a
+                dict the objective returns.
+            reference: the hypervolume's reference point (several objectives), a dict
+                name -> number or a sequence in the objectives' order; derived by the
+                server when left out.
+            constraints: a dict name -> max, or a list of ``{"name", "max"}`` (or
+                ``(name, max)`` pairs, or names: max 0); a trial is feasible when each
+                of its constraint values is at most its max. At most 8.
+            pruner: ``"median"``, ``"halving"``, ``"none"``, a dict (``{"type":
+                "median", "startup_trials": 5, ...}``) or a
+                :class:`~mercer_client.MedianPruner` /
+                :class:`~mercer_client.SuccessiveHalvingPruner`; single objective only.
+            name: the study's name.
+            seed: the seed of its random first trials.
+            initial: how many random trials come first (default: the server's,
+                max(5, 2 x dimensions)).
+
+        Errors of the definition are :class:`MercerError` 422 at their pointer
+        (``/objectives``, ``/reference/<name>``, ``/constraints/0/max``, ``/pruner``,
+        ...); ``ValueError`` for arguments that cannot be sent (``direction`` and
+        ``directions`` both, names not matching the directions).
+        """
+        resource = self.studies.create(
+            space,
+            name=name,
+            direction=direction,
+            directions=directions,
+            objective_names=objective_names,
+            reference=reference,
+            constraints=constraints,
+            pruner=pruner,
+            seed=seed,
+            initial=initial,
+        )
+        return Study(self, resource, objective_name=_single_objective_name(resource, objective_names))
+
+    def load_study(self, study_id: str, *, objective_names: Optional[list] = None) -> Study:
+        """``GET /studies/{id}``: an existing study as a :class:`~mercer_client.Study`
+        (Optuna's ``optuna.load_study``). ``objective_names`` names a single objective
+        (the name is the client's, not stored: default ``"value"``)."""
+        resource = self.studies.get(study_id)
+        return Study(self, resource, objective_name=_single_objective_name(resource, objective_names))
+
+    def delete_study(self, study_id: str) -> None:
+        """``DELETE /studies/{id}`` (Optuna's ``optuna.delete_study``)."""
+        self.studies.delete(study_id)
 
     def request(
         self,
@@ -353,7 +429,9 @@ class Studies:
         trial = client.studies.ask(study["id"])
         client.studies.tell(study["id"], trial["id"], f(**trial["values"]))
 
-    or let :meth:`optimize` run the loop.
+    or let :meth:`optimize` run the loop. These calls take and return dicts;
+    :meth:`Client.create_study` wraps the same requests in Optuna's API (a
+    :class:`~mercer_client.Study` whose ``optimize`` calls ``objective(trial)``).
     """
 
     def __init__(self, client: Client):
@@ -364,19 +442,33 @@ class Studies:
         space: dict,
         *,
         name: Optional[str] = None,
-        direction: str = "minimize",
+        direction: Optional[str] = None,
         seed: int = 0,
         initial: Optional[int] = None,
+        directions: Optional[list] = None,
+        objective_names: Optional[list] = None,
+        reference: Any = None,
+        constraints: Any = None,
+        pruner: Any = None,
     ) -> dict:
         """``POST /studies``: a new study over ``space`` (names to
         ``{"uniform": [lo, hi]}``, ``{"log_uniform": [lo, hi]}``,
         ``{"int_uniform": [lo, hi]}``, a list of values, or a grid); returns the study
-        resource."""
-        body = {"space": space, "direction": direction, "seed": seed}
-        if name is not None:
-            body["name"] = name
-        if initial is not None:
-            body["initial"] = initial
+        resource. ``direction`` defaults to ``"minimize"``; ``directions``,
+        ``objective_names``, ``reference``, ``constraints`` and ``pruner`` are as in
+        :meth:`Client.create_study` (which returns a :class:`~mercer_client.Study`)."""
+        body = study_body(
+            space,
+            name=name,
+            direction=direction,
+            directions=directions,
+            objective_names=objective_names,
+            reference=reference,
+            constraints=constraints,
+            pruner=pruner,
+            seed=seed,
+            initial=initial,
+        )
         return self._client.request("POST", "/studies", body).json()
 
     def list(self) -> list:
@@ -400,22 +492,61 @@ class Studies:
         """One new pending trial: where to evaluate next."""
         return self.suggest(study_id, 1)[0]
 
-    def tell(self, study_id: str, trial_id: int, value: Optional[float] = None, *, failed: bool = False) -> dict:
-        """``POST /studies/{id}/trials/{trial_id}``: the trial's value, or
-        ``failed=True`` when the evaluation failed. A trial is told once (a second
+    def tell(
+        self,
+        study_id: str,
+        trial_id: int,
+        value: Optional[float] = None,
+        *,
+        failed: bool = False,
+        values: Optional[dict] = None,
+        state: Optional[str] = None,
+    ) -> dict:
+        """``POST /studies/{id}/trials/{trial_id}``: the trial's ``value`` (one
+        objective), and/or ``values`` (name -> number: every objective of a study with
+        several, and every constraint), or ``failed=True`` / ``state="failed"`` when
+        the evaluation failed, ``state="pruned"`` when it stopped early (its value is
+        its last report). Returns the trial resource. A trial is told once (a second
         tell raises :class:`MercerError` with status 409)."""
         if failed:
-            body = {"state": "failed"}
+            state = "failed"
+        if state is not None:
+            if value is not None or values is not None:
+                raise ValueError(f"a trial told {state!r} has no value")
+            body: dict = {"state": state}
         else:
-            if value is None:
-                raise ValueError("tell a value, or failed=True")
-            body = {"value": float(value)}
+            if value is None and values is None:
+                raise ValueError("tell a value (or values), or failed=True")
+            body = {}
+            if value is not None:
+                body["value"] = float(value)
+            if values is not None:
+                body["values"] = dict(values)
         return self._client.request("POST", f"/studies/{study_id}/trials/{trial_id}", body).json()
 
-    def record(self, study_id: str, values: dict, value: float) -> dict:
+    def report(self, study_id: str, trial_id: int, value: float, step: int) -> dict:
+        """``POST /studies/{id}/trials/{trial_id}/reports`` ``{"step", "value"}``: an
+        intermediate value of a pending trial of a single-objective study. Returns
+        ``{"trial", "step", "prune"}``: ``prune`` is the pruner's advice to stop the
+        trial (then tell it ``state="pruned"``). A step reported again keeps its first
+        value."""
+        body = {"step": step, "value": float(value)}
+        return self._client.request("POST", f"/studies/{study_id}/trials/{trial_id}/reports", body).json()
+
+    def record(
+        self, study_id: str, values: dict, value: Optional[float] = None, *, results: Optional[dict] = None
+    ) -> dict:
         """``POST /studies/{id}/trials``: an evaluation the study did not suggest (a
-        warm start), complete."""
-        body = {"values": values, "value": float(value)}
+        warm start), complete: ``values`` is the setting, ``value`` the single
+        objective's value, ``results`` name -> number for several objectives and for
+        constraints."""
+        if value is None and results is None:
+            raise ValueError("record a value (or results)")
+        body: dict = {"values": values}
+        if value is not None:
+            body["value"] = float(value)
+        if results is not None:
+            body["results"] = dict(results)
         return self._client.request("POST", f"/studies/{study_id}/trials", body).json()
 
     def optimize(self, study_id: str, function, n_trials: int, *, catch: tuple = ()) -> dict:
@@ -431,6 +562,14 @@ class Studies:
                 continue
             self.tell(study_id, trial["id"], value)
         return self.get(study_id)
+
+
+def _single_objective_name(resource: dict, objective_names: Any) -> Optional[str]:
+    """The client-side name of a single-objective study's objective (``None`` for the
+    default, or for several objectives: the server names those)."""
+    if objective_names is None or resource.get("objectives"):
+        return None
+    return _objective_names(1, objective_names)[0]
 
 
 def _rows_as_list(rows: Any) -> list:
