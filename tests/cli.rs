@@ -461,6 +461,44 @@ async fn a_study_with_objectives_constraints_and_a_pruner_from_the_command_line(
     assert!(code == 0 && out.contains("pruned"), "{out} {err}");
 }
 
+/// `mercer study optimize`: a command per trial, its values substituted into its
+/// arguments and environment; its result line told, a failing run told failed, and a
+/// report the median pruner answers prune kills the run and tells it pruned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn study_optimize_runs_a_command_per_trial() {
+    let s = TestServer::default().await;
+    let space = r#"{"x": {"uniform": [0, 1]}}"#;
+    let (_, out, err) = mercer(&s.url, &["study", "create", "--space", space, "--initial", "3"], &[]).await;
+    let id = out.trim().to_string();
+    assert_eq!(id.len(), 36, "{err}");
+    // (x - 0.3)^2 from the argument, checked against the environment; trial 2 fails.
+    let script = r#"[ "{x}" = "$MERCER_PARAM_X" ] || exit 3; [ {trial} = 2 ] && exit 1; echo "working on {x}"; awk "BEGIN { print ({x} - 0.3) ^ 2 }""#;
+    let (code, out, err) =
+        mercer(&s.url, &["study", "optimize", &id, "--trials", "6", "--", "sh", "-c", script], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().filter(|l| l.starts_with("trial ") && l.contains(" complete ")).count(), 5, "{out}");
+    assert!(out.contains("trial 2 failed") && err.contains("working on"), "{out}\n{err}");
+    let study = s.get(&format!("/studies/{id}")).await.json::<serde_json::Value>().await.unwrap();
+    for t in study["trials"].as_array().unwrap().iter().filter(|t| t["state"] == "complete") {
+        let x = t["values"]["x"].as_f64().unwrap();
+        assert!((t["value"].as_f64().unwrap() - (x - 0.3).powi(2)).abs() < 1e-5, "{t}");
+    }
+
+    // The pruner: trial 0 reports 1 and completes; trial 1 reports 5 at the same step,
+    // is told to stop, and would otherwise sleep for a minute (the test would wait for
+    // the sleep, which holds the output open, if only the shell were killed).
+    let pruner = r#"{"type": "median", "startup_trials": 1}"#;
+    let (_, out, _) = mercer(&s.url, &["study", "create", "--space", space, "--pruner", pruner], &[]).await;
+    let pid = out.trim().to_string();
+    let script = r#"if [ {trial} = 0 ]; then echo "report 0 1"; echo 1; else echo "report 0 5"; sleep 60; echo 1; fi"#;
+    let (code, out, err) =
+        mercer(&s.url, &["study", "optimize", &pid, "--trials", "2", "--", "sh", "-c", script], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("trial 0 complete") && out.contains("trial 1 pruned"), "{out}");
+    let study = s.get(&format!("/studies/{pid}")).await.json::<serde_json::Value>().await.unwrap();
+    assert_eq!(study["trials"][1]["reports"], serde_json::json!([{"step": 0, "value": 5.0}]));
+}
+
 /// `mercer train --approximation variational --likelihood ... --epochs ...` fits a
 /// variational GP; `show` prints its ELBO.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

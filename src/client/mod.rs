@@ -6,6 +6,7 @@
 mod http;
 mod output;
 pub mod study;
+pub mod study_loop;
 
 pub use http::{Api, ClientError};
 

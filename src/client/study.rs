@@ -1,4 +1,4 @@
-//! `mercer study create|suggest|tell|report|record|show|list|delete`: a study over the
+//! `mercer study create|suggest|tell|report|optimize|record|show|list|delete`: a study over the
 //! HTTP API, for a shell loop that evaluates something and tells the value back (several
 //! objectives and constraints as NAME=VALUE pairs; intermediate values for a pruner).
 
@@ -76,6 +76,18 @@ pub enum StudyCommand {
         step: u64,
         #[arg(allow_negative_numbers = true)]
         value: f64,
+    },
+    /// Run COMMAND for each of --trials trials: `{name}` in its arguments (and
+    /// MERCER_PARAM_<NAME> in its environment) holds the trial's values; it prints
+    /// `report STEP VALUE` lines for the pruner (a trial to prune is killed) and its
+    /// result last: a number, or NAME=VALUE pairs. A non-zero exit fails the trial.
+    Optimize {
+        id: String,
+        #[arg(long)]
+        trials: u64,
+        /// The command and its arguments, after `--`.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
     },
     /// Record an evaluation the study did not suggest (a warm start).
     Record {
@@ -194,6 +206,7 @@ pub async fn run(api: &Api, args: &StudyArgs) -> Result<(Value, String), ClientE
             let text = if v["prune"].as_bool() == Some(true) { "prune\n" } else { "continue\n" };
             Ok((v, text.to_string()))
         }
+        StudyCommand::Optimize { id, trials, command } => super::study_loop::optimize(api, id, *trials, command).await,
         StudyCommand::Record { id, values, value, result } => {
             let mut body = json!({"values": json_arg(values, "the values")?});
             if let Some(v) = value {
