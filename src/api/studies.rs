@@ -56,8 +56,8 @@ fn study_json(s: &StudyView) -> Value {
     v["best"] = s.best().map_or(Value::Null, |t| trial_json(t, d));
     v["n_complete"] = json!(s.trials.iter().filter(|t| t.results().is_some()).count());
     v["n_pruned"] = json!(s.trials.iter().filter(|t| t.state() == "pruned").count());
-    if let Some(front) = s.front() {
-        v["pareto"] = front.trials.iter().map(|t| trial_json(t, d)).collect();
+    if let Some(front) = &s.front {
+        v["pareto"] = front.ids.iter().filter_map(|&id| s.trial(id)).map(|t| trial_json(t, d)).collect();
         v["hypervolume"] = json!(front.hypervolume);
         v["reference"] = front.reference.as_ref().map_or(Value::Null, |r| d.named(r));
         v["reference_derived"] = json!(front.derived);

@@ -66,17 +66,19 @@ impl TrialRecord {
     }
 }
 
-/// A study as answered: its definition and trials, in id order.
+/// A study as answered: its definition and trials, in id order, and (several objectives)
+/// its front, computed on a blocking thread ([`StudyView::summarised`]).
 #[derive(Debug, Clone)]
 pub struct StudyView {
     pub definition: Definition,
     pub trials: Vec<TrialRecord>,
+    pub front: Option<Front>,
 }
 
-/// A study's Pareto front and the hypervolume it dominates.
+/// A study's Pareto front (its trials' ids) and the hypervolume it dominates.
 #[derive(Debug, Clone)]
-pub struct Front<'a> {
-    pub trials: Vec<&'a TrialRecord>,
+pub struct Front {
+    pub ids: Vec<u64>,
     pub hypervolume: f64,
     /// In the objectives' order and units.
     pub reference: Option<Vec<f64>>,
@@ -117,21 +119,33 @@ impl StudyView {
     /// The non-dominated feasible complete trials and their hypervolume (several
     /// objectives only), against the given reference point or one derived from the
     /// trials (their worst values pushed out by a tenth of each range).
-    pub fn front(&self) -> Option<Front<'_>> {
+    fn compute_front(&self) -> Option<Front> {
         let d = &self.definition;
         if !d.multi() {
             return None;
         }
         let candidates = self.candidates();
         let points: Vec<Vec<f64>> = candidates.iter().map(|c| c.1.clone()).collect();
-        let trials = pareto::front(&points).into_iter().map(|i| candidates[i].0).collect();
+        let ids = pareto::front(&points).into_iter().map(|i| candidates[i].0.id).collect();
         let (reference, derived) = match &d.reference {
             Some(r) => (Some(r.clone()), false),
             None if points.is_empty() => (None, true),
             None => (Some(d.oriented(&pareto::derived_reference(&points, d.objectives.len()))), true),
         };
         let hypervolume = reference.as_ref().map_or(0.0, |r| pareto::hypervolume(&points, &d.oriented(r)));
-        Some(Front { trials, hypervolume, reference, derived })
+        Some(Front { ids, hypervolume, reference, derived })
+    }
+
+    /// The view with its front computed (several objectives; O(n f) and more: call it on
+    /// a blocking thread).
+    pub fn summarised(mut self) -> StudyView {
+        self.front = self.compute_front();
+        self
+    }
+
+    /// A trial by id.
+    pub fn trial(&self, id: u64) -> Option<&TrialRecord> {
+        self.trials.binary_search_by_key(&id, |t| t.id).ok().map(|i| &self.trials[i])
     }
 }
 
@@ -149,7 +163,7 @@ impl Cached {
     }
 
     fn view(&self) -> StudyView {
-        StudyView { definition: self.definition.clone(), trials: self.trials.values().cloned().collect() }
+        StudyView { definition: self.definition.clone(), trials: self.trials.values().cloned().collect(), front: None }
     }
 
     fn trials_for_model(&self) -> Vec<Trial> {
@@ -188,7 +202,8 @@ impl Service {
         self.store.create_study(definition.id, bytes).await.map_err(|e| self.store_failure("storing the study", e))?;
         self.metrics.studies_created.inc();
         let cached = Cached { definition, trials: BTreeMap::new(), model: StudyModel::default() };
-        let view = cached.view();
+        // No trials yet: the front is empty, cheap to compute here.
+        let view = cached.view().summarised();
         self.studies.lock().expect("studies").insert(view.definition.id, Arc::new(tokio::sync::Mutex::new(cached)));
         Ok(view)
     }
@@ -211,8 +226,13 @@ impl Service {
     /// One study, read afresh.
     pub async fn study(&self, id: Uuid) -> Result<StudyView, ServiceError> {
         let cached = self.fresh_study(id).await?;
-        let guard = cached.lock().await;
-        Ok(guard.view())
+        let view = cached.lock().await.view();
+        if !view.definition.multi() {
+            return Ok(view);
+        }
+        tokio::task::spawn_blocking(move || view.summarised())
+            .await
+            .map_err(|_| ServiceError::Storage("the study's front was interrupted".into()))
     }
 
     pub async fn delete_study(&self, id: Uuid) -> Result<(), ServiceError> {
