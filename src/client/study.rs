@@ -206,7 +206,11 @@ pub async fn run(api: &Api, args: &StudyArgs) -> Result<(Value, String), ClientE
             let text = if v["prune"].as_bool() == Some(true) { "prune\n" } else { "continue\n" };
             Ok((v, text.to_string()))
         }
-        StudyCommand::Optimize { id, trials, command } => super::study_loop::optimize(api, id, *trials, command).await,
+        StudyCommand::Optimize { id, trials, command } => {
+            let (study, mut text) = super::study_loop::optimize(api, id, *trials, command).await?;
+            text.push_str(&study_details(&study));
+            Ok((study, text))
+        }
         StudyCommand::Record { id, values, value, result } => {
             let mut body = json!({"values": json_arg(values, "the values")?});
             if let Some(v) = value {

@@ -15,7 +15,6 @@
 //! lines pass through to standard error. Each command runs in a process group of its
 //! own, killed whole when its trial is pruned.
 
-use super::study::study_details;
 use super::{path_segment as segment, Api, ClientError};
 use serde_json::{json, Map, Value};
 use std::process::Stdio;
@@ -76,8 +75,7 @@ async fn stop(child: &mut tokio::process::Child) {
     let _ = child.kill().await;
 }
 
-/// Runs COMMAND for `trials` trials; the study as it ends, and a line per trial then the
-/// study's summary for people.
+/// Runs COMMAND for `trials` trials; the study as it ends, and a line per trial.
 pub async fn optimize(api: &Api, id: &str, trials: u64, command: &[String]) -> Result<(Value, String), ClientError> {
     let Some((program, args)) = command.split_first() else {
         return Err(ClientError::Other("a command to run is needed after --".into()));
@@ -151,7 +149,6 @@ pub async fn optimize(api: &Api, id: &str, trials: u64, command: &[String]) -> R
         text.push_str(&line);
     }
     let study = api.get_json(&format!("/studies/{}", segment(id))).await?;
-    text.push_str(&study_details(&study));
     Ok((study, text))
 }
 
