@@ -32,7 +32,7 @@ fn trial_json(t: &TrialRecord, d: &Definition) -> Value {
                 v["results"] = d.named(results);
             }
             if !d.constraints.is_empty() {
-                v["feasible"] = json!(d.goal().feasible(results));
+                v["feasible"] = json!(d.feasible(results));
             }
         }
         None if t.state() == "pruned" => {
@@ -114,14 +114,21 @@ pub async fn suggest(
     Ok(Json(json!({"trials": trials.iter().map(|t| trial_json(t, &definition)).collect::<Vec<_>>()})))
 }
 
+/// A study's and a trial's path segments: a study that is not a UUID, or a trial that is
+/// not a number, names nothing (404).
+fn trial_path(path: Result<Path<(String, String)>, PathRejection>) -> Result<(Uuid, u64), ApiError> {
+    let Path((raw, trial)) = path.map_err(|e| ApiError::BadQuery(format!("invalid path: {}", e.body_text())))?;
+    let id = Uuid::parse_str(&raw).map_err(|_| ServiceError::StudyNotFound(Uuid::nil()))?;
+    let trial = trial.parse().map_err(|_| ServiceError::TrialNotFound { study: id, trial: u64::MAX })?;
+    Ok((id, trial))
+}
+
 pub async fn tell(
     State(service): State<Arc<Service>>,
     path: Result<Path<(String, String)>, PathRejection>,
     JsonBody(body): JsonBody<Value>,
 ) -> Result<Json<Value>, ApiError> {
-    let Path((raw, trial)) = path.map_err(|e| ApiError::BadQuery(format!("invalid path: {}", e.body_text())))?;
-    let id = Uuid::parse_str(&raw).map_err(|_| ServiceError::StudyNotFound(Uuid::nil()))?;
-    let trial: u64 = trial.parse().map_err(|_| ServiceError::TrialNotFound { study: id, trial: u64::MAX })?;
+    let (id, trial) = trial_path(path)?;
     let (definition, record) = service.tell(id, trial, &body).await?;
     Ok(Json(trial_json(&record, &definition)))
 }
@@ -131,9 +138,7 @@ pub async fn report(
     path: Result<Path<(String, String)>, PathRejection>,
     JsonBody(body): JsonBody<Value>,
 ) -> Result<Json<Value>, ApiError> {
-    let Path((raw, trial)) = path.map_err(|e| ApiError::BadQuery(format!("invalid path: {}", e.body_text())))?;
-    let id = Uuid::parse_str(&raw).map_err(|_| ServiceError::StudyNotFound(Uuid::nil()))?;
-    let trial: u64 = trial.parse().map_err(|_| ServiceError::TrialNotFound { study: id, trial: u64::MAX })?;
+    let (id, trial) = trial_path(path)?;
     let (step, prune) = service.report(id, trial, &body).await?;
     Ok(Json(json!({"trial": trial, "step": step, "prune": prune})))
 }

@@ -320,6 +320,11 @@ impl Definition {
         }
     }
 
+    /// Whether told results (objectives, then constraints) meet every constraint.
+    pub fn feasible(&self, results: &[f64]) -> bool {
+        self.constraints.iter().zip(&results[self.objectives.len()..]).all(|(c, v)| *v <= c.max)
+    }
+
     /// Told results (objectives, then constraints) as the surrogate sees them: objectives
     /// "greater is better".
     pub fn oriented(&self, results: &[f64]) -> Vec<f64> {

@@ -88,7 +88,7 @@ pub struct Front {
 impl StudyView {
     /// Whether a complete trial meets the study's constraints.
     pub fn feasible(&self, t: &TrialRecord) -> bool {
-        t.results().is_some_and(|r| self.definition.goal().feasible(r))
+        t.results().is_some_and(|r| self.definition.feasible(r))
     }
 
     /// The complete feasible trials with their objectives oriented "greater is better".
