@@ -128,9 +128,7 @@ pub fn should_prune(pruner: &Pruner, reports: &BTreeMap<u64, f64>, others: &[Oth
 /// numpy's percentile with linear interpolation (q in 0..=100).
 fn percentile(mut v: Vec<f64>, q: f64) -> f64 {
     v.sort_by(f64::total_cmp);
-    let at = q / 100.0 * (v.len() - 1) as f64;
-    let (lo, hi) = (at.floor() as usize, at.ceil() as usize);
-    v[lo] + (v[hi] - v[lo]) * (at - lo as f64)
+    super::warp::quantile(&v, q / 100.0)
 }
 
 #[cfg(test)]
