@@ -297,7 +297,7 @@ fn through_service(rt: &tokio::runtime::Runtime, config: &Config, all: &Training
     let mut refits = Vec::new();
     let refit_ms = median_ms(3, || refits.push(train(all)));
     for id in refits {
-        rt.block_on(service.delete(id)).unwrap();
+        rt.block_on(service.delete(id, false, None)).unwrap();
     }
     let id = train(head);
     let append = |r: u64| {
@@ -334,7 +334,7 @@ fn through_service(rt: &tokio::runtime::Runtime, config: &Config, all: &Training
         (ms, service.lookup(id).await.unwrap().stored_bytes())
     });
     let first_use_compacted_ms = first_use();
-    rt.block_on(service.delete(id)).unwrap();
+    rt.block_on(service.delete(id, false, None)).unwrap();
     Served { refit_ms, append_ms: times[4], first_use_ms, first_use_compacted_ms, compact_ms, full_bytes }
 }
 

@@ -70,6 +70,22 @@ pub struct StoreLabels {
     pub outcome: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AliasLabels {
+    pub alias: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AliasModelLabels {
+    pub alias: String,
+    pub model: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ActionLabels {
+    pub action: String,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn latency_histogram() -> Histogram {
@@ -128,6 +144,17 @@ pub struct Metrics {
     pub study_reports: Counter,
     pub study_prune_advice: Counter,
     pub study_pruned: Counter,
+    /// Requests served through an alias, by alias and the model its route chose.
+    pub alias_requests: Family<AliasModelLabels, Counter>,
+    /// Alias settings written here, by action (set, rollback, delete, unroute).
+    pub alias_changes: Family<ActionLabels, Counter>,
+    /// How far shadow answers are from the answers sent: the absolute difference per
+    /// value (regression), 0 or 1 per row (a class label).
+    pub alias_shadow_disagreement: HistogramFamily<AliasLabels>,
+    pub alias_shadow_seconds: HistogramFamily<AliasLabels>,
+    pub alias_shadow_errors: Family<AliasLabels, Counter>,
+    /// Shadow predictions dropped because the server was busy.
+    pub alias_shadow_shed: Family<AliasLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -171,6 +198,37 @@ impl Metrics {
         let (study_reports, study_prune_advice, study_pruned) =
             (Counter::default(), Counter::default(), Counter::default());
         let store_sync_seconds = latency_histogram();
+        let alias_requests = Family::<AliasModelLabels, Counter>::default();
+        let alias_changes = Family::<ActionLabels, Counter>::default();
+        // Absolute differences from 1e-6 to 1e3; a label mismatch (1) falls at 1.
+        let alias_shadow_disagreement: HistogramFamily<AliasLabels> = Family::new_with_constructor(|| {
+            Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(1e-6, 10.0, 10))
+        });
+        let alias_shadow_seconds: HistogramFamily<AliasLabels> = Family::new_with_constructor(latency_histogram);
+        let alias_shadow_errors = Family::<AliasLabels, Counter>::default();
+        let alias_shadow_shed = Family::<AliasLabels, Counter>::default();
+        registry.register(
+            "mercer_alias_requests",
+            "Requests served through an alias, by alias and the model its route chose",
+            alias_requests.clone(),
+        );
+        registry.register("mercer_alias_changes", "Alias settings written, by action", alias_changes.clone());
+        registry.register(
+            "mercer_alias_shadow_disagreement",
+            "Shadow answers against the answers sent: absolute difference per value, or 1 per differing label",
+            alias_shadow_disagreement.clone(),
+        );
+        registry.register(
+            "mercer_alias_shadow_seconds",
+            "Shadow prediction latency, by alias",
+            alias_shadow_seconds.clone(),
+        );
+        registry.register("mercer_alias_shadow_errors", "Shadow predictions that failed", alias_shadow_errors.clone());
+        registry.register(
+            "mercer_alias_shadow_shed",
+            "Shadow predictions dropped because the server was busy",
+            alias_shadow_shed.clone(),
+        );
         registry.register(
             "mercer_store_sync_duration_seconds",
             "Time one refresh from the store takes (listing models, deltas and datasets, reading what changed)",
@@ -306,7 +364,42 @@ impl Metrics {
             study_reports,
             study_prune_advice,
             study_pruned,
+            alias_requests,
+            alias_changes,
+            alias_shadow_disagreement,
+            alias_shadow_seconds,
+            alias_shadow_errors,
+            alias_shadow_shed,
         }
+    }
+
+    pub fn record_alias_request(&self, alias: &str, model: uuid::Uuid) {
+        let labels = AliasModelLabels { alias: alias.into(), model: model.to_string() };
+        self.alias_requests.get_or_create(&labels).inc();
+    }
+
+    pub fn record_alias_change(&self, action: &str) {
+        self.alias_changes.get_or_create(&ActionLabels { action: action.into() }).inc();
+    }
+
+    /// A shadow prediction that ran: its latency and each value's disagreement.
+    pub fn record_shadow(&self, alias: &str, seconds: f64, disagreement: &[f64]) {
+        let labels = AliasLabels { alias: alias.into() };
+        self.alias_shadow_seconds.get_or_create(&labels).observe(seconds);
+        let h = self.alias_shadow_disagreement.get_or_create(&labels);
+        for &d in disagreement {
+            h.observe(d);
+        }
+    }
+
+    pub fn record_shadow_error(&self, alias: &str, seconds: f64) {
+        let labels = AliasLabels { alias: alias.into() };
+        self.alias_shadow_seconds.get_or_create(&labels).observe(seconds);
+        self.alias_shadow_errors.get_or_create(&labels).inc();
+    }
+
+    pub fn record_shadow_shed(&self, alias: &str) {
+        self.alias_shadow_shed.get_or_create(&AliasLabels { alias: alias.into() }).inc();
     }
 
     /// A function that records store calls, for the store to call (it knows nothing of

@@ -41,6 +41,9 @@ pub async fn require_scope(State(guard): State<Guard>, req: Request, next: Next)
         return ApiError::Forbidden { needs: guard.needs, has: key.scope }.into_response();
     }
     let name = KeyName(key.name.clone());
+    // Handlers that record who changed something read it from the request.
+    let mut req = req;
+    req.extensions_mut().insert(name.clone());
     let mut response = next.run(req).await;
     response.extensions_mut().insert(name);
     response

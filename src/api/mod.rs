@@ -1,6 +1,7 @@
 //! The HTTP layer: routes, request/response types, problem+json errors, middleware.
 //! It knows nothing of linear algebra; every route calls into [`crate::service`].
 
+pub mod aliases;
 pub mod datasets;
 pub mod drain;
 pub mod extract;
@@ -20,7 +21,7 @@ use crate::metrics::WhyLabels;
 use crate::service::Service;
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderName, StatusCode};
-use axum::routing::{delete, get, post, MethodRouter};
+use axum::routing::{delete, get, post, put, MethodRouter};
 use axum::Router;
 use keys::{KeyRing, Scope};
 use problem::ApiError;
@@ -34,13 +35,13 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
-const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Every route the router serves: method, path, and the scope of API key it needs (None:
 /// open to all, even with keys configured). `predict` reads and predicts, `train` also
-/// fits, appends, uploads and runs studies, `admin` also deletes.
+/// fits, appends, uploads and runs studies, `admin` also deletes and sets aliases.
 /// openapi.yaml must list exactly these (tests/spec_routes.rs checks both directions).
-pub const ROUTES: [(&str, &str, Option<Scope>); 34] = [
+pub const ROUTES: [(&str, &str, Option<Scope>); 39] = [
     ("GET", "/", None),
     ("GET", "/ui/{file}", None),
     ("GET", "/healthz", None),
@@ -69,6 +70,11 @@ pub const ROUTES: [(&str, &str, Option<Scope>); 34] = [
     ("POST", "/studies/{id}/trials", Some(Scope::Train)),
     ("POST", "/studies/{id}/trials/{trial_id}", Some(Scope::Train)),
     ("POST", "/studies/{id}/trials/{trial_id}/reports", Some(Scope::Train)),
+    ("GET", "/aliases", Some(Scope::Predict)),
+    ("GET", "/aliases/{name}", Some(Scope::Predict)),
+    ("PUT", "/aliases/{name}", Some(Scope::Admin)),
+    ("DELETE", "/aliases/{name}", Some(Scope::Admin)),
+    ("POST", "/aliases/{name}/rollback", Some(Scope::Admin)),
     ("GET", "/v2", Some(Scope::Predict)),
     ("GET", "/v2/health/live", None),
     ("GET", "/v2/health/ready", None),
@@ -94,6 +100,11 @@ fn handler(method: &str, path: &str, body_limit: usize) -> MethodRouter<Arc<Serv
         ("POST", "/studies/{id}/trials") => post(studies::record),
         ("POST", "/studies/{id}/trials/{trial_id}") => post(studies::tell),
         ("POST", "/studies/{id}/trials/{trial_id}/reports") => post(studies::report),
+        ("GET", "/aliases") => get(aliases::list),
+        ("GET", "/aliases/{name}") => get(aliases::get),
+        ("PUT", "/aliases/{name}") => put(aliases::put),
+        ("DELETE", "/aliases/{name}") => delete(aliases::delete),
+        ("POST", "/aliases/{name}/rollback") => post(aliases::rollback),
         ("GET", "/healthz") => get(ops::healthz),
         ("GET", "/readyz") => get(ops::readyz),
         ("GET", "/metrics") => get(ops::metrics),

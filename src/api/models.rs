@@ -1,18 +1,21 @@
 //! /models handlers: unpack the request, make one service call, map the result.
 
 use super::extract::JsonBody;
+use super::middleware::KeyName;
 use super::problem::ApiError;
 use super::types::{
     EmbeddingResponse, ModelList, ModelQuery, ModelResource, ObservationsBody, PosteriorBody, PosteriorQuery,
     PredictBody, PredictQuery, PredictResponse, RowsBody, RowsResponse, SamplesResponse, TrainBody, TrainQuery,
 };
 use crate::estimator::PredictOptions;
+use crate::service::aliases::Served;
 use crate::service::{QueryRows, RowExtras, SampleOptions, Service, TrainInput, TrainOutcome};
 use axum::body::Bytes;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{FromRequest, Path, Query, Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use axum::Json;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -43,33 +46,52 @@ pub async fn get(
     State(service): State<Arc<Service>>,
     id: Result<Path<String>, PathRejection>,
     query: Result<Query<Vec<(String, String)>>, QueryRejection>,
-) -> Result<Json<ModelResource>, ApiError> {
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     let Query(pairs) = query.map_err(|e| ApiError::BadQuery(format!("invalid query: {}", e.body_text())))?;
     let query = ModelQuery::of(pairs);
-    let id = model_id(id)?;
+    let served = served(&service, id, &headers).await?;
+    let id = served.model;
     if !query.coefficients()? {
         let entry = service.lookup(id).await?;
-        return Ok(Json(ModelResource::of(&entry)));
+        return Ok((served_headers(&served), Json(ModelResource::of(&entry))).into_response());
     }
     let (entry, coefficients) = service.with_coefficients(id).await?;
     let mut resource = ModelResource::of(&entry);
     resource.coefficients = coefficients;
-    Ok(Json(resource))
+    Ok((served_headers(&served), Json(resource)).into_response())
 }
 
 /// A ready model's training sample and kept points, for plots.
 pub async fn sample(
     State(service): State<Arc<Service>>,
     id: Result<Path<String>, PathRejection>,
-) -> Result<Json<serde_json::Value>, ApiError> {
-    Ok(Json(service.sample(model_id(id)?).await?))
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let served = served(&service, id, &headers).await?;
+    Ok((served_headers(&served), Json(service.sample(served.model).await?)).into_response())
 }
 
+/// Deletes a model; one an alias routes to answers 409 unless `?force=true`.
 pub async fn delete(
     State(service): State<Arc<Service>>,
     id: Result<Path<String>, PathRejection>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    key: Option<Extension<KeyName>>,
 ) -> Result<StatusCode, ApiError> {
-    service.delete(model_id(id)?).await?;
+    let Query(pairs) = query.map_err(|e| ApiError::BadQuery(format!("invalid query: {}", e.body_text())))?;
+    let mut force = false;
+    for (k, v) in pairs {
+        match (k.as_str(), v.as_str()) {
+            ("force", "true" | "1") => force = true,
+            ("force", "false" | "0") => force = false,
+            ("force", other) => {
+                return Err(ApiError::BadQuery(format!("invalid query: force must be true or false, not {other:?}")))
+            }
+            _ => {}
+        }
+    }
+    service.delete(model_id(id)?, force, key.map(|k| k.0 .0)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 /// The header of a prediction's answer that names the model version that computed it.
@@ -80,7 +102,7 @@ pub async fn predict(
     id: Result<Path<String>, PathRejection>,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let id = model_id(id)?;
+    let served = served(&service, id, request.headers()).await?;
     let wants_csv = request
         .headers()
         .get(header::ACCEPT)
@@ -115,14 +137,15 @@ pub async fn predict(
         };
         (QueryRows::Json(body.x), opts)
     };
-    let (answered, targets) = service.predict(id, rows, opts).await?;
+    let (answered, targets) = service.predict(&served, rows, opts).await?;
     let version = [(MODEL_VERSION, HeaderValue::from(answered.version))];
     let answer = PredictResponse::new(answered.prediction, answered.fitted.predictor().classes());
+    let served = served_headers(&served);
     if wants_csv {
         let csv = HeaderValue::from_static("text/csv; charset=utf-8");
-        return Ok(([(header::CONTENT_TYPE, csv)], version, answer.to_csv(targets.as_deref())).into_response());
+        return Ok(([(header::CONTENT_TYPE, csv)], version, served, answer.to_csv(targets.as_deref())).into_response());
     }
-    Ok((version, Json(answer)).into_response())
+    Ok((version, served, Json(answer)).into_response())
 }
 
 /// A CSV body's bytes, within the body limit.
@@ -143,15 +166,15 @@ pub async fn transform(
     State(service): State<Arc<Service>>,
     id: Result<Path<String>, PathRejection>,
     request: Request,
-) -> Result<Json<EmbeddingResponse>, ApiError> {
-    let id = model_id(id)?;
+) -> Result<Response, ApiError> {
+    let served = served(&service, id, request.headers()).await?;
     let rows = if super::datasets::is_csv(request.headers()) {
         QueryRows::Csv(csv_body(request, &service).await?)
     } else {
         QueryRows::Json(JsonBody::<RowsBody>::from_request(request, &service).await?.0.x)
     };
-    let embedding = service.transform(id, rows).await?;
-    Ok(Json(EmbeddingResponse::new(&embedding)))
+    let embedding = service.transform(served.model, rows).await?;
+    Ok((served_headers(&served), Json(EmbeddingResponse::new(&embedding))).into_response())
 }
 
 /// Joint draws from a GP's predictive distribution at the rows (JSON `{"x", "n_samples",
@@ -161,8 +184,8 @@ pub async fn posterior_samples(
     State(service): State<Arc<Service>>,
     id: Result<Path<String>, PathRejection>,
     request: Request,
-) -> Result<Json<SamplesResponse>, ApiError> {
-    let id = model_id(id)?;
+) -> Result<Response, ApiError> {
+    let served = served(&service, id, request.headers()).await?;
     let (rows, n_samples, seed, include_noise) = if super::datasets::is_csv(request.headers()) {
         let q: PosteriorQuery = match request.uri().query() {
             None => PosteriorQuery::default(),
@@ -182,8 +205,8 @@ pub async fn posterior_samples(
         seed: seed.unwrap_or(0),
         include_noise: include_noise.unwrap_or(false),
     };
-    let samples = service.posterior_samples(id, rows, opts).await?;
-    Ok(Json(SamplesResponse::new(&samples)))
+    let samples = service.posterior_samples(served.model, rows, opts).await?;
+    Ok((served_headers(&served), Json(SamplesResponse::new(&samples))).into_response())
 }
 
 /// Components back to rows (a kernel PCA fitted with `fit_inverse_transform`): 200
@@ -191,10 +214,12 @@ pub async fn posterior_samples(
 pub async fn inverse_transform(
     State(service): State<Arc<Service>>,
     id: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
     JsonBody(body): JsonBody<RowsBody>,
-) -> Result<Json<RowsResponse>, ApiError> {
-    let rows = service.inverse_transform(model_id(id)?, body.x).await?;
-    Ok(Json(RowsResponse::new(&rows)))
+) -> Result<Response, ApiError> {
+    let served = served(&service, id, &headers).await?;
+    let rows = service.inverse_transform(served.model, body.x).await?;
+    Ok((served_headers(&served), Json(RowsResponse::new(&rows))).into_response())
 }
 
 /// Appends rows to a ready exact GP or kernel ridge model: 200 with its next version.
@@ -206,6 +231,39 @@ pub async fn observations(
     let per_row = RowExtras { noise: body.noise, sample_weight: body.sample_weight };
     let entry = service.append_observations(model_id(id)?, body.x, body.y, per_row).await?;
     Ok(Json(ModelResource::of(&entry)))
+}
+
+/// The model that answers a request to `{id}`: the model of that id, or the one an
+/// alias of that name routes this request to (seeded by its X-Request-Id).
+pub(super) async fn served(
+    service: &Service,
+    id: Result<Path<String>, PathRejection>,
+    headers: &HeaderMap,
+) -> Result<Served, ApiError> {
+    let Path(raw) = id.map_err(|e| ApiError::BadQuery(format!("invalid path: {}", e.body_text())))?;
+    Ok(service.resolve(&raw, request_id(headers)).await?)
+}
+
+/// The request's id (set by the middleware when the client gave none).
+pub(super) fn request_id(headers: &HeaderMap) -> &str {
+    headers.get(super::REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("")
+}
+
+/// The header of an answer naming the model that computed it.
+pub const SERVED_MODEL: &str = "x-mercer-model";
+/// Through an alias: its name and the generation that routed the request.
+pub const SERVED_ALIAS: &str = "x-mercer-alias";
+pub const SERVED_GENERATION: &str = "x-mercer-alias-generation";
+
+/// X-Mercer-Model, and through an alias X-Mercer-Alias and X-Mercer-Alias-Generation.
+pub(super) fn served_headers(s: &Served) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert(SERVED_MODEL, HeaderValue::from_str(&s.model.to_string()).expect("a UUID is a valid header"));
+    if let Some(a) = &s.alias {
+        h.insert(SERVED_ALIAS, HeaderValue::from_str(&a.name).expect("an alias name is a valid header"));
+        h.insert(SERVED_GENERATION, HeaderValue::from(a.generation));
+    }
+    h
 }
 
 /// A path segment that is not a UUID names no model: 404, as for an unknown UUID.

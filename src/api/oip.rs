@@ -14,6 +14,7 @@ use crate::dataset::rows::Row;
 use crate::estimator::{Decision, PredictOptions, Prediction};
 use crate::kernel::RowKind;
 use crate::linalg::Parallelism;
+use crate::service::aliases::Served;
 use crate::service::{QueryRows, Service, ServiceError};
 use axum::body::Bytes;
 use axum::extract::rejection::PathRejection;
@@ -55,9 +56,18 @@ fn bad(message: impl Into<String>) -> OipError {
     OipError(StatusCode::BAD_REQUEST, message.into())
 }
 
-fn model_id(id: Result<Path<String>, PathRejection>) -> Result<Uuid, OipError> {
+/// The model `{id}` names for this request: a model id, or the model an alias of that
+/// name routes it to (seeded by `request_id`).
+async fn served(
+    service: &Service,
+    id: Result<Path<String>, PathRejection>,
+    request_id: &str,
+) -> Result<(String, Served), OipError> {
     let Path(raw) = id.map_err(|e| bad(format!("invalid path: {}", e.body_text())))?;
-    Uuid::parse_str(&raw).map_err(|_| OipError(StatusCode::NOT_FOUND, format!("no model named {raw}")))
+    match service.resolve(&raw, request_id).await {
+        Ok(s) => Ok((raw, s)),
+        Err(_) => Err(OipError(StatusCode::NOT_FOUND, format!("no model named {raw}"))),
+    }
 }
 
 /// GET /v2: server metadata.
@@ -83,12 +93,14 @@ pub async fn ready(State(service): State<Arc<Service>>) -> Response {
 pub async fn model_ready(
     State(service): State<Arc<Service>>,
     id: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
 ) -> Result<Response, OipError> {
-    let id = model_id(id)?;
-    let entry = service.lookup(id).await?;
+    let (name, served) = served(&service, id, super::models::request_id(&headers)).await?;
+    let entry = service.lookup(served.model).await?;
     let ready = service.fitted(&entry).await.is_ok();
     let status = if ready { StatusCode::OK } else { StatusCode::CONFLICT };
-    let mut response = (status, Json(json!({"name": id.to_string(), "ready": ready}))).into_response();
+    let body = Json(json!({"name": name, "ready": ready}));
+    let mut response = (status, super::models::served_headers(&served), body).into_response();
     response.extensions_mut().insert(ProtocolError);
     Ok(response)
 }
@@ -99,8 +111,10 @@ pub async fn model_ready(
 pub async fn model_metadata(
     State(service): State<Arc<Service>>,
     id: Result<Path<String>, PathRejection>,
-) -> Result<Json<Value>, OipError> {
-    let id = model_id(id)?;
+    headers: HeaderMap,
+) -> Result<Response, OipError> {
+    let (name, served) = served(&service, id, super::models::request_id(&headers)).await?;
+    let id = served.model;
     let entry = service.lookup(id).await?;
     let fitted = service.fitted(&entry).await?;
     let predictor = fitted.predictor();
@@ -130,13 +144,14 @@ pub async fn model_metadata(
             json!({"name": t["name"], "datatype": t["datatype"], "shape": shape})
         })
         .collect();
-    Ok(Json(json!({
-        "name": id.to_string(),
+    let body = Json(json!({
+        "name": name,
         "versions": [],
         "platform": format!("mercer/{}", entry.kind.name()),
         "inputs": [input],
         "outputs": outputs,
-    })))
+    }));
+    Ok((super::models::served_headers(&served), body).into_response())
 }
 
 #[derive(Deserialize)]
@@ -195,19 +210,22 @@ pub async fn infer(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, OipError> {
-    let id = model_id(id)?;
+    let (name, served) = served(&service, id, super::models::request_id(&headers)).await?;
     // No tensor this route reads is token lists, so such a model never answers: its
     // failure (whatever the tensor) becomes the 400 of a model not offered. Asked on
     // the failure only, which keeps the model's second lookup off the answered path.
-    match infer_model(&service, id, &headers, &body).await {
-        Err(_) if over_token_lists(&service, id).await => Err(not_offered()),
-        answered => answered,
+    match infer_model(&service, (&name, &served), &headers, &body).await {
+        Err(_) if over_token_lists(&service, served.model).await => Err(not_offered()),
+        answered => answered.map(|mut r| {
+            r.headers_mut().extend(super::models::served_headers(&served));
+            r
+        }),
     }
 }
 
 async fn infer_model(
     service: &Arc<Service>,
-    id: Uuid,
+    (name, served): (&str, &Served),
     headers: &HeaderMap,
     body: &Bytes,
 ) -> Result<Response, OipError> {
@@ -248,7 +266,7 @@ async fn infer_model(
         include_noise: false,
         probabilities: wants("probabilities"),
     };
-    let answer = service.infer(id, QueryRows::Json(rows), opts).await?;
+    let answer = service.infer(served, QueryRows::Json(rows), opts).await?;
     let (fitted, prediction) = (answer.fitted, answer.prediction);
     let all = tensors(prediction, fitted.predictor().classes());
     if let Some(w) = &wanted {
@@ -277,7 +295,7 @@ async fn infer_model(
             t
         })
         .collect();
-    let mut answer = json!({"model_name": id.to_string(), "outputs": outputs});
+    let mut answer = json!({"model_name": name, "model": served.model, "outputs": outputs});
     if let Some(rid) = request.id {
         answer["id"] = json!(rid);
     }

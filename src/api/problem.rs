@@ -127,7 +127,13 @@ impl ApiError {
                     Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "too-large", detail).with_field(pointer, detail)
                 }
                 ServiceError::AlreadyTold { .. } => Problem::new(StatusCode::CONFLICT, "conflict", e.to_string()),
+                ServiceError::PreconditionFailed(detail) => {
+                    Problem::new(StatusCode::PRECONDITION_FAILED, "precondition-failed", detail)
+                }
+                ServiceError::Conflict(detail) => Problem::new(StatusCode::CONFLICT, "conflict", detail),
+                ServiceError::ModelInUse { .. } => Problem::new(StatusCode::CONFLICT, "model-in-use", e.to_string()),
                 ServiceError::NotFound(_)
+                | ServiceError::AliasNotFound(_)
                 | ServiceError::DatasetNotFound(_)
                 | ServiceError::StudyNotFound(_)
                 | ServiceError::TrialNotFound { .. } => Problem::new(StatusCode::NOT_FOUND, "not-found", e.to_string()),

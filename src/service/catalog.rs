@@ -93,6 +93,9 @@ impl Service {
             Ok(ids) => self.sync_datasets(ids, started).await,
             Err(e) => self.sync_failed("datasets", &e),
         }
+        if let Err(e) = self.sync_aliases().await {
+            self.sync_failed("aliases", &e);
+        }
         self.metrics.store_sync_seconds.observe(started.elapsed().as_secs_f64());
     }
 

@@ -21,9 +21,17 @@ const STALE_MARKER: Duration = Duration::from_secs(2 * 180);
 impl Service {
     /// Removes a model everywhere: from the store first (a model whose object could not
     /// be removed would come back), then here; a queued fit is withdrawn, a running one
-    /// abandoned.
-    pub async fn delete(&self, id: Uuid) -> Result<(), ServiceError> {
+    /// abandoned. A model an alias routes to or shadows is refused (409) unless `force`,
+    /// which first takes it out of those aliases (`by`: the key doing it).
+    pub async fn delete(&self, id: Uuid, force: bool, by: Option<String>) -> Result<(), ServiceError> {
         let entry = self.lookup(id).await?;
+        let naming = self.aliases_naming(id).await?;
+        if !naming.is_empty() {
+            if !force {
+                return Err(ServiceError::ModelInUse { id, aliases: naming.iter().map(|a| a.name.clone()).collect() });
+            }
+            self.unroute(id, by).await?;
+        }
         // An append in flight finishes (stored and acknowledged) before the delete.
         let lock = self.model_lock(id);
         let _turn = lock.lock().await;

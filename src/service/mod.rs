@@ -5,6 +5,7 @@
 //! a [`ServiceError`] variant, mapped to a status in one place (`api::problem`). Models
 //! are here; uploaded datasets in [`datasets`].
 
+pub mod aliases;
 mod batch;
 mod catalog;
 pub mod datasets;
@@ -125,6 +126,18 @@ pub enum ServiceError {
     DatasetNotFound(String),
     #[error("no study with id {0}")]
     StudyNotFound(Uuid),
+    #[error("no model or alias named {0}")]
+    AliasNotFound(String),
+    /// An `If-Match` / `If-None-Match` that the alias's generation does not meet.
+    #[error("{0}")]
+    PreconditionFailed(String),
+    /// The request conflicts with the resource's state (a rollback with nothing to go
+    /// back to).
+    #[error("{0}")]
+    Conflict(String),
+    /// A model that aliases route to (or shadow) cannot be deleted without `force`.
+    #[error("model {id} is in use by alias{} {}: take it out first, or delete with ?force=true", if aliases.len() == 1 { "" } else { "es" }, aliases.join(", "))]
+    ModelInUse { id: Uuid, aliases: Vec<String> },
     #[error("study {study} has no trial {trial}")]
     TrialNotFound { study: Uuid, trial: u64 },
     /// A trial's outcome was told already (a second tell is refused).
@@ -198,6 +211,8 @@ pub struct Service {
     batcher: batch::Batcher,
     /// What this replica has read of each study, and its surrogate.
     studies: Mutex<HashMap<Uuid, Arc<tokio::sync::Mutex<studies::Cached>>>>,
+    /// What this replica knows of the aliases, and their shadows' slots.
+    aliases: aliases::Aliases,
 }
 
 impl Service {
@@ -261,6 +276,7 @@ impl Service {
             heavy_predict_slots: Semaphore::new(cores),
             batcher,
             studies: Mutex::default(),
+            aliases: aliases::Aliases::new(cores),
         }
     }
 

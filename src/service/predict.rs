@@ -2,6 +2,7 @@
 //! model, run inline, batched with concurrent requests or on a blocking thread by size;
 //! the Open Inference Protocol's infer shares it.
 
+use super::aliases::{AliasHit, Primary, Served};
 use super::{batch, Service, ServiceError};
 use crate::dataset::rows::{to_points, Row, RowShape};
 use crate::estimator::{FittedModel, PredictOptions, Prediction};
@@ -30,11 +31,11 @@ impl Service {
     /// blocking thread, at most one per core at a time.
     pub async fn predict(
         self: &Arc<Self>,
-        id: Uuid,
+        served: &Served,
         rows: QueryRows,
         opts: PredictOptions,
     ) -> Result<(Answer, Option<Vec<String>>), ServiceError> {
-        let entry = self.lookup(id).await?;
+        let entry = self.lookup(served.model).await?;
         if entry.kind.can().transform {
             return Err(FieldError::invalid(
                 "/model",
@@ -45,32 +46,53 @@ impl Service {
         // A multi-output model fitted from a dataset names its outputs by its target
         // columns (the CSV answer's column names).
         let targets = entry.origin.targets.clone();
-        Ok((self.answer(entry, rows, opts).await?, targets))
+        Ok((self.answer(entry, rows, opts, served.alias.as_ref()).await?, targets))
     }
 
     /// Predicts with any model, or transforms with a kernel PCA (its answer's
     /// `embedding`): the Open Inference Protocol serves both.
     pub async fn infer(
         self: &Arc<Self>,
-        id: Uuid,
+        served: &Served,
         rows: QueryRows,
         opts: PredictOptions,
     ) -> Result<Answer, ServiceError> {
-        let entry = self.lookup(id).await?;
-        self.answer(entry, rows, opts).await
+        let entry = self.lookup(served.model).await?;
+        self.answer(entry, rows, opts, served.alias.as_ref()).await
     }
 
-    /// The model's answer to `rows`, wherever it is best computed.
+    /// The model's answer to `rows`, wherever it is best computed; through an alias with
+    /// a shadow, the shadow then predicts the same rows on a task of its own.
     pub(super) async fn answer(
         self: &Arc<Self>,
         entry: Arc<ModelEntry>,
         rows: QueryRows,
         opts: PredictOptions,
+        alias: Option<&AliasHit>,
     ) -> Result<Answer, ServiceError> {
-        let id = entry.id;
         let (version, fitted) = self.fitted_version(&entry).await?;
         check_predict_options(&fitted, &opts)?;
         let points = self.query_points(&entry, &fitted, rows, &opts).await?;
+        let Some((name, shadow)) = alias.and_then(|a| Some((a.name.as_str(), a.shadow?))) else {
+            return self.compute(&entry, version, fitted, points, opts).await;
+        };
+        let answer = self.compute(&entry, version, fitted, points.clone(), opts).await?;
+        let primary = Primary { fitted: answer.fitted.clone(), prediction: answer.prediction.clone() };
+        self.spawn_shadow(name, shadow, points, opts, primary);
+        Ok(answer)
+    }
+
+    /// A model's answer to checked query points: inline, batched, or on a blocking
+    /// thread by its cost.
+    pub(super) async fn compute(
+        self: &Arc<Self>,
+        entry: &ModelEntry,
+        version: u64,
+        fitted: Arc<FittedModel>,
+        points: Points,
+        opts: PredictOptions,
+    ) -> Result<Answer, ServiceError> {
+        let id = entry.id;
         let m = points.n();
         let started = Instant::now();
         let cost = fitted.predictor().predict_cost(m, &opts);

@@ -27,7 +27,7 @@ impl Service {
         if !entry.kind.can().transform {
             return Err(no_transform(entry.kind));
         }
-        let p = self.answer(entry, rows, PredictOptions::default()).await?.prediction;
+        let p = self.answer(entry, rows, PredictOptions::default(), None).await?.prediction;
         Ok(p.embedding.expect("a kernel PCA answers with its embedding"))
     }
 

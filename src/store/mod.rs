@@ -9,6 +9,7 @@
 //! a deadline, so a store that has gone away costs seconds, not minutes: its failures
 //! mark the store down (a gauge, /readyz, fits refused with 503) until a call succeeds.
 
+pub mod aliases;
 pub mod blobs;
 pub mod datasets;
 pub mod delta;
