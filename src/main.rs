@@ -57,12 +57,18 @@ enum Command {
     Delete {
         /// The model's id.
         id: String,
+        /// Delete it even if aliases route to it (they are changed to go without it).
+        #[arg(long)]
+        force: bool,
     },
     /// List the datasets.
     Datasets,
     /// Bayesian optimisation of anything you evaluate: create a study, ask it where to
     /// evaluate next, tell it the value.
     Study(client::study::StudyArgs),
+    /// Stable names for models: point one at a model, send a canary share to another, add
+    /// a shadow, roll back.
+    Alias(client::alias::AliasArgs),
     /// Print shell completions (bash, zsh, fish, elvish, powershell) to standard output.
     Completions { shell: clap_complete::Shell },
 }
@@ -85,7 +91,8 @@ fn main() -> ExitCode {
             | Command::Show { .. }
             | Command::Delete { .. }
             | Command::Datasets
-            | Command::Study(_)),
+            | Command::Study(_)
+            | Command::Alias(_)),
         ) => return run_client(command, &cli.connection),
         _ => {}
     }
@@ -201,14 +208,23 @@ async fn client_command(command: Command, conn: &Connection) -> Result<(), Clien
                 print!("{}", client::model_details(&v));
             }
         }
-        Command::Delete { id } => {
-            api.delete(&format!("/models/{}", client::path_segment(&id))).await?;
+        Command::Delete { id, force } => {
+            let query = if force { "?force=true" } else { "" };
+            api.delete(&format!("/models/{}{query}", client::path_segment(&id))).await?;
             if !conn.json {
                 println!("deleted {id}");
             }
         }
         Command::Study(args) => {
             let (v, text) = client::study::run(&api, &args).await?;
+            if conn.json {
+                json_out(&v);
+            } else {
+                print!("{text}");
+            }
+        }
+        Command::Alias(args) => {
+            let (v, text) = client::alias::run(&api, &args).await?;
             if conn.json {
                 json_out(&v);
             } else {

@@ -162,9 +162,19 @@ async fn completions_name_every_subcommand() {
     for shell in ["bash", "zsh", "fish"] {
         let (code, out, _) = mercer("http://unused", &["completions", shell], &[]).await;
         assert_eq!(code, 0);
-        for sub in
-            ["train", "predict", "transform", "sample", "observe", "models", "show", "delete", "datasets", "study"]
-        {
+        for sub in [
+            "train",
+            "predict",
+            "transform",
+            "sample",
+            "observe",
+            "models",
+            "show",
+            "delete",
+            "datasets",
+            "study",
+            "alias",
+        ] {
             assert!(out.contains(sub), "{shell} completions lack {sub}");
         }
     }
@@ -543,4 +553,51 @@ async fn train_fits_a_variational_gp_from_its_flags() {
     let (code, out, _) = mercer(&s.url, &["show", id], &[]).await;
     assert_eq!(code, 0);
     assert!(out.contains("elbo"), "{out}");
+}
+
+/// Deploying from the command line: an alias set to one model, a canary and a shadow,
+/// a stale --if-match refused, the list, a rollback, the delete guard and --force.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alias_from_the_command_line() {
+    let s = TestServer::default().await;
+    let (x, y) = common::sine(10);
+    let mut ids = Vec::new();
+    for lambda in [0.1, 1.0, 3.0] {
+        let m =
+            s.train(&serde_json::json!({"model": "kernel_ridge", "params": {"lambda": lambda}, "x": x, "y": y})).await;
+        ids.push(m["id"].as_str().unwrap().to_string());
+    }
+    let (a, b, c) = (&ids[0], &ids[1], &ids[2]);
+    let (code, out, err) = mercer(&s.url, &["alias", "set", "champion", a], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("generation 1") && out.contains(&format!("{a} 100%")), "{out}");
+    let canary = format!("{b}:10");
+    let (code, out, err) =
+        mercer(&s.url, &["alias", "set", "champion", a, "--canary", &canary, "--shadow", c, "--if-match", "1"], &[])
+            .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&format!("{a} 90%, {b} 10%")) && out.contains(&format!("shadow: {c}")), "{out}");
+    let (code, _, err) = mercer(&s.url, &["alias", "set", "champion", b, "--if-match", "1"], &[]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("412"), "{err}");
+    let (code, out, _) = mercer(&s.url, &["alias", "list"], &[]).await;
+    assert!(code == 0 && out.contains("champion") && out.contains(&c[..8]), "{out}");
+    let (code, out, _) = mercer(&s.url, &["alias", "get", "champion"], &[]).await;
+    assert!(code == 0 && out.lines().filter(|l| l.contains(" set ")).count() == 2, "{out}");
+    let (code, out, err) = mercer(&s.url, &["alias", "rollback", "champion"], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("generation 3") && out.contains(&format!("{a} 100%")) && out.contains("shadow: none"),
+        "{out}"
+    );
+    let (code, _, err) = mercer(&s.url, &["delete", a], &[]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("champion"), "{err}");
+    let (code, _, err) = mercer(&s.url, &["delete", a, "--force"], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = mercer(&s.url, &["alias", "get", "champion"], &[]).await;
+    assert_eq!(code, 1, "deleted with its only model");
+    assert!(err.contains("404"), "{err}");
+    let (code, out, _) = mercer(&s.url, &["alias", "delete", "nope"], &[]).await;
+    assert_eq!(code, 1, "{out}");
 }

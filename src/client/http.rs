@@ -94,6 +94,29 @@ impl Api {
         self.send(self.request(reqwest::Method::DELETE, path)).await.map(drop)
     }
 
+    /// A write conditioned on a generation (`If-Match: "GEN"` when given): the JSON
+    /// answer, or Null for an empty one (204).
+    pub async fn conditional(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+        if_match: Option<u64>,
+    ) -> Result<Value, ClientError> {
+        let mut r = self.request(method, path);
+        if let Some(body) = body {
+            r = r.header(CONTENT_TYPE, "application/json").body(body.to_string());
+        }
+        if let Some(g) = if_match {
+            r = r.header(reqwest::header::IF_MATCH, format!("\"{g}\""));
+        }
+        let response = self.send(r).await?;
+        if response.status() == reqwest::StatusCode::NO_CONTENT {
+            return Ok(Value::Null);
+        }
+        json(response).await
+    }
+
     /// Streams a CSV file to `path` (text/csv), with a byte progress bar.
     pub async fn upload_csv(&self, path: &str, file: &Path) -> Result<Value, ClientError> {
         let cannot = |e: std::io::Error| ClientError::Other(format!("cannot read {}: {e}", file.display()));

@@ -3,6 +3,7 @@
 //! progress bars on a terminal only; exit status 0 on success, 1 with the server's
 //! problem (title, detail, pointers) or the transport error on stderr otherwise.
 
+pub mod alias;
 mod http;
 mod output;
 pub mod study;
