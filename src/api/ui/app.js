@@ -1,4 +1,4 @@
-// The page: the models, datasets and studies lists, a model's details with a plot of its
+// The page: the models, aliases, datasets and studies lists, a model's details with a plot of its
 // fit, a study's trials plotted in order, and a form that uploads a CSV and trains on it. Everything that came from a user (names,
 // metadata, labels, kernels) is rendered as text: no innerHTML anywhere.
 
@@ -45,6 +45,7 @@ const json = (v) => JSON.stringify(v, null, 2);
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const modelUrl = (id, rest = "") => `/models/${encodeURIComponent(id)}${rest}`;
 const displayName = (m) => (m.name ? m.name : String(m.id).slice(0, 8));
+const stamp = (t) => String(t ?? "").replace("T", " ").replace(/\.\d+/, "");
 
 // "product(constant, rbf)" for a kernel object.
 export function kernelLabel(k) {
@@ -156,7 +157,7 @@ function renderDatasets(datasets) {
       h("td", { class: "num" }, d.n_rows),
       h("td", { class: "num", title: Array.isArray(d.features) ? d.features.join(", ") : null }, d.n_features ?? "text"),
       h("td", {}, d.target ?? ""),
-      h("td", {}, String(d.created_at ?? "").replace("T", " ").replace(/\.\d+/, "")),
+      h("td", {}, stamp(d.created_at)),
     ));
   if (!rows.length) rows.push(h("tr", {}, h("td", { colspan: 5, class: "hint" }, "No datasets yet.")));
   $("datasets").tBodies[0].replaceChildren(...rows);
@@ -184,11 +185,71 @@ function renderStudies(studies) {
   $("studies").tBodies[0].replaceChildren(...rows);
 }
 
+// The rows of the models and studies tables, and the aliases' model links, of `id` marked.
+function markSelected(id) {
+  const marked = [...$("models").tBodies[0].rows, ...$("studies").tBodies[0].rows, ...$("aliases").querySelectorAll(".model-link")];
+  for (const e of marked) e.classList.toggle("selected", e.dataset.id === id);
+}
+
+// ---- aliases -------------------------------------------------------------------------
+
+// GET /aliases, never thrown: {aliases} or {err}. Its errors stay in the aliases table:
+// a server older than aliases answers 404 (the section stays hidden), a token the server
+// refuses for it 401 or 403; a token refused everywhere is asked for by the other lists.
+function fetchAliases() {
+  return api("GET", "/aliases").then(
+    (a) => ({ aliases: a && Array.isArray(a.aliases) ? a.aliases : [] }),
+    (err) => ({ err }),
+  );
+}
+
+// A weight as a percentage: 90 -> "90%", 12.5 -> "12.5%".
+const percent = (w) => `${typeof w === "number" ? String(Number(w.toFixed(2))) : String(w ?? "?")}%`;
+
+// A model an alias routes to or shadows: its id's short form and its name when the models
+// list has it; a click selects it as its row in the models table does.
+function modelLink(id) {
+  const m = state.models.find((x) => x.id === id);
+  const b = h("button", { type: "button", class: id === state.selected ? "model-link selected" : "model-link", "data-id": id, title: id },
+    h("code", {}, String(id).slice(0, 8)), m && m.name ? ` ${m.name}` : null);
+  b.addEventListener("click", () => showDetails(id));
+  return b;
+}
+
+function renderAliases({ aliases, err }) {
+  const block = $("aliases-block");
+  if (err && err.status === 404) {
+    block.classList.add("hidden"); // a server without aliases
+    return;
+  }
+  block.classList.remove("hidden");
+  let rows;
+  if (err) {
+    const detail = err.problem && err.problem.detail ? `: ${err.problem.detail}` : "";
+    const text = err.status === 401 || err.status === 403
+      ? `This token may not list aliases (${err.status}${detail}).`
+      : `The aliases could not be listed: ${(err.problem && err.problem.title) || err.message}${err.status ? ` (${err.status})` : ""}${detail}.`;
+    rows = [h("tr", {}, h("td", { colspan: 5, class: "hint", "data-testid": "aliases-error" }, text))];
+  } else {
+    rows = aliases.map((a) => h("tr", { "data-testid": "alias-row", "data-name": a.name },
+      h("td", { class: "name" }, a.name),
+      h("td", { class: "num" }, a.generation ?? ""),
+      h("td", {}, h("ul", { class: "routes" }, ...(Array.isArray(a.routes) ? a.routes : []).map((r) =>
+        h("li", { "data-testid": "alias-route", "data-model": r.model, "data-weight": r.weight },
+          modelLink(r.model), " ", h("span", { class: "weight" }, percent(r.weight)))))),
+      h("td", { "data-testid": "alias-shadow" }, a.shadow ? modelLink(a.shadow) : h("span", { class: "hint" }, "—")),
+      h("td", { title: a.updated_at ?? null }, stamp(a.updated_at), a.updated_by ? h("span", { class: "by" }, `by ${a.updated_by}`) : null),
+    ));
+    if (!rows.length) rows.push(h("tr", {}, h("td", { colspan: 5, class: "hint" }, "No aliases yet.")));
+  }
+  $("aliases").tBodies[0].replaceChildren(...rows);
+}
+
 // A study: its definition, its values and best so far against trial number, its trials.
 async function showStudy(id) {
   const seq = ++state.seq;
   state.selected = id;
-  for (const tr of [...$("models").tBodies[0].rows, ...$("studies").tBodies[0].rows]) tr.classList.toggle("selected", tr.dataset.id === id);
+  markSelected(id);
   try {
     const st = await api("GET", `/studies/${encodeURIComponent(id)}`);
     if (seq !== state.seq) return;
@@ -269,9 +330,11 @@ async function refresh() {
   clearTimeout(state.timer);
   state.timer = null;
   try {
+    const aliases = fetchAliases(); // alongside the lists, its failures its own
     const [m, d, st] = await Promise.all([api("GET", "/models"), api("GET", "/datasets"), api("GET", "/studies")]);
     state.models = m.models.slice().sort(byNewest);
     renderModels();
+    renderAliases(await aliases); // after the models: its routes name them
     renderDatasets(d.datasets.slice().sort(byNewest));
     renderStudies(st.studies.slice().sort(byNewest));
     const current = state.models.find((x) => x.id === state.selected);
@@ -403,7 +466,7 @@ function block(title, value) {
 async function showDetails(id) {
   const seq = ++state.seq;
   state.selected = id;
-  for (const tr of [...$("models").tBodies[0].rows, ...$("studies").tBodies[0].rows]) tr.classList.toggle("selected", tr.dataset.id === id);
+  markSelected(id);
   const pane = $("details");
   try {
     const m = await api("GET", modelUrl(id));

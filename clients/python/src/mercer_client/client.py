@@ -1,21 +1,32 @@
-"""A thin HTTP client for mercer: models (fit, predict, ...) and datasets.
+"""A thin HTTP client for mercer: models (fit, predict, ...), aliases, datasets and
+studies.
 
 Every call is one HTTP request (but ``Models.wait``, and ``Models.fit`` when it has to
 poll), sends JSON (or streams CSV/JSON for dataset uploads), and turns every error
-answer into :class:`MercerError`. Arrays go out as JSON lists and come back as numpy
-arrays.
+answer into :class:`MercerError` (:class:`PreconditionFailed` for a 412). Arrays go out
+as JSON lists and come back as numpy arrays.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from typing import Any, Callable, Iterable, Iterator, Optional
 
 import numpy as np
 import requests
 
+from .aliases import (
+    REQUEST_ID_HEADER,
+    Alias,
+    Prediction,
+    Served,
+    alias_body,
+    path_segment,
+    precondition_headers,
+)
 from .errors import MercerError
 from .study import Study, _objective_names, study_body
 
@@ -60,9 +71,14 @@ class Client:
     its answer, in seconds (a synchronous fit answers when the fit is done, or after
     the server's own fit wait, 540 s by default, with the model still training).
 
-    ``client.models``, ``client.datasets`` and ``client.studies`` hold the calls;
-    :meth:`create_study` and :meth:`load_study` give a :class:`~mercer_client.Study`
-    with Optuna's API (``study.optimize(objective, n_trials=50)``).
+    ``client.models``, ``client.aliases``, ``client.datasets`` and ``client.studies``
+    hold the calls; :meth:`create_study` and :meth:`load_study` give a
+    :class:`~mercer_client.Study` with Optuna's API (``study.optimize(objective,
+    n_trials=50)``).
+
+    :attr:`last_served` (and :attr:`last_served_model`) says which model answered the
+    last model call (predict, transform, ...) made by the calling thread: through an
+    alias, the one the alias routed it to.
     """
 
     def __init__(self, url: Optional[str] = None, token: Optional[str] = None, timeout: float = 600.0):
@@ -73,8 +89,32 @@ class Client:
         if token:
             self.session.headers["Authorization"] = f"Bearer {token}"
         self.models = Models(self)
+        self.aliases = Aliases(self)
         self.datasets = Datasets(self)
         self.studies = Studies(self)
+        self._served = threading.local()
+
+    @property
+    def last_served(self) -> Optional[Served]:
+        """What answered the last call of ``client.models`` that reached a model
+        (``get``, ``predict``, ``transform``, ``inverse_transform``,
+        ``posterior_samples``) in the calling thread: a :class:`~mercer_client.Served`
+        (``model``, ``model_version``, ``alias``, ``alias_generation``, ``request_id``),
+        or ``None`` before any. Per thread, so threads sharing a client do not see each
+        other's answers."""
+        return getattr(self._served, "value", None)
+
+    @property
+    def last_served_model(self) -> Optional[str]:
+        """``last_served.model``: the id of the model that answered the calling
+        thread's last model call (through an alias, the route it took), or ``None``."""
+        served = self.last_served
+        return served.model if served is not None else None
+
+    def _record_served(self, response: requests.Response, asked: str) -> Served:
+        served = Served.from_headers(response.headers, asked)
+        self._served.value = served
+        return served
 
     def __repr__(self) -> str:
         return f"Client({self.url!r})"
@@ -161,11 +201,13 @@ class Client:
         data: Any = None,
         params: Optional[dict] = None,
         content_type: str = "application/json",
+        headers: Optional[dict] = None,
     ) -> requests.Response:
         """Sends one request: ``body`` as JSON, or ``data`` (bytes, a file object or an
-        iterator of bytes, streamed) as ``content_type``. Returns the response; an
-        answer of 400 or above raises :class:`MercerError`."""
-        headers = {}
+        iterator of bytes, streamed) as ``content_type``, with the extra ``headers``.
+        Returns the response; an answer of 400 or above raises :class:`MercerError`
+        (:class:`PreconditionFailed` for a 412)."""
+        headers = dict(headers or {})
         if body is not None:
             data = _dumps(body).encode()
         if data is not None:
@@ -179,10 +221,29 @@ class Client:
 
 
 class Models:
-    """The calls on ``/models``: ``client.models``."""
+    """The calls on ``/models``: ``client.models``.
+
+    ``get``, ``wait``, ``predict``, ``transform``, ``inverse_transform`` and
+    ``posterior_samples`` take a model id or an alias name (``client.aliases``): through
+    an alias, each request goes to one of its models, chosen by weight (the same
+    ``request_id`` and alias generation: the same model). ``predict``'s answer says
+    which model answered (``answer.served``), and ``client.last_served`` says it for
+    every one of these calls. ``delete`` and ``add_observations`` take a model id.
+    """
 
     def __init__(self, client: Client):
         self._client = client
+
+    def _call(
+        self, method: str, model_id: str, suffix: str = "", body: Any = None, *,
+        params: Optional[dict] = None, request_id: Optional[str] = None,
+    ) -> tuple:
+        """One request to ``/models/{id}{suffix}``; returns the response and what
+        served it (also kept as the client's ``last_served``)."""
+        headers = {REQUEST_ID_HEADER: str(request_id)} if request_id is not None else None
+        path = f"/models/{path_segment(model_id)}{suffix}"
+        response = self._client.request(method, path, body, params=params, headers=headers)
+        return response, self._client._record_served(response, model_id)
 
     def list(self) -> list:
         """``GET /models``: every model resource (dicts)."""
@@ -190,7 +251,8 @@ class Models:
 
     def get(self, model_id: str, *, include: Any = None) -> dict:
         """``GET /models/{id}``: the model resource (status, fitted kernel and params,
-        training report, and ``progress`` while training). ``include="coefficients"``
+        training report, and ``progress`` while training); for an alias name, the
+        resource of its first route's model. ``include="coefficients"``
         (``?include=coefficients``; a list of names is joined with commas) adds the
         fitted ``coefficients`` for the models that have them: the SVM family's
         ``support``, ``dual_coef`` and ``intercept`` (scikit-learn's ``support_``,
@@ -198,11 +260,19 @@ class Models:
         ``alpha`` and ``support`` (the rows they belong to)."""
         names = [include] if isinstance(include, str) else list(include or [])
         query = {"include": ",".join(names)} if names else None
-        return self._client.request("GET", f"/models/{model_id}", params=query).json()
+        response, _ = self._call("GET", model_id, params=query)
+        return response.json()
 
-    def delete(self, model_id: str) -> None:
-        """``DELETE /models/{id}``: removes the model (a running fit is discarded)."""
-        self._client.request("DELETE", f"/models/{model_id}")
+    def delete(self, model_id: str, *, force: bool = False) -> None:
+        """``DELETE /models/{id}``: removes the model (a running fit is discarded).
+
+        A model that an alias routes to (or shadows) is not deleted:
+        :class:`MercerError` 409 ``/problems/model-in-use``, whose ``detail`` names the
+        alias(es). ``force=True`` (``?force=true``) deletes it anyway and removes it
+        from each such alias (the other routes' weights scaled back to 100; an alias
+        left without a route is deleted)."""
+        query = {"force": "true"} if force else None
+        self._client.request("DELETE", f"/models/{path_segment(model_id)}", params=query)
 
     def fit(
         self,
@@ -284,16 +354,22 @@ class Models:
         covariance: Optional[bool] = None,
         include_noise: Optional[bool] = None,
         probabilities: Optional[bool] = None,
-    ) -> dict:
+        request_id: Optional[str] = None,
+    ) -> Prediction:
         """``POST /models/{id}/predict`` with ``{"x", "variance", "covariance",
         "include_noise", "probabilities"}`` (options left ``None`` take the server's
         defaults: GP variance on, probabilities on where the model has them).
+        ``model_id`` may be an alias name; ``request_id`` is sent as ``X-Request-Id``
+        (through an alias, the same id and generation go to the same model).
 
-        Returns a dict of numpy arrays, the fields present where they apply:
-        ``predictions`` (numbers, or class labels), ``variance`` and ``std``
-        (``gaussian_process``), ``covariance`` (m x m, m x m x t for t outputs),
-        ``decision_function``, ``probabilities`` (columns in the order of
-        ``classes``), ``score_samples`` and ``classes``.
+        Returns a :class:`~mercer_client.Prediction`: a dict of numpy arrays, the
+        fields present where they apply: ``predictions`` (numbers, or class labels),
+        ``variance`` and ``std`` (``gaussian_process``), ``covariance`` (m x m,
+        m x m x t for t outputs), ``decision_function``, ``probabilities`` (columns in
+        the order of ``classes``), ``score_samples`` and ``classes``; its ``served``
+        (a :class:`~mercer_client.Served`) names the model that answered
+        (``answer.served.model``, also ``answer.served_model``) and the alias and
+        generation that routed it.
         """
         options = {
             "variance": variance,
@@ -302,11 +378,12 @@ class Models:
             "probabilities": probabilities,
         }
         body = {"x": x, **{k: v for k, v in options.items() if v is not None}}
-        answer = self._client.request("POST", f"/models/{model_id}/predict", body).json()
-        return {
+        response, served = self._call("POST", model_id, "/predict", body, request_id=request_id)
+        fields = {
             field: np.asarray(value, dtype=float if field in _NUMERIC_FIELDS else None)
-            for field, value in answer.items()
+            for field, value in response.json().items()
         }
+        return Prediction(fields, served)
 
     def add_observations(
         self,
@@ -328,31 +405,137 @@ class Models:
             body["noise"] = noise
         if sample_weight is not None:
             body["sample_weight"] = sample_weight
-        return self._client.request("POST", f"/models/{model_id}/observations", body).json()
+        path = f"/models/{path_segment(model_id)}/observations"
+        return self._client.request("POST", path, body).json()
 
-    def transform(self, model_id: str, x: Any) -> np.ndarray:
+    def transform(self, model_id: str, x: Any, *, request_id: Optional[str] = None) -> np.ndarray:
         """``POST /models/{id}/transform`` with ``{"x"}``: a ``kernel_pca``'s
-        components of the rows, an m x n_components array."""
-        answer = self._client.request("POST", f"/models/{model_id}/transform", {"x": x}).json()
-        return np.asarray(answer["embedding"], dtype=float)
+        components of the rows, an m x n_components array. ``model_id`` may be an
+        alias name (which model answered: ``client.last_served_model``);
+        ``request_id`` is sent as ``X-Request-Id``."""
+        response, _ = self._call("POST", model_id, "/transform", {"x": x}, request_id=request_id)
+        return np.asarray(response.json()["embedding"], dtype=float)
 
-    def inverse_transform(self, model_id: str, embedding: Any) -> np.ndarray:
+    def inverse_transform(self, model_id: str, embedding: Any, *, request_id: Optional[str] = None) -> np.ndarray:
         """``POST /models/{id}/inverse_transform`` with ``{"x": embedding}``: rows of
         components back to rows of features (a ``kernel_pca`` fitted with
-        ``fit_inverse_transform``), an m x d array."""
-        answer = self._client.request("POST", f"/models/{model_id}/inverse_transform", {"x": embedding}).json()
-        return np.asarray(answer["x"], dtype=float)
+        ``fit_inverse_transform``), an m x d array. ``model_id`` may be an alias name;
+        ``request_id`` is sent as ``X-Request-Id``."""
+        response, _ = self._call("POST", model_id, "/inverse_transform", {"x": embedding}, request_id=request_id)
+        return np.asarray(response.json()["x"], dtype=float)
 
     def posterior_samples(
-        self, model_id: str, x: Any, n_samples: int = 1, *, seed: int = 0, include_noise: bool = False
+        self,
+        model_id: str,
+        x: Any,
+        n_samples: int = 1,
+        *,
+        seed: int = 0,
+        include_noise: bool = False,
+        request_id: Optional[str] = None,
     ) -> np.ndarray:
         """``POST /models/{id}/posterior_samples`` with ``{"x", "n_samples", "seed",
         "include_noise"}``: joint draws from a ``gaussian_process``'s predictive
         distribution at the rows, m x n_samples (m x t x n_samples for t outputs);
-        the same seed gives the same draws."""
+        the same seed gives the same draws. ``model_id`` may be an alias name;
+        ``request_id`` is sent as ``X-Request-Id``."""
         body = {"x": x, "n_samples": n_samples, "seed": seed, "include_noise": include_noise}
-        answer = self._client.request("POST", f"/models/{model_id}/posterior_samples", body).json()
-        return np.asarray(answer["samples"], dtype=float)
+        response, _ = self._call("POST", model_id, "/posterior_samples", body, request_id=request_id)
+        return np.asarray(response.json()["samples"], dtype=float)
+
+
+class Aliases:
+    """The calls on ``/aliases``: ``client.aliases``. An alias is a stable name that
+    the model calls (``client.models.predict(name, x)``, ...) take in place of a model
+    id; it routes each request to one of its models by weight, and may have a shadow
+    model that predicts the same rows after the answer is sent (never changing it).
+
+    ::
+
+        client.aliases.set("churn", model=v1["id"])                        # every request to v1
+        client.aliases.set("churn", model=v1["id"], canary=(v2["id"], 10)) # 90 / 10
+        alias = client.aliases.get("churn")
+        client.aliases.set("churn", model=v2["id"], if_match=alias)        # 412 if changed since
+        client.aliases.rollback("churn")                                   # back to 90 / 10
+
+    Writes return the :class:`~mercer_client.Alias` written (with its history).
+    ``if_match`` (a generation, an :class:`~mercer_client.Alias`, or ``"*"``) makes a
+    write conditional: :class:`~mercer_client.PreconditionFailed` (412) when the alias's
+    generation is another (or the alias does not exist).
+    """
+
+    def __init__(self, client: Client):
+        self._client = client
+
+    def set(
+        self,
+        name: str,
+        model: Optional[str] = None,
+        *,
+        routes: Any = None,
+        canary: Any = None,
+        shadow: Optional[str] = None,
+        if_match: Any = None,
+        if_none_match: bool = False,
+    ) -> Alias:
+        """``PUT /aliases/{name}``: creates the alias or writes its next generation.
+
+        Args:
+            name: 1 to 64 characters of ``[A-Za-z0-9._-]``, not a UUID.
+            model: the one model that takes every request (or, with ``canary``, the
+                rest of them).
+            routes: several models by weight: ``(model, weight)`` pairs, dicts
+                ``{"model", "weight"}`` or :class:`~mercer_client.Route` (an alias's
+                ``routes``); weights > 0 summing to 100, at most 16 routes.
+            canary: ``(new_model, percent)``: ``percent`` of the requests to the new
+                model, the rest to ``model``.
+            shadow: a model that predicts the same rows after each answer (compared
+                in the server's metrics), or ``None``.
+            if_match: a generation (int), an :class:`~mercer_client.Alias`, or
+                ``"*"`` (exists): sent as ``If-Match``; otherwise 412.
+            if_none_match: ``True`` sends ``If-None-Match: *``: create only (412 when
+                the alias exists).
+
+        Returns the :class:`~mercer_client.Alias` written. :class:`MercerError` 422 at
+        ``/model``, ``/routes``, ``/routes/i/weight``, ``/routes/i/model``,
+        ``/shadow`` or ``/name`` for what the server refuses (unknown or not-ready
+        models, weights not summing to 100, models of another task or feature count);
+        ``ValueError`` for arguments that cannot be sent.
+        """
+        body = alias_body(model, routes, canary, shadow)
+        headers = precondition_headers(if_match, if_none_match)
+        return Alias.from_json(self._client.request("PUT", _alias_path(name), body, headers=headers).json())
+
+    def get(self, name: str) -> Alias:
+        """``GET /aliases/{name}``: the alias with its history (newest first, at most
+        50 entries); :class:`MercerError` 404 when there is none."""
+        return Alias.from_json(self._client.request("GET", _alias_path(name)).json())
+
+    def list(self) -> list:
+        """``GET /aliases``: every alias, sorted by name, as
+        :class:`~mercer_client.Alias` (without history: ``history`` is ``None``)."""
+        return [Alias.from_json(a) for a in self._client.request("GET", "/aliases").json()["aliases"]]
+
+    def rollback(self, name: str, *, if_match: Any = None) -> Alias:
+        """``POST /aliases/{name}/rollback``: writes a new generation with the routes
+        and shadow of the setting before the one in effect (again: further back; a
+        rollback is not undone by another). Returns the :class:`~mercer_client.Alias`.
+        :class:`MercerError` 409 ``/problems/conflict`` when there is no earlier setting
+        or one of its models was deleted since; 404 when there is no alias;
+        ``if_match`` as in :meth:`set`."""
+        headers = precondition_headers(if_match)
+        response = self._client.request("POST", _alias_path(name) + "/rollback", headers=headers)
+        return Alias.from_json(response.json())
+
+    def delete(self, name: str, *, if_match: Any = None) -> None:
+        """``DELETE /aliases/{name}``: removes the alias (its models stay). The name
+        can be set again later; its generations go on from where they stopped.
+        :class:`MercerError` 404 when there is none; ``if_match`` as in :meth:`set`."""
+        self._client.request("DELETE", _alias_path(name), headers=precondition_headers(if_match))
+
+
+def _alias_path(name: str) -> str:
+    return f"/aliases/{path_segment(name)}"
 
 
 class Datasets:

@@ -1,4 +1,5 @@
-"""The one exception the client raises for an error answer from mercer."""
+"""The exception the client raises for an error answer from mercer: :class:`MercerError`,
+or its subclass :class:`PreconditionFailed` for a 412 (a stale ``If-Match``)."""
 
 from __future__ import annotations
 
@@ -42,10 +43,11 @@ class MercerError(Exception):
     @classmethod
     def from_problem(cls, problem: dict, status: Optional[int] = None) -> "MercerError":
         """The error for a problem object (an error answer's body, or a failed
-        model's ``error``)."""
+        model's ``error``); :class:`PreconditionFailed` for a 412."""
         errors = problem.get("errors") or []
-        return cls(
-            status=int(problem.get("status", status or 0)),
+        status = int(problem.get("status", status or 0))
+        return _error_class(cls, status, problem.get("type"))(
+            status=status,
             title=str(problem.get("title", "")),
             detail=str(problem.get("detail", "")),
             type=problem.get("type"),
@@ -62,9 +64,31 @@ class MercerError(Exception):
             problem = None
         if isinstance(problem, dict) and ("title" in problem or "detail" in problem):
             return cls.from_problem(problem, response.status_code)
-        return cls(
+        return _error_class(cls, response.status_code, None)(
             status=response.status_code,
             title=response.reason or "",
             detail=response.text[:1000],
             body=problem if problem is not None else response.text,
         )
+
+
+class PreconditionFailed(MercerError):
+    """A 412 (problem type ``/problems/precondition-failed``): a conditional write
+    (``if_match=`` a generation, or ``if_none_match=True``) whose condition did not hold,
+    because someone else wrote the alias in between (or it does not exist, or it does
+    and was to be created). A :class:`MercerError`, with the same attributes; read the
+    alias again and decide."""
+
+
+#: The problem types with an exception class of their own (by the type's last part).
+_BY_TYPE = {"precondition-failed": PreconditionFailed}
+_BY_STATUS = {412: PreconditionFailed}
+
+
+def _error_class(cls: type, status: int, type: Optional[str]) -> type:
+    """``cls``, or the subclass of :class:`MercerError` for the problem when ``cls`` is
+    :class:`MercerError` itself."""
+    if cls is not MercerError:
+        return cls
+    slug = type.rsplit("/", 1)[-1] if isinstance(type, str) else None
+    return _BY_TYPE.get(slug) or _BY_STATUS.get(status) or MercerError
