@@ -4,8 +4,8 @@
 //! - `SECRET` is the token itself, or `sha256:<64 hex digits>`, the SHA-256 digest of
 //!   the token, so that a config file need not hold the secret;
 //! - `SCOPE` is `predict` (read and predict), `train` (also fit, append, upload, run
-//!   studies) or `admin` (also delete, and set aliases); without one the key may do everything, as a bare
-//!   token always could;
+//!   studies) or `admin` (also delete, and set aliases); without one the key may do
+//!   everything, as a bare token always could;
 //! - `NAME` (1 to 64 of `[A-Za-z0-9._-]`) labels the key in the audit log; without one a
 //!   key is `key1`, `key2`, ... by its place in the list. The token is never logged.
 //!
