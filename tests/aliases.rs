@@ -351,3 +351,25 @@ async fn aliases_outlive_the_process_and_keep_their_history() {
     assert!(served == a || served == b);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[tokio::test]
+async fn settings_name_the_key_that_made_them_and_need_the_admin_scope() {
+    let keys = "reader=tok-read-1:predict,deployer=tok-deploy-2:admin".to_string();
+    let s = TestServer::start(Config { api_keys: keys, ..Config::for_tests() }).await;
+    let (x, y) = sine(12);
+    let body = json!({"model": "kernel_ridge", "x": x, "y": y});
+    let r = s.http.post(s.url("/models")).bearer_auth("tok-deploy-2").json(&body).send().await.unwrap();
+    let a = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
+    let put =
+        |token: &'static str| s.http.put(s.url("/aliases/prod")).bearer_auth(token).json(&json!({"model": a})).send();
+    assert_eq!(put("tok-read-1").await.unwrap().status(), 403);
+    let v: Value = put("tok-deploy-2").await.unwrap().json().await.unwrap();
+    assert_eq!(v["updated_by"], "deployer");
+    assert_eq!(v["history"][0]["by"], "deployer");
+    let r = s.http.get(s.url("/aliases/prod")).bearer_auth("tok-read-1").send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let r = s.http.post(s.url("/models/prod/predict")).bearer_auth("tok-read-1").json(&json!({"x": [[0.5]]}));
+    assert_eq!(r.send().await.unwrap().headers()["x-mercer-model"], a.as_str());
+    let r = s.http.delete(s.url("/aliases/prod")).bearer_auth("tok-read-1").send().await.unwrap();
+    assert_eq!(r.status(), 403);
+}
