@@ -168,7 +168,7 @@ def check(ops, settle=3.0):
     # Aliases (settings acknowledged with their generation).
     acked_generation = defaultdict(int)
     for op in ops:
-        if op["kind"] == "alias-set" and op["status"] == 200 and op.get("generation") is not None:
+        if op["kind"] == "alias-set" and op["status"] in (200, 201) and op.get("generation") is not None:
             acked_generation[op["name"]] = max(acked_generation[op["name"]], op["generation"])
     final_aliases = {}
     for op in ops:
@@ -182,7 +182,7 @@ def check(ops, settle=3.0):
             if last is None or last["status"] != 200 or (last.get("generation") or 0) < generation:
                 anomaly("lost-alias", name, f"generation {generation} was acknowledged; {node}'s last read shows "
                         f"{None if last is None else last.get('generation')}", *([last] if last else []))
-    found += regressions(ops, "generation", lambda o: o["kind"] in ("alias-set", "alias-read") and o["status"] == 200,
+    found += regressions(ops, "generation", lambda o: o["kind"] in ("alias-set", "alias-read") and o["status"] in (200, 201),
                          "alias-regression", key="name")
     return found
 

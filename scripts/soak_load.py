@@ -105,7 +105,11 @@ ROUTES = [  # (method, path pattern, kind): what each request is in the history
     ("POST", r"/studies/([0-9a-f-]{36})/trials/([0-9a-f-]+)", "tell"),
     ("GET", r"/studies/([0-9a-f-]{36})", "read-study"),
     ("DELETE", r"/studies/([0-9a-f-]{36})", "study-delete"),
+    ("PUT", r"/aliases/([A-Za-z0-9._-]+)", "alias-set"),
+    ("GET", r"/aliases/([A-Za-z0-9._-]+)", "alias-read"),
 ]
+# The alias the load sets and reads, over two models of its own that it never deletes.
+ALIAS = "soak-champion"
 
 
 class History:
@@ -150,6 +154,10 @@ class History:
         if kind == "tell":
             op["trial"] = str(groups[1])
             op["value"] = body.get("value") if status == 200 else None
+        if kind in ("alias-set", "alias-read"):
+            op["name"] = groups[0]
+            if status in (200, 201):
+                op["generation"] = body.get("generation")
         if kind == "read-study" and status == 200:
             op["trials"] = {str(t["id"]): {"state": t.get("state"), "value": t.get("value")}
                             for t in body.get("trials", [])}
@@ -166,6 +174,7 @@ class Load:
         self.a, self.tally = a, Tally()
         self.history = History(a.history)
         self.study, self.study_suggested = None, 0
+        self.alias_models = []
         self.lock = threading.Lock()
         self.models = {}     # id -> {"version": v, "predictions": [...]} (acknowledged)
         self.datasets = {}   # insertion-ordered: id -> None
@@ -335,6 +344,33 @@ class Load:
         teller = random.choice(["stable", "other", "balancer"] if self.a.balancer else ["stable", "other"])
         self.request(teller, "POST", f"/studies/{study}/trials/{trial['id']}", {"value": (x - 1.0) ** 2})
 
+    def new_alias(self, replica):
+        """Two models of the alias's own (never in `models`, so never deleted) and the
+        alias set to the first."""
+        for k in range(2):
+            y = [((i / 8.0) * (1.0 + k)) % 3.0 for i in range(24)]
+            got = self.request(replica, "POST", "/models", {"model": "gaussian_process", "x": X, "y": y,
+                                                            "params": {"noise": 0.01}, "name": "soak-alias"})
+            if got and got[0] == 201:
+                self.alias_models.append(got[1]["id"])
+        if len(self.alias_models) == 2:
+            self.request(replica, "PUT", f"/aliases/{ALIAS}", {"model": self.alias_models[0]})
+
+    def alias_step(self, replica):
+        """Issue 54's traffic: the alias set (one model, or a 90/10 canary either way
+        round), read, and predicted through, on any replica."""
+        if len(self.alias_models) != 2:
+            return
+        a, b = random.sample(self.alias_models, 2)
+        u = random.random()
+        if u < 0.3:
+            body = {"model": a} if u < 0.15 else {"routes": [{"model": a, "weight": 90}, {"model": b, "weight": 10}]}
+            self.request(replica, "PUT", f"/aliases/{ALIAS}", body)
+        elif u < 0.6:
+            self.request(replica, "GET", f"/aliases/{ALIAS}")
+        else:
+            self.request(replica, "POST", f"/models/{ALIAS}/predict", QUERY)
+
     def uploader(self):
         """Issue 52's traffic: 200-row CSV uploads of about 12 KB to the stable replica,
         each on a new connection with its head and body sent apart as requests sends
@@ -349,7 +385,7 @@ class Load:
     def worker(self, seed):
         rnd = random.Random(seed)
         actions = [(self.predict, 50), (self.fit, 10), (self.append, 12), (self.upload, 10),
-                   (self.delete, 4), (self.cli, 2), (self.study_step, 4)]
+                   (self.delete, 4), (self.cli, 2), (self.study_step, 4), (self.alias_step, 4)]
         while time.monotonic() < self.stop:
             u = rnd.random()
             if self.a.balancer:
@@ -383,6 +419,7 @@ def main():
         return verify(a)
     load = Load(a)
     load.study = load.new_study("stable")
+    load.new_alias("stable")
     threads = [threading.Thread(target=load.worker, args=(i,), name=f"worker-{i}") for i in range(a.workers)]
     threads += [threading.Thread(target=load.uploader, name=f"uploader-{i}") for i in range(a.uploaders)]
     for t in threads:
@@ -392,7 +429,7 @@ def main():
     load.history.close()
     out = {"counts": load.tally.counts, "failures": load.tally.failures,
            "models": load.models, "datasets": sorted(load.datasets), "deleted": sorted(load.deleted),
-           "deleted_datasets": sorted(load.deleted_datasets), "study": load.study}
+           "deleted_datasets": sorted(load.deleted_datasets), "study": load.study, "alias": ALIAS}
     with open(a.out, "w") as f:
         json.dump(out, f, indent=1)
     total = sum(load.tally.counts.values())
@@ -452,10 +489,12 @@ def final_reads(rec, a):
     models = touched(("fit", "read", "append", "delete"), "delete")
     datasets = touched(("upload", "read-dataset", "delete-dataset"), "delete-dataset")
     studies = touched(("study-create", "study-delete"), "study-delete")
+    aliases = sorted({o["name"] for o in ops if o["kind"] in ("alias-set", "alias-read") and o.get("name")})
     for name, url in (("stable", a.stable), ("other", a.other)):
         reads = [("GET", f"/models/{m}", None) for m in models] + \
                 [("POST", f"/models/{m}/predict", QUERY) for m in rec["models"]] + \
-                [("GET", f"/datasets/{d}", None) for d in datasets] + [("GET", f"/studies/{s}", None) for s in studies]
+                [("GET", f"/datasets/{d}", None) for d in datasets] + [("GET", f"/studies/{s}", None) for s in studies] + \
+                [("GET", f"/aliases/{n}", None) for n in aliases]
         for method, path, body in reads:
             invoke = time.time()
             try:

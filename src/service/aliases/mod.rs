@@ -218,7 +218,8 @@ impl Service {
             // an unknown model id is looked for in the store; concurrent misses share
             // one listing).
             if let Err(e) = self.sync_aliases().await {
-                tracing::debug!(error = %e, "cannot list the aliases for an unknown name");
+                // Not a 404: the name may well exist once the store answers.
+                return Err(self.store_failure("cannot list the aliases", e));
             }
             alias = self.aliases.cached(target);
         }
