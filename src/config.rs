@@ -34,6 +34,9 @@ pub struct Config {
     /// Longest string row (code points) or token list (tokens) a request may carry.
     pub max_row_chars: usize,
     pub predict_inline_max_flops: f64,
+    /// Longest a prediction waits for concurrent ones to the same model to share its
+    /// call (microseconds); 0 turns batching off.
+    pub batch_delay_us: u64,
     pub store_url: String,
     pub store_refresh_secs: u64,
     /// Deltas (online updates stored apart) after which a full object is written again.

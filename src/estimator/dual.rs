@@ -144,13 +144,15 @@ impl DualExpansion {
         let machines = self.coef.nrows();
         let mut out = DMatrix::zeros(x.n(), machines);
         let block = super::predict_block_rows(self.points.n());
+        // Each machine's coefficients contiguous, for dot products in a fixed order: a
+        // row's decision values are the same bits whatever rows share its call.
+        let rows: Vec<Vec<f64>> = (0..machines).map(|c| self.coef.row(c).iter().copied().collect()).collect();
         for start in (0..x.n()).step_by(block) {
             let q = x.slice(start, block.min(x.n() - start));
-            // (machines x s) (s x m): every machine from one kernel block.
-            let f = &self.coef * kernel.cross(&self.points, &q, par);
-            for c in 0..machines {
-                for j in 0..q.n() {
-                    out[(start + j, c)] = f[(c, j)] + self.bias[c];
+            let k = kernel.cross(&self.points, &q, par);
+            for (j, col) in k.column_iter().enumerate() {
+                for (c, coef) in rows.iter().enumerate() {
+                    out[(start + j, c)] = crate::linalg::dot_wide(coef, col.as_slice()) + self.bias[c];
                 }
             }
         }

@@ -372,12 +372,24 @@ fn fill(
         crate::linalg::clear_upper_vector_state();
         match base {
             Base::Inner | Base::SqDist => {
-                let dst = MatMut::from_column_major_slice_mut(&mut *chunk, n, cols);
-                let lhs = x.view().subcols(i0, n - i0).transpose();
-                let rhs = z.view().subcols(j0, cols);
                 let alpha = if matches!(base, Base::SqDist) { -2.0 } else { 1.0 };
-                faer::linalg::matmul::matmul(dst.subrows_mut(i0, n - i0), Accum::Replace, lhs, rhs, alpha, Par::Seq);
-                crate::linalg::clear_upper_vector_state();
+                if symmetric {
+                    let dst = MatMut::from_column_major_slice_mut(&mut *chunk, n, cols);
+                    let lhs = x.view().subcols(i0, n - i0).transpose();
+                    let rhs = z.view().subcols(j0, cols);
+                    faer::linalg::matmul::matmul(
+                        dst.subrows_mut(i0, n - i0),
+                        Accum::Replace,
+                        lhs,
+                        rhs,
+                        alpha,
+                        Par::Seq,
+                    );
+                    crate::linalg::clear_upper_vector_state();
+                } else {
+                    // Against query points: each entry's bits its pair's alone.
+                    super::pairwise::inner_block(x, z, j0, cols, alpha, chunk);
+                }
                 if let Base::SqDist = base {
                     for jj in 0..cols {
                         let j = j0 + jj;

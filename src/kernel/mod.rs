@@ -26,6 +26,7 @@ mod gram;
 pub mod hyper;
 mod inputs;
 mod json;
+mod pairwise;
 mod points;
 mod pointwise;
 mod precomputed;

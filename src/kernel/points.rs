@@ -41,6 +41,8 @@ pub(super) enum PrepKey {
     /// Numeric points divided by length scales (this fingerprint of them) and centred,
     /// with their squared norms: the training side of a distance kernel's cross matrix.
     Centred(u64),
+    /// Numeric points packed in panels for pairwise inner products (`pairwise`).
+    Panels,
 }
 
 /// Values derived from a point set, built on first use.

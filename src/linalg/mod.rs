@@ -17,6 +17,7 @@ mod eigen;
 mod leading;
 mod memory;
 mod mirror;
+mod ordered;
 mod preconditioner;
 pub(crate) mod products;
 mod tridiagonal;
@@ -27,6 +28,7 @@ pub use eigen::SymmetricEigen;
 pub use leading::{leading_exact, leading_randomized, Leading};
 pub use memory::{clear_upper_vector_state, copy_of, zeroed_bytes, zeros};
 pub use mirror::mirror_lower;
+pub use ordered::solve_lower_ordered;
 pub use preconditioner::TwoFactors;
 pub use products::{dot_wide, lower_product, solve_blocks, solve_blocks_by, Dense, Real};
 pub use tridiagonal::Tridiagonal;
@@ -92,6 +94,15 @@ pub fn sub_at_a(c: &mut DMatrix<f64>, a: &DMatrix<f64>, par: Parallelism) {
 }
 
 /// A' B through faer's matrix product (A is n x m, B is n x k).
+/// A^T B as [`mul_at_b`], each entry a dot product in a fixed order ([`dot_wide`]): an
+/// entry's bits depend on its two columns alone, whatever the other columns of A (the
+/// query rows a predict call stacks).
+pub fn mul_at_b_ordered(a: &DMatrix<f64>, b: &DMatrix<f64>) -> DMatrix<f64> {
+    assert_eq!(a.nrows(), b.nrows());
+    let bs: Vec<&[f64]> = (0..b.ncols()).map(|c| &b.as_slice()[c * b.nrows()..(c + 1) * b.nrows()]).collect();
+    DMatrix::from_fn(a.ncols(), b.ncols(), |j, c| dot_wide(&a.as_slice()[j * a.nrows()..(j + 1) * a.nrows()], bs[c]))
+}
+
 pub fn mul_at_b(a: &DMatrix<f64>, b: &DMatrix<f64>, par: Parallelism) -> DMatrix<f64> {
     let (n, m) = a.shape();
     let k = b.ncols();

@@ -9,15 +9,17 @@
 //! blocked solve keeps each block of L in cache for every column), so stacking is worth
 //! 3-4x on that part alone.
 //!
-//! No request waits for a batch to fill. A model's requests go to its lane; the first
-//! to find the lane idle starts a drain on a blocking thread, and the drain takes
-//! everything queued (up to [`MAX_BATCH_ROWS`]) each time round. A lone request is
-//! therefore served at once, in a batch of one, and under load the requests that arrive
-//! while a batch computes form the next one: the batch size follows the load, with no
-//! timer and no added latency (group commit, as databases batch their log writes).
+//! A model's requests go to its lane; the first to find the lane idle starts a drain on
+//! a blocking thread, and the drain takes everything queued (up to [`MAX_BATCH_ROWS`])
+//! each time round. Under load the requests that arrive while a batch computes form the
+//! next one (group commit, as databases batch their log writes). Before a batch that is
+//! not full, the drain waits until its oldest request is `delay` old
+//! (`MERCER_BATCH_DELAY_US`), so that requests arriving together off-peak share a call.
 //!
 //! Requests are batched only with others asking the same thing (the same fitted model
-//! and the same options); a covariance spans its rows and is never batched.
+//! and the same options); a covariance spans its rows and is never batched. Every
+//! predict path computes a row in an order of its own (see `linalg::ordered` and
+//! `kernel::pairwise`), so a batched answer is the same bits as the request alone.
 
 use crate::estimator::{FittedModel, PredictOptions, Prediction};
 use crate::kernel::Points;
@@ -26,6 +28,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
@@ -44,6 +47,7 @@ struct Job {
     points: Points,
     opts: PredictOptions,
     reply: oneshot::Sender<Option<Prediction>>,
+    arrived: Instant,
 }
 
 impl Job {
@@ -69,6 +73,10 @@ type Lanes = Arc<Mutex<HashMap<Uuid, Arc<Lane>>>>;
 
 pub struct Batcher {
     lanes: Lanes,
+    /// How long a batch that is not full waits for more (its oldest request's age).
+    delay: Duration,
+    /// A batch estimated above this many flops runs on every core.
+    parallel_flops: f64,
     /// Drains one lane may run at once. One keeps a 2-core machine's other core for
     /// the HTTP work and gives the largest batches; bigger machines get more.
     drains_per_lane: usize,
@@ -77,8 +85,8 @@ pub struct Batcher {
 }
 
 impl Batcher {
-    pub fn new(cores: usize, batch_rows: Histogram) -> Batcher {
-        Batcher { lanes: Lanes::default(), drains_per_lane: (cores / 2).max(1), batch_rows }
+    pub fn new(cores: usize, batch_rows: Histogram, delay: Duration, parallel_flops: f64) -> Batcher {
+        Batcher { lanes: Lanes::default(), delay, parallel_flops, drains_per_lane: (cores / 2).max(1), batch_rows }
     }
 
     /// Predicts `points` with `fitted`, stacked with whatever else is queued for the
@@ -95,7 +103,7 @@ impl Batcher {
         let lane = self.lanes.lock().unwrap_or_else(|p| p.into_inner()).entry(id).or_default().clone();
         let start = {
             let mut state = lane.0.lock().unwrap_or_else(|p| p.into_inner());
-            state.queued.push(Job { fitted, points, opts, reply });
+            state.queued.push(Job { fitted, points, opts, reply, arrived: Instant::now() });
             let start = state.draining < self.drains_per_lane;
             if start {
                 state.draining += 1;
@@ -104,7 +112,8 @@ impl Batcher {
         };
         if start {
             let (lanes, batch_rows) = (self.lanes.clone(), self.batch_rows.clone());
-            tokio::task::spawn_blocking(move || drain(&lanes, id, &lane, &batch_rows));
+            let (delay, parallel_flops) = (self.delay, self.parallel_flops);
+            tokio::task::spawn_blocking(move || drain(&lanes, id, &lane, &batch_rows, delay, parallel_flops));
         }
         // A drain always answers or drops the sender; a dropped one reads as a failure.
         answer.await.ok().flatten()
@@ -112,8 +121,17 @@ impl Batcher {
 }
 
 /// Runs batches from `lane` until it is empty; the last drain out removes the lane.
-fn drain(lanes: &Lanes, id: Uuid, lane: &Arc<Lane>, batch_rows: &Histogram) {
+fn drain(lanes: &Lanes, id: Uuid, lane: &Arc<Lane>, batch_rows: &Histogram, delay: Duration, parallel_flops: f64) {
     loop {
+        // A batch that is not full waits until its oldest request is `delay` old.
+        let wait = {
+            let state = lane.0.lock().unwrap_or_else(|p| p.into_inner());
+            let rows: usize = state.queued.iter().map(|j| j.points.n()).sum();
+            state.queued.first().filter(|_| rows < MAX_BATCH_ROWS).map(|j| delay.saturating_sub(j.arrived.elapsed()))
+        };
+        if let Some(w) = wait.filter(|w| !w.is_zero()) {
+            std::thread::sleep(w);
+        }
         let batch = {
             let mut state = lane.0.lock().unwrap_or_else(|p| p.into_inner());
             if state.queued.is_empty() {
@@ -122,8 +140,10 @@ fn drain(lanes: &Lanes, id: Uuid, lane: &Arc<Lane>, batch_rows: &Histogram) {
             }
             take_batch(&mut state.queued)
         };
-        batch_rows.observe(batch.iter().map(|j| j.points.n()).sum::<usize>() as f64);
-        run(batch);
+        let rows = batch.iter().map(|j| j.points.n()).sum::<usize>();
+        batch_rows.observe(rows as f64);
+        let cost = batch[0].fitted.predictor().predict_cost(rows, &batch[0].opts);
+        run(batch, if cost > parallel_flops { Parallelism::Parallel } else { Parallelism::Sequential });
     }
     // Map before lane, as `Batcher::predict` takes them (it never holds both). A request
     // that found the lane before this removal queues on it and starts its own drain.
@@ -161,17 +181,17 @@ fn take_batch(queued: &mut Vec<Job>) -> Vec<Job> {
 }
 
 /// One predict call for the whole batch, its rows cut back into one answer per job.
-fn run(batch: Vec<Job>) {
+fn run(batch: Vec<Job>, par: Parallelism) {
     let first = &batch[0];
     let (fitted, opts) = (first.fitted.clone(), first.opts);
     let sizes: Vec<usize> = batch.iter().map(|j| j.points.n()).collect();
     let result = catch_unwind(AssertUnwindSafe(|| {
         let predictor = fitted.predictor();
         if batch.len() == 1 {
-            return predictor.predict(&batch[0].points, &opts, Parallelism::Sequential);
+            return predictor.predict(&batch[0].points, &opts, par);
         }
         let parts: Vec<&Points> = batch.iter().map(|j| &j.points).collect();
-        predictor.predict(&Points::concat(&parts), &opts, Parallelism::Sequential)
+        predictor.predict(&Points::concat(&parts), &opts, par)
     }));
     match result {
         Ok(prediction) if batch.len() == 1 => {
@@ -199,7 +219,7 @@ mod tests {
 
     fn job(fitted: &Arc<FittedModel>, rows: usize, opts: PredictOptions) -> Job {
         let points = Points::from_rows(&vec![vec![0.5, -0.5]; rows]);
-        Job { fitted: fitted.clone(), points, opts, reply: oneshot::channel().0 }
+        Job { fitted: fitted.clone(), points, opts, reply: oneshot::channel().0, arrived: Instant::now() }
     }
 
     /// A model of `kind` over `n` seeded points in 2-D: a regression on a smooth target,
@@ -239,16 +259,17 @@ mod tests {
             let points = Points::from_rows(&rows[at..at + k]);
             at += k;
             let (reply, answer) = oneshot::channel();
-            batch.push(Job { fitted: model.clone(), points, opts, reply });
+            batch.push(Job { fitted: model.clone(), points, opts, reply, arrived: Instant::now() });
             answers.push(answer);
         }
         let alone: Vec<Prediction> =
             batch.iter().map(|j| model.predictor().predict(&j.points, &opts, Parallelism::Sequential)).collect();
-        run(batch);
+        run(batch, Parallelism::Sequential);
+        // Bit for bit: every path computes a row in an order of its own.
         let close = |a: &[f64], b: &[f64]| {
             assert_eq!(a.len(), b.len());
             for (u, v) in a.iter().zip(b) {
-                assert!((u - v).abs() <= 1e-12 * (1.0 + v.abs()), "{u} vs {v}");
+                assert_eq!(u.to_bits(), v.to_bits(), "{u} vs {v}");
             }
         };
         for (answer, want) in answers.into_iter().zip(alone) {

@@ -251,7 +251,12 @@ impl Service {
         let metrics = Metrics::new();
         store.observe(Arc::new(metrics.store_observer()));
         store.hedge_listings(Duration::from_secs(config.store_refresh_secs.max(1)));
-        let batcher = batch::Batcher::new(cores, metrics.predict_batch_rows.clone());
+        let batcher = batch::Batcher::new(
+            cores,
+            metrics.predict_batch_rows.clone(),
+            Duration::from_micros(config.batch_delay_us),
+            config.predict_inline_max_flops,
+        );
         Service {
             config,
             registry: Registry::new(cache_limit),

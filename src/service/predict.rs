@@ -97,7 +97,12 @@ impl Service {
         let started = Instant::now();
         let cost = fitted.predictor().predict_cost(m, &opts);
         let small = cost <= self.config.predict_inline_max_flops;
-        let batched = small && cost > batch::BATCH_MIN_FLOPS && !opts.covariance && m <= batch::MAX_BATCH_ROWS;
+        // Any prediction of a few rows is batched (a large model's most of all: its rows
+        // share one pass over the factor), unless batching is off.
+        let batched = self.config.batch_delay_us > 0
+            && cost > batch::BATCH_MIN_FLOPS
+            && !opts.covariance
+            && m <= batch::MAX_BATCH_ROWS;
         let prediction = if batched {
             match self.batcher.predict(id, fitted.clone(), points, opts).await {
                 Some(p) => p,

@@ -146,7 +146,7 @@ impl Predictor for GaussianProcessModel {
         if opts.covariance {
             // The covariance needs every query at once; the caller bounds m.
             let mut v = kernel.cross(&self.x, x, par);
-            let mean = mean_rows(&v, &self.alpha, t, par);
+            let mean = mean_rows(&v, &self.alpha, t);
             self.chol.solve_l_in_place(&mut v, par);
             let mut cov = kernel.gram(x, par);
             linalg::sub_at_a(&mut cov, &v, par);
@@ -158,10 +158,11 @@ impl Predictor for GaussianProcessModel {
         for start in (0..x.n()).step_by(block) {
             let q = x.slice(start, block.min(x.n() - start));
             let mut v = kernel.cross(&self.x, &q, par);
-            mean.extend(mean_rows(&v, &self.alpha, t, par));
+            mean.extend(mean_rows(&v, &self.alpha, t));
             if let Some(var) = variance.as_mut() {
-                // The mean-only path never pays for the solve.
-                self.chol.solve_l_in_place(&mut v, par);
+                // The mean-only path never pays for the solve. Each row's solve in an
+                // order of its own: the same bits alone or batched (linalg::ordered).
+                linalg::solve_lower_ordered(self.chol.l(), &mut v, par);
                 let prior = kernel.diag(&q);
                 var.extend(v.column_iter().zip(prior.iter()).map(|(col, kxx)| kxx - col.norm_squared()));
             }

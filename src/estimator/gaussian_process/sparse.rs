@@ -422,7 +422,7 @@ impl Predictor for SparseGpModel {
         };
         if opts.covariance {
             let k = kernel.cross(&self.z, x, par);
-            let mean = mean_rows(&k, &self.weights, t, par);
+            let mean = mean_rows(&k, &self.weights, t);
             let a = solve(k);
             let mut cov = kernel.gram(x, par);
             linalg::sub_at_a(&mut cov, &a, par);
@@ -434,9 +434,11 @@ impl Predictor for SparseGpModel {
         for start in (0..x.n()).step_by(block) {
             let q = x.slice(start, block.min(x.n() - start));
             let k = kernel.cross(&self.z, &q, par);
-            mean.extend(mean_rows(&k, &self.weights, t, par));
+            mean.extend(mean_rows(&k, &self.weights, t));
             if let Some(var) = variance.as_mut() {
-                let a = solve(k);
+                // Each row's solve in an order of its own (the same bits alone or batched).
+                let mut a = k;
+                linalg::solve_lower_ordered(self.v.l(), &mut a, par);
                 let prior = kernel.diag(&q);
                 var.extend(a.column_iter().zip(prior.iter()).map(|(a, kxx)| kxx - a.norm_squared()));
             }

@@ -242,8 +242,8 @@ impl Machine {
         let ks = self.kernel.cross(x, q, par);
         let mean: Vec<f64> = super::weighted_columns(&ks, &self.resid);
         let mut v = DMatrix::from_fn(ks.nrows(), ks.ncols(), |i, j| self.w_sr[i] * ks[(i, j)]);
-        self.l.solve_l_in_place(&mut v, par);
-        crate::linalg::clear_upper_vector_state();
+        // Each row's solve in an order of its own (the same bits alone or batched).
+        crate::linalg::solve_lower_ordered(self.l.l(), &mut v, par);
         let prior = self.kernel.diag(q);
         (0..q.n())
             .map(|j| {

@@ -442,7 +442,7 @@ impl Predictor for KernelRidgeModel {
         for start in (0..x.n()).step_by(block) {
             let q = x.slice(start, block.min(x.n() - start));
             let ks = self.spec.kernel.cross(&self.x, &q, par);
-            values.extend(crate::estimator::targets::outputs::mean_rows(&ks, &self.alpha, self.outputs.t(), par));
+            values.extend(crate::estimator::targets::outputs::mean_rows(&ks, &self.alpha, self.outputs.t()));
         }
         let outputs = self.outputs.is_multi().then_some(self.outputs.t());
         Prediction { values, outputs, ..Default::default() }

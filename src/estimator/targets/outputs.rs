@@ -127,13 +127,13 @@ pub(crate) fn push_rows(out: &mut Vec<f64>, m: &DMatrix<f64>) {
 
 /// K*' alpha for every output, row-major m x t: `cross` is n x m (K(X, X*)), `alpha` n x t
 /// column-major.
-pub(crate) fn mean_rows(cross: &DMatrix<f64>, alpha: &[f64], t: usize, par: crate::linalg::Parallelism) -> Vec<f64> {
+pub(crate) fn mean_rows(cross: &DMatrix<f64>, alpha: &[f64], t: usize) -> Vec<f64> {
     if t == 1 {
         return crate::estimator::weighted_columns(cross, alpha);
     }
     let a = DMatrix::from_column_slice(cross.nrows(), t, alpha);
     let mut out = Vec::with_capacity(cross.ncols() * t);
-    push_rows(&mut out, &crate::linalg::mul_at_b(cross, &a, par));
+    push_rows(&mut out, &crate::linalg::mul_at_b_ordered(cross, &a));
     out
 }
 

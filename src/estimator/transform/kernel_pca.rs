@@ -13,8 +13,8 @@ use crate::estimator::{
 };
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{
-    leading_exact, leading_randomized, mul_at_b, Cholesky, Leading, Parallelism, SymmetricBlocks, SymmetricOperator,
-    BLOCK_ROWS,
+    leading_exact, leading_randomized, mul_at_b_ordered, Cholesky, Leading, Parallelism, SymmetricBlocks,
+    SymmetricOperator, BLOCK_ROWS,
 };
 use crate::optimize::SplitMix64;
 use crate::spec::{FieldError, ObjectReader};
@@ -362,7 +362,7 @@ impl KernelPcaModel {
             let q = z.slice(start, block.min(z.n() - start));
             let mut k = self.spec.kernel.cross(&self.x, &q, par);
             self.centring.centre_cross(&mut k);
-            out.rows_mut(start, q.n()).copy_from(&mul_at_b(&k, &self.alphas, par));
+            out.rows_mut(start, q.n()).copy_from(&mul_at_b_ordered(&k, &self.alphas));
         }
         out
     }
@@ -377,7 +377,7 @@ impl KernelPcaModel {
     pub fn inverse_transform(&self, z: &Points, par: Parallelism) -> Option<DMatrix<f64>> {
         let inv = self.inverse.as_ref()?;
         let k = self.spec.kernel.cross(&inv.points, z, par);
-        Some(mul_at_b(&k, &inv.dual, par))
+        Some(mul_at_b_ordered(&k, &inv.dual))
     }
 
     pub(crate) fn store_into(&self, s: &mut StoredFit) {

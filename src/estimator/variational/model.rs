@@ -164,18 +164,20 @@ impl VariationalModel {
         let (m, c) = (self.z.n(), self.lik.latents);
         let k = self.kernel.cross(&self.z, q, par);
         let w = DMatrix::from_column_slice(m, c, &self.w);
-        let mean = linalg::mul_at_b(&k, &w, par);
+        // Products and solves in an order of each row's own: a row's answer is the same
+        // bits alone or batched with others (linalg::ordered).
+        let mean = linalg::mul_at_b_ordered(&k, &w);
         if !variance {
             return (mean, None);
         }
         let mut a = k.clone();
-        self.l.solve_l_blocks(&mut a, par);
+        linalg::solve_lower_ordered(self.l.l(), &mut a, par);
         let prior = self.kernel.diag(q);
         let base: Vec<f64> = a.column_iter().zip(prior.iter()).map(|(a, p)| p - a.norm_squared()).collect();
         let mut var = DMatrix::zeros(q.n(), c);
         for (ci, t) in self.t.iter().enumerate() {
             let mut b = k.clone();
-            t.solve_l_blocks(&mut b, par);
+            linalg::solve_lower_ordered(t.l(), &mut b, par);
             for (i, col) in b.column_iter().enumerate() {
                 var[(i, ci)] = (base[i] + col.norm_squared()).max(0.0);
             }
