@@ -50,38 +50,55 @@ pub(super) fn inner_block(x: &Points, z: &Points, j0: usize, cols: usize, alpha:
         let mut c = 0;
         while c < cols {
             let width = COLS.min(cols - c);
-            let mut zs: [&[f64]; COLS] = [&[]; COLS];
-            for (w, slot) in zs.iter_mut().enumerate().take(width) {
-                *slot = z.point(j0 + c + w);
-            }
-            let sums = microkernel(panel, &zs[..width], d);
-            for (w, [lo, hi]) in sums.iter().enumerate().take(width) {
-                let (lo, hi) = ((*lo * alpha).to_array(), (*hi * alpha).to_array());
-                let col = &mut out[(c + w) * n + p * PANEL..];
-                for r in 0..rows {
-                    col[r] = if r < 4 { lo[r] } else { hi[r - 4] };
-                }
+            // Constant widths: the block of sums stays in registers.
+            match width {
+                4 => panel_block::<4>(panel, z, j0 + c, d, alpha, &mut out[c * n..], n, p, rows),
+                3 => panel_block::<3>(panel, z, j0 + c, d, alpha, &mut out[c * n..], n, p, rows),
+                2 => panel_block::<2>(panel, z, j0 + c, d, alpha, &mut out[c * n..], n, p, rows),
+                _ => panel_block::<1>(panel, z, j0 + c, d, alpha, &mut out[c * n..], n, p, rows),
             }
             c += width;
         }
     }
 }
 
-/// Sums of one panel against up to COLS query points, feature by feature.
+/// Panel `p` against query points j..j+W, written (times alpha) to `out`'s first W
+/// columns of n.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn microkernel(panel: &[f64], zs: &[&[f64]], d: usize) -> [[f64x4; 2]; COLS] {
-    let mut acc = [[f64x4::ZERO; 2]; COLS];
+fn panel_block<const W: usize>(
+    panel: &[f64],
+    z: &Points,
+    j: usize,
+    d: usize,
+    alpha: f64x4,
+    out: &mut [f64],
+    n: usize,
+    p: usize,
+    rows: usize,
+) {
+    let mut zs: [&[f64]; W] = [&[]; W];
+    for (w, slot) in zs.iter_mut().enumerate() {
+        *slot = z.point(j + w);
+    }
+    let mut acc = [[f64x4::ZERO; 2]; W];
     for k in 0..d {
-        let x = &panel[k * PANEL..(k + 1) * PANEL];
+        let x: &[f64; PANEL] = panel[k * PANEL..(k + 1) * PANEL].try_into().expect("a panel of 8");
         let lo = f64x4::new([x[0], x[1], x[2], x[3]]);
         let hi = f64x4::new([x[4], x[5], x[6], x[7]]);
-        for (a, z) in acc.iter_mut().zip(zs) {
-            let zk = f64x4::splat(z[k]);
-            a[0] += lo * zk;
-            a[1] += hi * zk;
+        for w in 0..W {
+            let zk = f64x4::splat(zs[w][k]);
+            acc[w][0] += lo * zk;
+            acc[w][1] += hi * zk;
         }
     }
-    acc
+    for (w, [lo, hi]) in acc.iter().enumerate() {
+        let (lo, hi) = ((*lo * alpha).to_array(), (*hi * alpha).to_array());
+        let col = &mut out[w * n + p * PANEL..];
+        for r in 0..rows {
+            col[r] = if r < 4 { lo[r] } else { hi[r - 4] };
+        }
+    }
 }
 
 #[cfg(test)]
