@@ -10,7 +10,10 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 
 fn rows(n: usize, offset: usize) -> Vec<Vec<f64>> {
-    (0..n).map(|i| i + offset).map(|i| (0..3).map(|k| ((i * (k + 2)) as f64 * 0.618_034 + k as f64) % 3.0).collect()).collect()
+    (0..n)
+        .map(|i| i + offset)
+        .map(|i| (0..3).map(|k| ((i * (k + 2)) as f64 * 0.618_034 + k as f64) % 3.0).collect())
+        .collect()
 }
 
 fn bodies() -> Vec<(Value, Value)> {
