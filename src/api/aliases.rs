@@ -3,7 +3,7 @@
 //! the ETag.
 
 use super::extract::JsonBody;
-use super::middleware::KeyName;
+use super::keys::KeyName;
 use super::problem::ApiError;
 use crate::service::aliases::{Alias, Precondition};
 use crate::service::Service;

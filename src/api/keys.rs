@@ -16,6 +16,11 @@
 use sha2::{Digest, Sha256};
 use std::fmt;
 
+/// The name of the key a request was let in with, on its response: the request's log
+/// line (the audit record of a mutation) names it.
+#[derive(Clone)]
+pub struct KeyName(pub String);
+
 /// What a key may do; each scope includes the ones before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Scope {

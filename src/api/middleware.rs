@@ -1,7 +1,7 @@
 //! Cross-cutting request handling: bearer-token auth, per-request metrics and log line,
 //! and turning every error response that is not already a problem into one.
 
-use super::keys::{KeyRing, Scope};
+use super::keys::{KeyName, KeyRing, Scope};
 use super::problem::{ApiError, Problem, PROBLEM_CONTENT_TYPE};
 use crate::metrics::{HttpLabels, RouteLabels};
 use crate::service::Service;
@@ -18,11 +18,6 @@ pub struct Guard {
     pub keys: Arc<KeyRing>,
     pub needs: Scope,
 }
-
-/// The name of the key a request was let in with, on its response: the request's log
-/// line (the audit record of a mutation) names it.
-#[derive(Clone)]
-pub struct KeyName(pub String);
 
 pub async fn require_scope(State(guard): State<Guard>, req: Request, next: Next) -> Response {
     if guard.keys.is_empty() {

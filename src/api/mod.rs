@@ -13,6 +13,7 @@ pub mod oip_binary;
 pub mod ops;
 pub mod problem;
 pub mod serve;
+pub mod served;
 pub mod studies;
 pub mod types;
 pub mod ui;

@@ -1,14 +1,14 @@
 //! /models handlers: unpack the request, make one service call, map the result.
 
 use super::extract::JsonBody;
-use super::middleware::KeyName;
+use super::keys::KeyName;
 use super::problem::ApiError;
+use super::served::{served, served_headers};
 use super::types::{
     EmbeddingResponse, ModelList, ModelQuery, ModelResource, ObservationsBody, PosteriorBody, PosteriorQuery,
     PredictBody, PredictQuery, PredictResponse, RowsBody, RowsResponse, SamplesResponse, TrainBody, TrainQuery,
 };
 use crate::estimator::PredictOptions;
-use crate::service::aliases::Served;
 use crate::service::{QueryRows, RowExtras, SampleOptions, Service, TrainInput, TrainOutcome};
 use axum::body::Bytes;
 use axum::extract::rejection::{PathRejection, QueryRejection};
@@ -231,39 +231,6 @@ pub async fn observations(
     let per_row = RowExtras { noise: body.noise, sample_weight: body.sample_weight };
     let entry = service.append_observations(model_id(id)?, body.x, body.y, per_row).await?;
     Ok(Json(ModelResource::of(&entry)))
-}
-
-/// The model that answers a request to `{id}`: the model of that id, or the one an
-/// alias of that name routes this request to (seeded by its X-Request-Id).
-pub(super) async fn served(
-    service: &Service,
-    id: Result<Path<String>, PathRejection>,
-    headers: &HeaderMap,
-) -> Result<Served, ApiError> {
-    let Path(raw) = id.map_err(|e| ApiError::BadQuery(format!("invalid path: {}", e.body_text())))?;
-    Ok(service.resolve(&raw, request_id(headers)).await?)
-}
-
-/// The request's id (set by the middleware when the client gave none).
-pub(super) fn request_id(headers: &HeaderMap) -> &str {
-    headers.get(super::REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("")
-}
-
-/// The header of an answer naming the model that computed it.
-pub const SERVED_MODEL: &str = "x-mercer-model";
-/// Through an alias: its name and the generation that routed the request.
-pub const SERVED_ALIAS: &str = "x-mercer-alias";
-pub const SERVED_GENERATION: &str = "x-mercer-alias-generation";
-
-/// X-Mercer-Model, and through an alias X-Mercer-Alias and X-Mercer-Alias-Generation.
-pub(super) fn served_headers(s: &Served) -> HeaderMap {
-    let mut h = HeaderMap::new();
-    h.insert(SERVED_MODEL, HeaderValue::from_str(&s.model.to_string()).expect("a UUID is a valid header"));
-    if let Some(a) = &s.alias {
-        h.insert(SERVED_ALIAS, HeaderValue::from_str(&a.name).expect("an alias name is a valid header"));
-        h.insert(SERVED_GENERATION, HeaderValue::from(a.generation));
-    }
-    h
 }
 
 /// A path segment that is not a UUID names no model: 404, as for an unknown UUID.

@@ -95,12 +95,12 @@ pub async fn model_ready(
     id: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
 ) -> Result<Response, OipError> {
-    let (name, served) = served(&service, id, super::models::request_id(&headers)).await?;
+    let (name, served) = served(&service, id, super::served::request_id(&headers)).await?;
     let entry = service.lookup(served.model).await?;
     let ready = service.fitted(&entry).await.is_ok();
     let status = if ready { StatusCode::OK } else { StatusCode::CONFLICT };
     let body = Json(json!({"name": name, "ready": ready}));
-    let mut response = (status, super::models::served_headers(&served), body).into_response();
+    let mut response = (status, super::served::served_headers(&served), body).into_response();
     response.extensions_mut().insert(ProtocolError);
     Ok(response)
 }
@@ -113,7 +113,7 @@ pub async fn model_metadata(
     id: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
 ) -> Result<Response, OipError> {
-    let (name, served) = served(&service, id, super::models::request_id(&headers)).await?;
+    let (name, served) = served(&service, id, super::served::request_id(&headers)).await?;
     let id = served.model;
     let entry = service.lookup(id).await?;
     let fitted = service.fitted(&entry).await?;
@@ -151,7 +151,7 @@ pub async fn model_metadata(
         "inputs": [input],
         "outputs": outputs,
     }));
-    Ok((super::models::served_headers(&served), body).into_response())
+    Ok((super::served::served_headers(&served), body).into_response())
 }
 
 #[derive(Deserialize)]
@@ -210,14 +210,14 @@ pub async fn infer(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, OipError> {
-    let (name, served) = served(&service, id, super::models::request_id(&headers)).await?;
+    let (name, served) = served(&service, id, super::served::request_id(&headers)).await?;
     // No tensor this route reads is token lists, so such a model never answers: its
     // failure (whatever the tensor) becomes the 400 of a model not offered. Asked on
     // the failure only, which keeps the model's second lookup off the answered path.
     match infer_model(&service, (&name, &served), &headers, &body).await {
         Err(_) if over_token_lists(&service, served.model).await => Err(not_offered()),
         answered => answered.map(|mut r| {
-            r.headers_mut().extend(super::models::served_headers(&served));
+            r.headers_mut().extend(super::served::served_headers(&served));
             r
         }),
     }

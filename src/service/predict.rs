@@ -82,6 +82,22 @@ impl Service {
         Ok(answer)
     }
 
+    /// A model's answer to points made for another model of the same feature count (an
+    /// alias's shadow): checked against this one, then computed.
+    pub(super) async fn answer_points(
+        self: &Arc<Self>,
+        entry: &ModelEntry,
+        points: Points,
+        opts: PredictOptions,
+    ) -> Result<Answer, ServiceError> {
+        let (version, fitted) = self.fitted_version(entry).await?;
+        check_predict_options(&fitted, &opts)?;
+        if fitted.predictor().row_kind() != points.kind() {
+            return Err(FieldError::invalid("/x", "this model takes rows of another kind").into());
+        }
+        self.compute(entry, version, fitted, points, opts).await
+    }
+
     /// A model's answer to checked query points: inline, batched, or on a blocking
     /// thread by its cost.
     pub(super) async fn compute(

@@ -95,12 +95,7 @@ impl Service {
         opts: PredictOptions,
     ) -> Result<(Arc<FittedModel>, Prediction), super::ServiceError> {
         let entry = self.lookup(id).await?;
-        let (version, fitted) = self.fitted_version(&entry).await?;
-        super::super::predict::check_predict_options(&fitted, &opts)?;
-        if fitted.predictor().row_kind() != points.kind() {
-            return Err(crate::spec::FieldError::invalid("/x", "the shadow model takes rows of another kind").into());
-        }
-        let answer = self.compute(&entry, version, fitted, points, opts).await?;
+        let answer = self.answer_points(&entry, points, opts).await?;
         Ok((answer.fitted, answer.prediction))
     }
 
