@@ -325,7 +325,7 @@ async fn replicas_share_aliases_and_exactly_one_wins_each_generation() {
     let on_b: Value = rb.get("/aliases/shared").await.json().await.unwrap();
     assert_eq!(on_a["generation"], 11);
     assert_eq!(on_a, on_b);
-    // A change on A is served by B after B's refresh, and B never goes back.
+    // A change on A is served by B after B's refresh.
     put_ok(&ra, "shared", &json!({"model": b})).await;
     rb.service().sync_store().await;
     let (served, _) = predict_as(&rb, "shared", None).await;

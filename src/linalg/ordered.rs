@@ -19,6 +19,7 @@
 use super::Parallelism;
 use nalgebra::DMatrix;
 use rayon::prelude::*;
+use std::ops::Range;
 use wide::f64x4;
 
 const PANEL: usize = 8;
@@ -76,30 +77,14 @@ fn solve_block(l: &[f64], n: usize, b: &mut [f64]) {
                     _ => update_panel::<1>(l, n, b, p0, c),
                 }
             } else {
-                for j in c..c + width {
-                    for r in 0..rows {
-                        let i = p0 + r;
-                        let mut v = b[j * n + i];
-                        for k in 0..p0 {
-                            v = (-l[k * n + i]).mul_add(b[j * n + k], v);
-                        }
-                        b[j * n + i] = v;
-                    }
+                for col in b[c * n..(c + width) * n].chunks_mut(n) {
+                    subtract(l, n, col, p0..p0 + rows, 0..p0);
                 }
             }
             c += width;
         }
-        // Within the panel: the remaining subtractions in order, then the division.
-        for j in 0..m {
-            let col = &mut b[j * n..(j + 1) * n];
-            for r in 0..rows {
-                let i = p0 + r;
-                let mut v = col[i];
-                for k in p0..i {
-                    v = (-l[k * n + i]).mul_add(col[k], v);
-                }
-                col[i] = v / l[i * n + i];
-            }
+        for col in b.chunks_mut(n) {
+            finish(l, n, col, p0..p0 + rows);
         }
     }
 }
@@ -158,21 +143,34 @@ fn solve_tall(l: &[f64], n: usize, col: &mut [f64]) {
                 col[p0 + 4 * v..p0 + 4 * v + 4].copy_from_slice(&a.to_array());
             }
         } else {
-            for i in p0..n {
-                let mut v = col[i];
-                for k in 0..p0 {
-                    v = (-l[k * n + i]).mul_add(col[k], v);
-                }
-                col[i] = v;
-            }
+            subtract(l, n, col, p0..n, 0..p0);
         }
-        for i in p0..p0 + rows {
-            let mut v = col[i];
-            for k in p0..i {
-                v = (-l[k * n + i]).mul_add(col[k], v);
-            }
-            col[i] = v / l[i * n + i];
+        finish(l, n, col, p0..p0 + rows);
+    }
+}
+
+/// Entries `rows` of one right-hand side brought up to date against the factor's columns
+/// `ks`, in their order (the scalar form of every order's update).
+fn subtract(l: &[f64], n: usize, col: &mut [f64], rows: Range<usize>, ks: Range<usize>) {
+    for i in rows {
+        let mut v = col[i];
+        for k in ks.clone() {
+            v = (-l[k * n + i]).mul_add(col[k], v);
         }
+        col[i] = v;
+    }
+}
+
+/// Entries `rows` of one right-hand side finished, each against the columns of `rows`
+/// before it, in order, then divided by its diagonal (the earlier columns applied).
+fn finish(l: &[f64], n: usize, col: &mut [f64], rows: Range<usize>) {
+    let start = rows.start;
+    for i in rows {
+        let mut v = col[i];
+        for k in start..i {
+            v = (-l[k * n + i]).mul_add(col[k], v);
+        }
+        col[i] = v / l[i * n + i];
     }
 }
 
@@ -187,13 +185,7 @@ fn solve_right(l: &[f64], n: usize, b: &mut [f64]) {
     for k0 in (0..n).step_by(KB) {
         let kb = KB.min(n - k0);
         for col in b.chunks_mut(n) {
-            for i in k0..k0 + kb {
-                let mut v = col[i];
-                for k in k0..i {
-                    v = (-l[k * n + i]).mul_add(col[k], v);
-                }
-                col[i] = v / l[i * n + i];
-            }
+            finish(l, n, col, k0..k0 + kb);
         }
         if k0 + kb >= n {
             break;
@@ -216,13 +208,7 @@ fn solve_right(l: &[f64], n: usize, b: &mut [f64]) {
             i0 += PANEL;
         }
         for col in b.chunks_mut(n) {
-            for i in i0..n {
-                let mut v = col[i];
-                for k in k0..k0 + KB {
-                    v = (-l[k * n + i]).mul_add(col[k], v);
-                }
-                col[i] = v;
-            }
+            subtract(l, n, col, i0..n, k0..k0 + KB);
         }
     }
 }

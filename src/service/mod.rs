@@ -215,6 +215,11 @@ pub struct Service {
     aliases: aliases::Aliases,
 }
 
+/// Now, RFC 3339 with milliseconds (when a trial or an alias setting was written).
+fn now() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
 impl Service {
     /// Rows of `x` within MERCER_MAX_ROW_CHARS (413 at the first that is not).
     pub fn check_row_chars(&self, x: &[Row]) -> Result<(), ServiceError> {

@@ -63,12 +63,7 @@ impl Store {
     /// Writes setting `generation` of alias `name` unless one is there: `Ok(false)` when
     /// another writer had it.
     pub async fn create_alias_setting(&self, name: &str, generation: u64, bytes: Bytes) -> Result<bool, StoreError> {
-        let key = key(name, generation);
-        match self.call("put", &key, SMALL_CALL, self.blobs.put_new(&key, bytes)).await {
-            Ok(()) => Ok(true),
-            Err(BlobError::Conflict { .. }) => Ok(false),
-            Err(e) => Err(e.into()),
-        }
+        self.create_once(key(name, generation), bytes).await
     }
 
     /// Removes the settings of `name` more than KEEP_GENERATIONS behind `newest` (best

@@ -120,7 +120,9 @@ impl Store {
         }
     }
 
-    async fn create_once(&self, key: String, bytes: Bytes) -> Result<bool, StoreError> {
+    /// Writes `key` unless an object is there: `Ok(false)` when another writer had it
+    /// (the create-only write studies and aliases order their objects by).
+    pub(super) async fn create_once(&self, key: String, bytes: Bytes) -> Result<bool, StoreError> {
         match self.call("put", &key, SMALL_CALL, self.blobs.put_new(&key, bytes)).await {
             Ok(()) => Ok(true),
             Err(BlobError::Conflict { .. }) => Ok(false),

@@ -99,10 +99,6 @@ impl Aliases {
     }
 }
 
-fn now() -> String {
-    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
-}
-
 /// What a write sets: its action, routes, shadow and (a rollback's) restored generation.
 struct Change {
     action: Action,
@@ -346,7 +342,7 @@ impl Service {
                 action: c.action,
                 routes: c.routes,
                 shadow: c.shadow,
-                at: now(),
+                at: super::now(),
                 by: by.clone(),
                 restores: c.restores,
             };

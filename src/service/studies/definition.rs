@@ -6,7 +6,6 @@ use crate::selection::bayes::pruner::Pruner;
 use crate::selection::bayes::study::{Goal, StudySpace};
 use crate::spec::{json_type_name, pointer_token, FieldError, ObjectReader};
 use serde_json::{json, Map, Value};
-use std::time::SystemTime;
 use uuid::Uuid;
 
 /// Objectives a study may have at most, and constraints.
@@ -248,7 +247,7 @@ impl Definition {
             return Err(FieldError::invalid("/initial", "must be at least 1"));
         }
         obj.finish()?;
-        let created_at = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+        let created_at = super::super::now();
         Ok(Definition {
             id,
             name,

@@ -20,7 +20,7 @@ pub use definition::{pruner_json, read_tell, Constraint, Definition, Objective, 
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 use uuid::Uuid;
 
 /// Trials one suggest request may ask for.
@@ -190,10 +190,6 @@ fn trial_bytes(t: &TrialRecord, space: &StudySpace) -> Bytes {
     )
 }
 
-fn now() -> String {
-    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
-}
-
 impl Service {
     /// Creates a study from a body.
     pub async fn create_study(&self, body: &Value) -> Result<StudyView, ServiceError> {
@@ -291,7 +287,7 @@ impl Service {
                     id: guard.next_id(),
                     values: next.values,
                     suggested: true,
-                    created_at: now(),
+                    created_at: super::now(),
                     told: None,
                     reports: BTreeMap::new(),
                 };
@@ -327,7 +323,7 @@ impl Service {
         if record.told.is_some() {
             return Err(ServiceError::AlreadyTold { trial });
         }
-        let bytes = Bytes::from(tell_json(&guard.definition, &told, now()).to_string());
+        let bytes = Bytes::from(tell_json(&guard.definition, &told, super::now()).to_string());
         if !self.store.tell_trial(id, trial, bytes).await.map_err(|e| self.store_error(e))? {
             self.refresh(id, &mut guard).await?;
             return Err(ServiceError::AlreadyTold { trial });
@@ -362,7 +358,7 @@ impl Service {
             return Err(ServiceError::AlreadyTold { trial });
         }
         if !record.reports.contains_key(&step) {
-            let bytes = Bytes::from(json!({"step": step, "value": value, "reported_at": now()}).to_string());
+            let bytes = Bytes::from(json!({"step": step, "value": value, "reported_at": super::now()}).to_string());
             if self.store.report_trial(id, trial, step, bytes).await.map_err(|e| self.store_error(e))? {
                 guard.trials.get_mut(&trial).expect("held").reports.insert(step, value);
             } else {
@@ -408,14 +404,14 @@ impl Service {
                 id: guard.next_id(),
                 values: values.clone(),
                 suggested: false,
-                created_at: now(),
+                created_at: super::now(),
                 told: None,
                 reports: BTreeMap::new(),
             };
             let bytes = trial_bytes(&trial, &guard.definition.space);
             if self.store.create_trial(id, trial.id, bytes).await.map_err(|e| self.store_error(e))? {
                 let told = Told::Complete(results.clone());
-                let bytes = Bytes::from(tell_json(&guard.definition, &told, now()).to_string());
+                let bytes = Bytes::from(tell_json(&guard.definition, &told, super::now()).to_string());
                 self.store.tell_trial(id, trial.id, bytes).await.map_err(|e| self.store_error(e))?;
                 let record = TrialRecord { told: Some(told), ..trial };
                 guard.trials.insert(record.id, record.clone());
