@@ -125,7 +125,7 @@ class Alias:
 
     @property
     def model(self) -> Optional[str]:
-        """The first route's model: the one ``GET /models/{name}`` describes."""
+        """The first route's model (``GET /models/{name}`` describes the one a route picks)."""
         return self.routes[0].model if self.routes else None
 
     @property

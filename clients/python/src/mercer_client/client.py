@@ -252,7 +252,7 @@ class Models:
     def get(self, model_id: str, *, include: Any = None) -> dict:
         """``GET /models/{id}``: the model resource (status, fitted kernel and params,
         training report, and ``progress`` while training); for an alias name, the
-        resource of its first route's model. ``include="coefficients"``
+        resource of the model a route picks for this request, by weight as for a predict. ``include="coefficients"``
         (``?include=coefficients``; a list of names is joined with commas) adds the
         fitted ``coefficients`` for the models that have them: the SVM family's
         ``support``, ``dual_coef`` and ``intercept`` (scikit-learn's ``support_``,
