@@ -115,7 +115,7 @@ fn serve(shared: &Shared) {
                 idle_since = Instant::now();
             }
             QUIT => return,
-            _ if spins % 256 != 0 || idle_since.elapsed() < SPIN => {
+            _ if !spins.is_multiple_of(256) || idle_since.elapsed() < SPIN => {
                 spins = spins.wrapping_add(1);
                 std::hint::spin_loop()
             }

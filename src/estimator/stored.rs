@@ -129,7 +129,7 @@ impl StoredFit {
             _ => return Err(RestoreError("no training points".into())),
         }
         let d = self.d as usize;
-        if d == 0 || self.x.len() % d != 0 || !some(self.x.len()) {
+        if d == 0 || !self.x.len().is_multiple_of(d) || !some(self.x.len()) {
             return Err(RestoreError(format!("{} values do not make points of dimension {d}", self.x.len())));
         }
         let x = std::mem::take(&mut self.x);
