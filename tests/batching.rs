@@ -1,6 +1,8 @@
 //! Batched predictions over HTTP: 64 clients at once get the same bytes as 64 requests
 //! sent one after another (and as a server with batching off), for an exact GP with its
-//! variance, an SVM's probabilities and a Nystrom model; and batches did form.
+//! variance, an SVM's probabilities and a Nystrom model; and batches did form. And heavy
+//! prediction-side work (a large predict, draws, an inverse transform: all through
+//! `Service::run_heavy`) is counted busy while it runs, also when it panics.
 
 mod common;
 
@@ -87,4 +89,32 @@ async fn concurrent_answers_are_the_sequential_bytes_batched_or_not() {
     assert!(rows > calls, "{rows} rows in {calls} calls: no batch formed");
     let off = unbatched.get("/metrics").await.text().await.unwrap();
     assert!(off.contains("mercer_predict_batch_rows_count 0"), "batching off still batched");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heavy_work_is_counted_busy_while_it_runs() {
+    let s = TestServer::default().await;
+    let service = s.service().clone();
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let running = tokio::spawn({
+        let service = service.clone();
+        async move {
+            service
+                .run_heavy(uuid::Uuid::nil(), 10, move |_| {
+                    started_tx.send(()).unwrap();
+                    release_rx.recv().unwrap();
+                    7
+                })
+                .await
+        }
+    });
+    tokio::task::spawn_blocking(move || started_rx.recv().unwrap()).await.unwrap();
+    assert_eq!(service.heavy_running(), 1, "counted while it runs");
+    release_tx.send(()).unwrap();
+    assert_eq!(running.await.unwrap().unwrap(), 7);
+    assert_eq!(service.heavy_running(), 0, "and no longer once done");
+    let failed = service.run_heavy(uuid::Uuid::nil(), 10, |_| -> usize { panic!("a predict that panics") }).await;
+    assert!(failed.is_err(), "a panic is a failed prediction");
+    assert_eq!(service.heavy_running(), 0, "a panic is no longer counted");
 }

@@ -27,6 +27,7 @@ use crate::linalg::Parallelism;
 use prometheus_client::metrics::histogram::Histogram;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -82,11 +83,21 @@ pub struct Batcher {
     drains_per_lane: usize,
     /// Rows per predict call, for /metrics.
     batch_rows: Histogram,
+    /// The service's count of heavy work on blocking threads: a batch run on every core
+    /// is counted there while it runs.
+    busy: Arc<AtomicUsize>,
 }
 
 impl Batcher {
-    pub fn new(cores: usize, batch_rows: Histogram, delay: Duration, parallel_flops: f64) -> Batcher {
-        Batcher { lanes: Lanes::default(), delay, parallel_flops, drains_per_lane: (cores / 2).max(1), batch_rows }
+    pub fn new(
+        cores: usize,
+        batch_rows: Histogram,
+        delay: Duration,
+        parallel_flops: f64,
+        busy: Arc<AtomicUsize>,
+    ) -> Batcher {
+        let drains_per_lane = (cores / 2).max(1);
+        Batcher { lanes: Lanes::default(), delay, parallel_flops, drains_per_lane, batch_rows, busy }
     }
 
     /// Predicts `points` with `fitted`, stacked with whatever else is queued for the
@@ -111,9 +122,9 @@ impl Batcher {
             start
         };
         if start {
-            let (lanes, batch_rows) = (self.lanes.clone(), self.batch_rows.clone());
+            let (lanes, batch_rows, busy) = (self.lanes.clone(), self.batch_rows.clone(), self.busy.clone());
             let (delay, parallel_flops) = (self.delay, self.parallel_flops);
-            tokio::task::spawn_blocking(move || drain(&lanes, id, &lane, &batch_rows, delay, parallel_flops));
+            tokio::task::spawn_blocking(move || drain(&lanes, id, &lane, &batch_rows, (delay, parallel_flops), &busy));
         }
         // A drain always answers or drops the sender; a dropped one reads as a failure.
         answer.await.ok().flatten()
@@ -121,7 +132,14 @@ impl Batcher {
 }
 
 /// Runs batches from `lane` until it is empty; the last drain out removes the lane.
-fn drain(lanes: &Lanes, id: Uuid, lane: &Arc<Lane>, batch_rows: &Histogram, delay: Duration, parallel_flops: f64) {
+fn drain(
+    lanes: &Lanes,
+    id: Uuid,
+    lane: &Arc<Lane>,
+    batch_rows: &Histogram,
+    (delay, parallel_flops): (Duration, f64),
+    busy: &AtomicUsize,
+) {
     loop {
         // A batch that is not full waits until its oldest request is `delay` old.
         let wait = {
@@ -143,7 +161,13 @@ fn drain(lanes: &Lanes, id: Uuid, lane: &Arc<Lane>, batch_rows: &Histogram, dela
         let rows = batch.iter().map(|j| j.points.n()).sum::<usize>();
         batch_rows.observe(rows as f64);
         let cost = batch[0].fitted.predictor().predict_cost(rows, &batch[0].opts);
-        run(batch, if cost > parallel_flops { Parallelism::Parallel } else { Parallelism::Sequential });
+        if cost > parallel_flops {
+            busy.fetch_add(1, Ordering::AcqRel);
+            run(batch, Parallelism::Parallel);
+            busy.fetch_sub(1, Ordering::AcqRel);
+        } else {
+            run(batch, Parallelism::Sequential);
+        }
     }
     // Map before lane, as `Batcher::predict` takes them (it never holds both). A request
     // that found the lane before this removal queues on it and starts its own drain.

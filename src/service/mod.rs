@@ -202,8 +202,9 @@ pub struct Service {
     last_sync: Mutex<Option<Instant>>,
     ready: tokio::sync::watch::Sender<bool>,
     draining: AtomicBool,
-    /// Predictions running on blocking threads now (they compete with fits for cores).
-    heavy_predicts: AtomicUsize,
+    /// Predictions running on blocking threads now, batched ones on every core included
+    /// (they compete with fits for cores): the busy figure with the pool's running fits.
+    heavy_predicts: Arc<AtomicUsize>,
     /// HTTP requests being handled now (drain waits for them).
     in_flight: tokio::sync::watch::Sender<usize>,
     heavy_predict_slots: Semaphore,
@@ -256,11 +257,13 @@ impl Service {
         let metrics = Metrics::new();
         store.observe(Arc::new(metrics.store_observer()));
         store.hedge_listings(Duration::from_secs(config.store_refresh_secs.max(1)));
+        let heavy_predicts = Arc::new(AtomicUsize::new(0));
         let batcher = batch::Batcher::new(
             cores,
             metrics.predict_batch_rows.clone(),
             Duration::from_micros(config.batch_delay_us),
             config.predict_inline_max_flops,
+            heavy_predicts.clone(),
         );
         Service {
             config,
@@ -281,7 +284,7 @@ impl Service {
             last_sync: Mutex::new(None),
             ready,
             draining: AtomicBool::new(false),
-            heavy_predicts: AtomicUsize::new(0),
+            heavy_predicts,
             in_flight: tokio::sync::watch::Sender::new(0),
             heavy_predict_slots: Semaphore::new(cores),
             batcher,

@@ -5,10 +5,7 @@
 use super::{QueryRows, Service, ServiceError};
 use crate::estimator::gaussian_process::posterior::{self, Draws, MAX_DRAWN};
 use crate::estimator::{ModelKind, PredictOptions};
-use crate::linalg::Parallelism;
 use crate::spec::FieldError;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -83,23 +80,13 @@ impl Service {
         }
         let n_samples = opts.n_samples as usize;
         let started = std::time::Instant::now();
-        let _permit = self.heavy_predict_slots.acquire().await.map_err(|_| ServiceError::Draining)?;
-        let service = self.clone();
         let n = fitted.predictor().n_support();
-        let task = tokio::task::spawn_blocking(move || {
-            let busy = service.pool.running() + service.heavy_predicts.fetch_add(1, Ordering::AcqRel);
-            let par = Parallelism::for_problem(n.max(m), busy);
-            let out = catch_unwind(AssertUnwindSafe(|| {
+        let drawn = self
+            .run_heavy(id, n.max(m), move |par| {
                 let p = fitted.predictor().predict(&points, &predict, par);
                 posterior::draw_prediction(&p, n_samples, opts.seed, par)
-            }));
-            service.heavy_predicts.fetch_sub(1, Ordering::AcqRel);
-            out
-        });
-        let drawn = match task.await {
-            Ok(Ok(d)) => d,
-            _ => return Err(super::predict::internal_predict_failure(id)),
-        };
+            })
+            .await?;
         let samples = drawn.map_err(|e| {
             ServiceError::from(FieldError::invalid(
                 "/x",

@@ -127,21 +127,9 @@ impl Service {
         } else if small {
             fitted.predictor().predict(&points, &opts, Parallelism::Sequential)
         } else {
-            let _permit = self.heavy_predict_slots.acquire().await.map_err(|_| ServiceError::Draining)?;
-            let service = self.clone();
             let n = fitted.predictor().n_support();
             let fitted = fitted.clone();
-            let task = tokio::task::spawn_blocking(move || {
-                let busy = service.pool.running() + service.heavy_predicts.fetch_add(1, Ordering::AcqRel);
-                let par = Parallelism::for_problem(n.max(m), busy);
-                let p = catch_unwind(AssertUnwindSafe(|| fitted.predictor().predict(&points, &opts, par)));
-                service.heavy_predicts.fetch_sub(1, Ordering::AcqRel);
-                p
-            });
-            match task.await {
-                Ok(Ok(p)) => p,
-                _ => return Err(internal_predict_failure(id)),
-            }
+            self.run_heavy(id, n.max(m), move |par| fitted.predictor().predict(&points, &opts, par)).await?
         };
         if !prediction.is_finite() {
             // JSON would carry a null where the contract promises a number.
@@ -253,6 +241,38 @@ pub(super) fn check_predict_options(fitted: &FittedModel, opts: &PredictOptions)
 }
 
 /// A predict that panicked: logged, and answered as an internal failure.
+impl Service {
+    /// Heavy prediction-side work off the async threads (a large predict, posterior
+    /// draws, an inverse transform): one of the heavy slots, counted in the busy figure
+    /// that fits, appends and shadows read while it runs, on the parallelism that figure
+    /// allows for a problem of `size` rows. A panic answers as a failed prediction of
+    /// model `id`. Every such path goes through here.
+    pub async fn run_heavy<T: Send + 'static>(
+        self: &Arc<Self>,
+        id: Uuid,
+        size: usize,
+        work: impl FnOnce(Parallelism) -> T + Send + 'static,
+    ) -> Result<T, ServiceError> {
+        let _permit = self.heavy_predict_slots.acquire().await.map_err(|_| ServiceError::Draining)?;
+        let service = self.clone();
+        let task = tokio::task::spawn_blocking(move || {
+            let busy = service.pool.running() + service.heavy_predicts.fetch_add(1, Ordering::AcqRel);
+            let out = catch_unwind(AssertUnwindSafe(|| work(Parallelism::for_problem(size, busy))));
+            service.heavy_predicts.fetch_sub(1, Ordering::AcqRel);
+            out
+        });
+        match task.await {
+            Ok(Ok(out)) => Ok(out),
+            _ => Err(internal_predict_failure(id)),
+        }
+    }
+
+    /// Predictions and other heavy work running on blocking threads now.
+    pub fn heavy_running(&self) -> usize {
+        self.heavy_predicts.load(Ordering::Acquire)
+    }
+}
+
 pub(super) fn internal_predict_failure(id: Uuid) -> ServiceError {
     tracing::error!(model_id = %id, "predict panicked");
     ServiceError::FitFailed(Failure {

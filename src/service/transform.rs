@@ -10,7 +10,6 @@ use crate::kernel::RowKind;
 use crate::linalg::Parallelism;
 use crate::spec::FieldError;
 use nalgebra::DMatrix;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -56,18 +55,11 @@ impl Service {
         let rows = if cost <= self.config.predict_inline_max_flops {
             model.inverse_transform(&points, Parallelism::Sequential)
         } else {
-            let _permit = self.heavy_predict_slots.acquire().await.map_err(|_| ServiceError::Draining)?;
             let fitted = fitted.clone();
-            let task = tokio::task::spawn_blocking(move || {
-                let model = fitted.transformer().expect("checked above");
-                catch_unwind(AssertUnwindSafe(|| {
-                    model.inverse_transform(&points, Parallelism::for_problem(n.max(m), 0))
-                }))
-            });
-            match task.await {
-                Ok(Ok(rows)) => rows,
-                _ => return Err(super::predict::internal_predict_failure(id)),
-            }
+            self.run_heavy(id, n.max(m), move |par| {
+                fitted.transformer().expect("checked above").inverse_transform(&points, par)
+            })
+            .await?
         }
         .expect("checked: the model has its inverse map");
         if !rows.iter().all(|v| v.is_finite()) {
