@@ -17,41 +17,33 @@ mod common;
 
 use common::points;
 use mercer::estimator::{
-    ClassLabels, ClassificationSet, FitContext, ModelKind, ModelSpec, Target, TrainingData, TrainingSet,
+    ClassLabels, ClassificationSet, FitContext, Limits, ModelKind, Target, TrainingData, TrainingSet,
 };
-use mercer::kernel::{GramTable, Kernel};
+use mercer::kernel::GramTable;
 use mercer::linalg::Parallelism;
-use mercer::selection::{self, Document, Environment, Plan, Rows, SearchSpec};
+use mercer::selection::{self, Admission, Document, Environment, Plan, Rows, SearchSpec};
 use serde_json::{json, Value};
 use std::time::Instant;
 
-/// A candidate's model, as the service checks it (approximation resolved for n rows).
-fn candidate(kind: ModelKind, doc: &Document, data: &TrainingData) -> Result<ModelSpec, mercer::spec::FieldError> {
-    let (n, d) = (data.x().n(), data.x().d());
-    let kernel = Kernel::from_json(doc.kernel()).map_err(|e| e.under("/kernel"))?;
-    let mut spec = ModelSpec::from_json(kind, kernel, Some(doc.params()))?;
-    let limits = mercer::estimator::Limits { exact_max_rows: 20_000, max_fit_bytes: u64::MAX };
-    spec.resolve_approximation(n, d, limits)?;
-    Ok(spec)
-}
+/// What the service admits (approximation resolved for n rows).
+const LIMITS: Limits = Limits { exact_max_rows: 20_000, max_fit_bytes: u64::MAX };
 
 fn plan(kind: ModelKind, body: &Value, data: &TrainingData) -> Plan {
     let n = data.x().n();
-    let check = |doc: &Document| candidate(kind, doc, data);
+    let admission = Admission { kind, data, limits: LIMITS };
     let classes = match data {
         TrainingData::Classification(c) => Some((c.y.as_slice(), c.classes.len())),
         TrainingData::Regression(_) | TrainingData::Unlabelled(_) => None,
     };
     let spec = SearchSpec::from_json(&body["search"]).unwrap();
     let base = Document::new(body.get("kernel"), body.get("params"));
-    Plan::new(&spec, kind, &base, Rows { n, classes, several_outputs: false }, 1_000_000, &check).unwrap()
+    Plan::new(&spec, kind, &base, Rows { n, classes, several_outputs: false }, 1_000_000, &admission).unwrap()
 }
 
 /// Seconds of one search, and its best candidate's values.
 fn time(plan: &Plan, data: &TrainingData, env: Environment) -> (f64, Value) {
     let started = Instant::now();
-    let check = |doc: &Document| candidate(plan.kind, doc, data);
-    let out = selection::run(plan, data, &FitContext::new(Parallelism::Parallel), env, &check).unwrap();
+    let out = selection::run(plan, data, &FitContext::new(Parallelism::Parallel), env, LIMITS).unwrap();
     (started.elapsed().as_secs_f64(), out.report["best_values"].clone())
 }
 

@@ -65,8 +65,8 @@ pub fn search_body(data: &[u8]) {
         return;
     }
     let env = crate::selection::Environment::new(1, job.table_budget);
-    let check = |doc: &crate::selection::Document| service().candidate_spec(job.plan.kind, doc, &training);
-    let Ok(outcome) = crate::selection::run(&job.plan, &training, &FitContext::sequential(), env, &check) else {
+    let limits = service().limits();
+    let Ok(outcome) = crate::selection::run(&job.plan, &training, &FitContext::sequential(), env, limits) else {
         return;
     };
     let report = &outcome.report;

@@ -2,20 +2,11 @@
 //! answer: SVM searches with the whole table, with a lazy table that holds only part of
 //! the columns (and evicts), and with no table give every candidate the same scores.
 
-use mercer::estimator::{ClassLabels, ClassificationSet, FitContext, ModelKind, ModelSpec, Target, TrainingData};
-use mercer::kernel::{GramTable, Kernel, Points};
+use mercer::estimator::{ClassLabels, ClassificationSet, FitContext, ModelKind, Target, TrainingData};
+use mercer::kernel::{GramTable, Points};
 use mercer::linalg::Parallelism;
-use mercer::selection::{self, Document, Environment, Plan, Rows, SearchSpec, Tables};
+use mercer::selection::{self, Admission, Document, Environment, Plan, Rows, SearchSpec, Tables};
 use serde_json::{json, Value};
-
-fn candidate(kind: ModelKind, doc: &Document, data: &TrainingData) -> Result<ModelSpec, mercer::spec::FieldError> {
-    let (n, d) = (data.x().n(), data.x().d());
-    let kernel = Kernel::from_json(doc.kernel()).map_err(|e| e.under("/kernel"))?;
-    let mut spec = ModelSpec::from_json(kind, kernel, Some(doc.params()))?;
-    let limits = mercer::estimator::Limits { exact_max_rows: 20_000, max_fit_bytes: u64::MAX };
-    spec.resolve_approximation(n, d, limits)?;
-    Ok(spec)
-}
 
 /// Two noisy classes of 400 points in 5 dimensions.
 fn data() -> TrainingData {
@@ -36,14 +27,15 @@ fn data() -> TrainingData {
 fn scores(data: &TrainingData, budget: u64) -> Vec<Value> {
     let body = json!({"kernel": {"type": "rbf", "gamma": 0.5}, "params": {"c": 1.0}, "search": {
         "space": {"/params/c": [0.1, 1.0, 10.0, 100.0], "/kernel/gamma": [0.5, 2.0]}, "cv": 5}});
-    let check = |doc: &Document| candidate(ModelKind::Svm, doc, data);
+    let limits = mercer::estimator::Limits { exact_max_rows: 20_000, max_fit_bytes: u64::MAX };
+    let admission = Admission { kind: ModelKind::Svm, data, limits };
     let TrainingData::Classification(c) = data else { unreachable!() };
     let rows = Rows { n: data.x().n(), classes: Some((c.y.as_slice(), c.classes.len())), several_outputs: false };
     let spec = SearchSpec::from_json(&body["search"]).unwrap();
     let base = Document::new(body.get("kernel"), body.get("params"));
-    let plan = Plan::new(&spec, ModelKind::Svm, &base, rows, 1_000, &check).unwrap();
+    let plan = Plan::new(&spec, ModelKind::Svm, &base, rows, 1_000, &admission).unwrap();
     let ctx = FitContext::new(Parallelism::Parallel);
-    let out = selection::run(&plan, data, &ctx, Environment::new(0, budget), &check).unwrap();
+    let out = selection::run(&plan, data, &ctx, Environment::new(0, budget), limits).unwrap();
     out.report["candidates"].as_array().unwrap().iter().map(|c| c["fold_scores"].clone()).collect()
 }
 

@@ -132,6 +132,22 @@ impl ModelSpec {
         Ok(self)
     }
 
+    /// A model of `kind` from a body's kernel and params, admitted for `data` under
+    /// `limits`: what a training request and each of a search's candidates go through
+    /// (errors point into the body: `/kernel/...`, `/params/...`).
+    pub fn admitted(
+        kind: ModelKind,
+        kernel: &Value,
+        params: &Value,
+        data: &TrainingData,
+        limits: Limits,
+    ) -> Result<ModelSpec, FieldError> {
+        let kernel = Kernel::from_json(kernel).map_err(|e| e.under("/kernel"))?;
+        let mut spec = ModelSpec::from_json(kind, kernel, Some(params))?;
+        spec.admit(data, limits)?;
+        Ok(spec)
+    }
+
     /// Everything checked before a fit of `data` is queued, in the order the errors are
     /// reported: the data's size, the targets, the approximation resolved (and what the
     /// kind settles with it), the rows against the kernel.

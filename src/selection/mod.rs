@@ -23,7 +23,7 @@ mod space;
 
 pub use budget::{Environment, Tables};
 pub use folds::Folds;
-pub use plan::{Candidate, Plan, Rows};
+pub use plan::{Admission, Candidate, Plan, Rows};
 pub use pointer::{Document, Pointer};
 pub use run::{run, Outcome, SearchError};
 pub use scoring::Scoring;

@@ -6,7 +6,7 @@ use super::folds::Folds;
 use super::pointer::Document;
 use super::scoring::Scoring;
 use super::space::{Cv, Method, SearchSpec};
-use crate::estimator::{ModelKind, ModelSpec, Task};
+use crate::estimator::{Limits, ModelKind, ModelSpec, Task, TrainingData};
 use crate::spec::{pointer_token, ErrorKind, FieldError};
 use serde_json::{Map, Value};
 
@@ -51,6 +51,22 @@ pub struct Plan {
     pub bayes: Option<BayesPlan>,
 }
 
+/// How a candidate's document becomes a model: the estimator's own admission of the
+/// search's rows under the server's limits (selection never asks the layers above).
+#[derive(Debug, Clone, Copy)]
+pub struct Admission<'a> {
+    pub kind: ModelKind,
+    pub data: &'a TrainingData,
+    pub limits: Limits,
+}
+
+impl Admission<'_> {
+    /// The candidate's model, checked as the body's own is (errors point into the body).
+    pub fn spec(&self, doc: &Document) -> Result<ModelSpec, FieldError> {
+        ModelSpec::admitted(self.kind, doc.kernel(), doc.params(), self.data, self.limits)
+    }
+}
+
 /// The part of a `bayes` search decided as it runs: each next candidate is a setting of
 /// `space` that the optimiser picks, made into a document from `base`.
 #[derive(Debug, Clone)]
@@ -77,17 +93,17 @@ impl BayesPlan {
 }
 
 impl Plan {
-    /// Checks `search` against the rows and expands it. `check` turns a document of kernel
-    /// and params into a model spec as the body's own are checked (its errors point into
-    /// the body); it is called for every value of every pointer (with the other pointers
-    /// at their first values) and then for every candidate.
+    /// Checks `search` against the rows and expands it. `admission` turns a document of
+    /// kernel and params into a model spec as the body's own are checked (its errors point
+    /// into the body); it is asked for every value of every pointer (with the other
+    /// pointers at their first values) and then for every candidate.
     pub fn new(
         search: &SearchSpec,
         kind: ModelKind,
         base: &Document,
         rows: Rows<'_>,
         max_fits: u64,
-        check: &dyn Fn(&Document) -> Result<ModelSpec, FieldError>,
+        admission: &Admission<'_>,
     ) -> Result<Plan, FieldError> {
         if matches!(kind.task(), Task::Novelty | Task::Transform) {
             return Err(FieldError::invalid(
@@ -112,7 +128,7 @@ impl Plan {
         if n_candidates.saturating_mul(fits_per_candidate(true)) > max_fits as u128 {
             return Err(too_many(n_candidates.saturating_mul(fits_per_candidate(true))));
         }
-        check_values(search, base, check)?;
+        check_values(search, base, admission)?;
         let pointers: Vec<super::pointer::Pointer> = search.axes.iter().map(|(p, _)| p.clone()).collect();
         let candidate = |values: &[Value]| -> (Map<String, Value>, Document) {
             let mut doc = base.clone();
@@ -128,7 +144,7 @@ impl Plan {
             .into_iter()
             .map(|values| {
                 let (named, doc) = candidate(&values);
-                let spec = check(&doc).map_err(|e| e.to_string());
+                let spec = admission.spec(&doc).map_err(|e| e.to_string());
                 Candidate { values: named, spec }
             })
             .collect();
@@ -263,11 +279,7 @@ fn plan_scoring(search: &SearchSpec, kind: ModelKind, classes: Option<usize>) ->
 
 /// Every value of every pointer, put alone into the base (the other pointers at their
 /// first values), must be one its field takes.
-fn check_values(
-    search: &SearchSpec,
-    base: &Document,
-    check: &dyn Fn(&Document) -> Result<ModelSpec, FieldError>,
-) -> Result<(), FieldError> {
+fn check_values(search: &SearchSpec, base: &Document, admission: &Admission<'_>) -> Result<(), FieldError> {
     let mut first = base.clone();
     for (pointer, axis) in &search.axes {
         let at = format!("/search/space/{}", pointer_token(&pointer.text));
@@ -285,7 +297,7 @@ fn check_values(
         for (i, v) in axis.probes().into_iter().enumerate() {
             let mut doc = first.clone();
             doc.set(pointer, v.clone()).expect("has a place");
-            let Err(e) = check(&doc) else { continue };
+            let Err(e) = admission.spec(&doc) else { continue };
             if e.is_unknown_field() && pointer.covers(&e.pointer) {
                 return Err(FieldError::invalid(at, format!("the {} has no field `{}`", owner(pointer), pointer.text)));
             }

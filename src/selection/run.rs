@@ -17,14 +17,12 @@
 
 use super::budget::{Environment, Tables};
 use super::evaluate::{self, FoldError, Ridge};
-use super::plan::{Candidate, Plan};
-use super::pointer::Document;
+use super::plan::{Admission, Candidate, Plan};
 use super::scoring::{Held, Needs};
 use super::space::{Cv, Method};
-use crate::estimator::{FitContext, ModelSpec, Progress, TrainingData};
+use crate::estimator::{FitContext, Limits, ModelSpec, Progress, TrainingData};
 use crate::kernel::GramTable;
 use crate::linalg::Parallelism;
-use crate::spec::FieldError;
 use rayon::prelude::*;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -46,10 +44,6 @@ pub struct Outcome {
     pub spec: ModelSpec,
     pub report: Value,
 }
-
-/// Makes a candidate's model from its document as the body's own is checked (errors
-/// point into the body): how `bayes` turns the settings it picks into candidates.
-pub type Check<'a> = &'a dyn Fn(&Document) -> Result<ModelSpec, FieldError>;
 
 /// A candidate's scores from its last round.
 #[derive(Debug, Clone, Default)]
@@ -122,20 +116,20 @@ struct Search<'a> {
 }
 
 /// Runs the plan on `data` (the rows it was planned for): progress in `ctx.progress`
-/// (phase `search`), cancelled through `ctx.cancel`. `check` makes the candidates a
-/// `bayes` search picks as it goes.
+/// (phase `search`), cancelled through `ctx.cancel`. A `bayes` search admits the
+/// candidates it picks as it goes under `limits`, as the plan admitted its own.
 pub fn run(
     plan: &Plan,
     data: &TrainingData,
     ctx: &FitContext,
     env: Environment,
-    check: Check<'_>,
+    limits: Limits,
 ) -> Result<Outcome, SearchError> {
     ctx.progress.search(plan.total_fits);
     let (done, failures) = (AtomicU64::new(0), Mutex::default());
     let s = Search { plan, data, ctx, env, needs: plan.scoring.needs(), done: &done, failures: &failures };
     if plan.method == Method::Bayes {
-        return s.bayes(check);
+        return s.bayes(Admission { kind: plan.kind, data, limits });
     }
     let all: Vec<usize> = (0..plan.candidates.len()).collect();
     let (entries, finalists) = match plan.method {
@@ -489,7 +483,7 @@ impl Search<'_> {
     /// `bayes`: the initial candidates (all at once), then one candidate at a time where
     /// the optimiser's log expected improvement of the mean score is highest, until the
     /// budget is spent or a finite space has no setting left.
-    fn bayes(self, check: Check<'_>) -> Result<Outcome, SearchError> {
+    fn bayes(self, admission: Admission<'_>) -> Result<Outcome, SearchError> {
         use super::bayes::{key, History, Suggester};
         let bp = self.plan.bayes.as_ref().expect("a bayes search has its plan");
         let initial: Vec<usize> = (0..self.plan.candidates.len()).collect();
@@ -523,7 +517,7 @@ impl Search<'_> {
             let Some(next) = suggester.next(fitted.as_ref(), &history, round) else { break };
             taken.insert(key(&next.values));
             let (values, doc) = bp.candidate(&next.values);
-            let spec = check(&doc).map_err(|e| e.to_string());
+            let spec = admission.spec(&doc).map_err(|e| e.to_string());
             plan.candidates.push(Candidate { values, spec });
             let step = Search { plan: &plan, ..self };
             entries.extend(step.evaluate(&[plan.candidates.len() - 1], &|m| m, true)?);

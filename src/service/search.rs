@@ -3,10 +3,9 @@
 //! then run on the fit's worker, and the best candidate refitted on all rows.
 
 use super::{SearchJob, Service, ServiceError, TrainInput, ValidTraining};
-use crate::estimator::{FitContext, FitError, FittedModel, Limits, ModelKind, ModelSpec, TrainingData};
-use crate::kernel::Kernel;
+use crate::estimator::{FitContext, FitError, FittedModel, Limits, ModelKind, TrainingData};
 use crate::registry::Origin;
-use crate::selection::{self, Document, Plan, Rows, SearchError, SearchSpec};
+use crate::selection::{self, Admission, Document, Plan, Rows, SearchError, SearchSpec};
 use crate::spec::FieldError;
 use serde_json::Value;
 
@@ -24,14 +23,14 @@ impl Service {
         let base = Document::new(input.kernel.as_ref(), input.params.as_ref());
         let (n, d) = (data.x().n(), data.x().d());
         let limit = self.config.effective_max_fit_bytes();
-        let check = |doc: &Document| self.candidate_spec(kind, doc, &data);
+        let admission = Admission { kind, data: &data, limits: self.limits() };
         let classes = match &data {
             TrainingData::Classification(c) => Some((c.y.as_slice(), c.classes.len())),
             TrainingData::Regression(_) | TrainingData::Unlabelled(_) => None,
         };
         let several_outputs = matches!(&data, TrainingData::Regression(d) if d.outputs.is_multi());
         let rows = Rows { n, classes, several_outputs };
-        let plan = Plan::new(&spec, kind, &base, rows, self.config.max_search_fits, &check)?;
+        let plan = Plan::new(&spec, kind, &base, rows, self.config.max_search_fits, &admission)?;
         let first = plan.candidates.iter().find_map(|c| c.spec.as_ref().ok().cloned()).ok_or_else(|| {
             let why = plan.candidates.first().and_then(|c| c.spec.as_ref().err()).cloned().unwrap_or_default();
             FieldError::invalid("/search/space", format!("no candidate is a valid setting of the model: {why}"))
@@ -54,20 +53,10 @@ impl Service {
         Ok(ValidTraining { spec: first, data, origin, search: Some(Box::new(job)), labels: None })
     }
 
-    /// A search candidate's model from its document, checked as the body's own are
-    /// (errors point into the body).
-    pub fn candidate_spec(
-        &self,
-        kind: ModelKind,
-        doc: &Document,
-        data: &TrainingData,
-    ) -> Result<ModelSpec, FieldError> {
-        let kernel = Kernel::from_json(doc.kernel()).map_err(|e| e.under("/kernel"))?;
-        let mut spec = ModelSpec::from_json(kind, kernel, Some(doc.params()))?;
-        let limits =
-            Limits { exact_max_rows: self.config.exact_max_rows, max_fit_bytes: self.config.effective_max_fit_bytes() };
-        spec.admit(data, limits)?;
-        Ok(spec)
+    /// What admission of a fit allows on this server (MERCER_EXACT_MAX_ROWS,
+    /// MERCER_MAX_FIT_BYTES).
+    pub fn limits(&self) -> Limits {
+        Limits { exact_max_rows: self.config.exact_max_rows, max_fit_bytes: self.config.effective_max_fit_bytes() }
     }
 
     /// Runs a search on a fit worker, then fits its best candidate on every row; the
@@ -81,8 +70,7 @@ impl Service {
     ) -> Result<FittedModel, FitError> {
         let env = selection::Environment::new(busy, job.table_budget);
         let model = job.plan.kind.name();
-        let check = |doc: &Document| self.candidate_spec(job.plan.kind, doc, data);
-        let outcome = match selection::run(&job.plan, data, ctx, env, &check) {
+        let outcome = match selection::run(&job.plan, data, ctx, env, self.limits()) {
             Ok(outcome) => outcome,
             Err(e) => {
                 let fits = ctx.progress.snapshot().iteration;

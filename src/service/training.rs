@@ -5,8 +5,8 @@
 use super::{Service, ServiceError, TrainInput, TrainOutcome, TrainSource, ValidTraining};
 use crate::dataset::rows::to_points;
 use crate::estimator::{
-    ClassLabels, ClassificationSet, FitContext, FitError, Limits, ModelKind, ModelSpec, Outputs, Target, Task,
-    TrainingData, TrainingSet,
+    ClassLabels, ClassificationSet, FitContext, FitError, ModelKind, ModelSpec, Outputs, Target, Task, TrainingData,
+    TrainingSet,
 };
 use crate::kernel::{default_kernel, Kernel};
 use crate::linalg::{LinalgError, Parallelism};
@@ -153,8 +153,9 @@ impl Service {
             Some(v) => Kernel::from_json(v).map_err(|e| e.under("/kernel"))?,
         };
         let mut spec = ModelSpec::from_json(kind, kernel, input.params.as_ref())?;
-        let limit = self.config.effective_max_fit_bytes();
-        spec.admit(&data, Limits { exact_max_rows: self.config.exact_max_rows, max_fit_bytes: limit })?;
+        let limits = self.limits();
+        let limit = limits.max_fit_bytes;
+        spec.admit(&data, limits)?;
         let need = spec.fit_memory_estimate(n, d) as u64;
         if need > limit {
             return Err(ServiceError::TooLarge {
