@@ -5,18 +5,18 @@
 //! the search (`space.rs`, `pointer.rs`), checking it against the rows and expanding the
 //! candidates (`plan.rs`), assigning folds as scikit-learn does (`folds.rs`), fitting
 //! and scoring every candidate on every fold while reusing the work candidates share
-//! (`run.rs`, `evaluate.rs`, `eigen.rs`, within `budget.rs`'s means), and scoring as scikit-learn's scorers
+//! (`run.rs`, `evaluate.rs`, `ridge_path.rs`, within `budget.rs`'s means), and scoring as scikit-learn's scorers
 //! (`scoring.rs`). It sits above the estimators and below the service: it knows models,
 //! kernels and factorisations, nothing of HTTP or storage. The service refits the best
 //! candidate on all rows and reports `training.search`.
 
 pub mod bayes;
 mod budget;
-mod eigen;
 mod evaluate;
 mod folds;
 mod plan;
 mod pointer;
+mod ridge_path;
 mod run;
 mod scoring;
 mod space;

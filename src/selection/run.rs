@@ -11,7 +11,7 @@
 //!   the SVMs share a lazy table of the columns they ask for (computed once for every
 //!   fold and value of C, the most recently used held);
 //! - kernel ridge and GP candidates that differ only in `lambda` / `noise` share one
-//!   eigendecomposition per fold (`eigen.rs`) where that is cheaper than a factor each;
+//!   eigendecomposition per fold (`ridge_path.rs`) where that is cheaper than a factor each;
 //! - leave-one-out of those models is in closed form, one factor (or decomposition) for
 //!   all n rows.
 
@@ -314,7 +314,7 @@ impl Search<'_> {
         let loo = self.pooled() && full;
         for cands in sweeps.into_values() {
             let n = if loo { self.n() } else { trains.iter().map(Vec::len).max().unwrap_or(0) };
-            let sweep = self.env.eigen && super::eigen::pays_off(cands.len(), n, loo, !self.needs.variance);
+            let sweep = self.env.eigen && super::ridge_path::pays_off(cands.len(), n, loo, !self.needs.variance);
             match (loo, sweep) {
                 (true, true) => units.push(Unit::LooSweep { cands }),
                 (true, false) => units.extend(cands.into_iter().map(|c| Unit::Loo { c })),
@@ -396,15 +396,23 @@ impl Search<'_> {
             Unit::Sweep { cands, f } => {
                 let values: Vec<f64> = cands.iter().map(|&c| ridge(c).diagonal).collect();
                 let r = ridge(cands[0]);
-                let held =
-                    super::eigen::sweep_fold(&r, &values, table(), y(), &trains[*f], folds.test(*f), self.needs, &ctx)
-                        .map_err(|_| SearchError::Cancelled)?;
+                let held = super::ridge_path::sweep_fold(
+                    &r,
+                    &values,
+                    table(),
+                    y(),
+                    &trains[*f],
+                    folds.test(*f),
+                    self.needs,
+                    &ctx,
+                )
+                .map_err(|_| SearchError::Cancelled)?;
                 cands.iter().zip(held).map(|(&c, h)| (c, *f, h, 0.0)).collect()
             }
             Unit::Loo { c } => vec![(*c, 0, evaluate::ridge_loo(&ridge(*c), table(), y(), self.needs, &ctx), 0.0)],
             Unit::LooSweep { cands } => {
                 let values: Vec<f64> = cands.iter().map(|&c| ridge(c).diagonal).collect();
-                let held = super::eigen::sweep_loo(&ridge(cands[0]), &values, table(), y(), self.needs, &ctx)
+                let held = super::ridge_path::sweep_loo(&ridge(cands[0]), &values, table(), y(), self.needs, &ctx)
                     .map_err(|_| SearchError::Cancelled)?;
                 cands.iter().zip(held).map(|(&c, h)| (c, 0, h, 0.0)).collect()
             }

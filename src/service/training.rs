@@ -97,8 +97,9 @@ impl Service {
                 return Err(FieldError::invalid(
                     "/y",
                     format!(
-                        "{} takes one target per row; a 2-D y (several outputs) is for kernel_ridge and gaussian_process",
-                        kind.name()
+                        "{} takes one target per row; a 2-D y (several outputs) is for {}",
+                        kind.name(),
+                        several_output_kinds()
                     ),
                 )
                 .into())
@@ -114,9 +115,9 @@ impl Service {
                 return Err(FieldError::invalid(
                     "/dataset",
                     format!(
-                        "the dataset has {t} targets per row; {} takes one (several outputs are for kernel_ridge \
-                         and gaussian_process)",
-                        kind.name()
+                        "the dataset has {t} targets per row; {} takes one (several outputs are for {})",
+                        kind.name(),
+                        several_output_kinds()
                     ),
                 )
                 .into())
@@ -394,6 +395,16 @@ pub(super) fn regression_targets(y: &[Target]) -> Result<(Vec<f64>, Outputs), Fi
 /// Models that take a 2-D y (several outputs over one kernel).
 pub(super) fn takes_several_outputs(kind: ModelKind) -> bool {
     kind.can().several_outputs
+}
+
+/// The kinds that take a 2-D y, as the catalogue says: "kernel_ridge and gaussian_process".
+fn several_output_kinds() -> String {
+    let names: Vec<&str> = ModelKind::ALL.into_iter().filter(|k| takes_several_outputs(*k)).map(|k| k.name()).collect();
+    match names.split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => "no kind".into(),
+    }
 }
 
 /// What the store keeps of a ready model: its file's body and head.
