@@ -9,7 +9,7 @@
 mod common;
 
 use common::{median_ms, points};
-use mercer::estimator::nystrom::approx::Selection;
+use mercer::estimator::approximation::Selection;
 use mercer::estimator::{
     nystrom::inducing, FitContext, GaussianProcess, KernelRidge, PredictOptions, Predictor, SparseGpModel, TrainingSet,
 };

@@ -190,7 +190,7 @@ fn sparse_gp_with_every_row_as_inducing_point_is_the_exact_gp() {
     // Uniform selection of all n rows takes them in order: Z = X.
     let sparse = SparseGpModel::fit(&spec, &train, &FitContext::sequential()).unwrap();
     let mut exact_spec = spec.clone();
-    exact_spec.approx.mode = mercer::estimator::nystrom::approx::Mode::Exact;
+    exact_spec.approx.mode = mercer::estimator::approximation::Mode::Exact;
     let exact = exact_spec.fit(&train, &FitContext::sequential()).unwrap();
     let opts = PredictOptions { covariance: true, ..Default::default() };
     let (a, b) =
@@ -217,7 +217,7 @@ fn a_noise_per_row_in_the_sparse_gp() {
     let q = points(&case["xq"]);
     let sparse = SparseGpModel::fit(&spec, &train, &FitContext::sequential()).unwrap();
     let mut exact_spec = spec.clone();
-    exact_spec.approx.mode = mercer::estimator::nystrom::approx::Mode::Exact;
+    exact_spec.approx.mode = mercer::estimator::approximation::Mode::Exact;
     let exact = exact_spec.fit(&train, &FitContext::sequential()).unwrap();
     let opts = PredictOptions { covariance: true, ..Default::default() };
     let (a, b) =

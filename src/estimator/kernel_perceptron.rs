@@ -40,7 +40,7 @@ impl KernelPerceptron {
             return Err(FieldError::invalid(obj.pointer("max_epochs"), format!("must be in 1..={MAX_EPOCHS}")));
         }
         let seed = obj.u64("seed")?.unwrap_or(0);
-        crate::estimator::nystrom::approx::Approximation::read_exact_only(&mut obj)?;
+        crate::estimator::approximation::Approximation::read_exact_only(&mut obj)?;
         obj.finish()?;
         Ok(KernelPerceptron { kernel, max_epochs, seed })
     }

@@ -23,7 +23,7 @@ pub struct NadarayaWatson {
 impl NadarayaWatson {
     pub fn from_json(kernel: Kernel, params: &Value, path: &str) -> Result<NadarayaWatson, FieldError> {
         let mut obj = ObjectReader::new(params, path)?;
-        crate::estimator::nystrom::approx::Approximation::read_exact_only(&mut obj)?;
+        crate::estimator::approximation::Approximation::read_exact_only(&mut obj)?;
         obj.finish()?;
         if let Some(at) = kernel.negative_part() {
             return Err(FieldError::invalid(

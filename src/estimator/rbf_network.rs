@@ -39,7 +39,7 @@ impl RbfNetwork {
             return Err(FieldError::invalid(obj.pointer("lambda"), "must not be negative"));
         }
         let seed = obj.u64("seed")?.unwrap_or(0);
-        crate::estimator::nystrom::approx::Approximation::read_exact_only(&mut obj)?;
+        crate::estimator::approximation::Approximation::read_exact_only(&mut obj)?;
         obj.finish()?;
         Ok(RbfNetwork { kernel, centers, lambda, seed })
     }

@@ -4,7 +4,7 @@
 //! approximation resolved, rows against the kernel), and the fit's common steps (the
 //! kernel's mixtures fitted first, cancellation around the kind's own fit).
 
-use super::nystrom::approx::{self, Approximation};
+use super::approximation::{self as approx, Approximation};
 use super::{
     mixture, FitContext, FitError, FittedModel, GaussianProcess, GpClassifier, KernelLogistic, KernelPca,
     KernelPerceptron, KernelRidge, ModelKind, NadarayaWatson, OneClassSvm, Precomputed, RbfNetwork, Spec, Svm, Svr,

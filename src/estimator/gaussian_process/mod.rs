@@ -24,8 +24,8 @@ use super::{
     regularised_gram, Estimator, FitContext, FitError, Fitted, ModelKind, RestoreError, Restoring, RidgeForm, Spec,
     TrainingData, TrainingReport, TrainingSet,
 };
-use crate::estimator::nystrom::approx::Approximation;
-use crate::estimator::nystrom::approx::Mode;
+use crate::estimator::approximation::Approximation;
+use crate::estimator::approximation::Mode;
 use crate::estimator::nystrom::SearchSize;
 use crate::estimator::targets::outputs::Normalisation;
 use crate::estimator::variational::{LikelihoodKind, Params as VariationalParams};

@@ -3,7 +3,7 @@
 //! student_t or poisson likelihood, and its restore.
 
 use super::GaussianProcess;
-use crate::estimator::nystrom::approx::Mode;
+use crate::estimator::approximation::Mode;
 use crate::estimator::targets::outputs::Normalisation;
 use crate::estimator::variational::model::Answer;
 use crate::estimator::variational::train::{self, Setup};

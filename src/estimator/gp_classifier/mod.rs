@@ -18,8 +18,8 @@
 
 mod variational;
 
+use super::approximation::{self as approx, Approximation};
 use super::dual;
-use super::nystrom::approx::{self, Approximation};
 use super::variational::{LikelihoodKind, Params as VariationalParams};
 use super::{
     log1p_exp, sigmoid, Estimator, FitContext, FitError, Fitted, HyperSearch, ModelKind, PredictOptions, Prediction,

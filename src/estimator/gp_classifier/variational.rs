@@ -3,7 +3,7 @@
 //! fitted by the shared variational GP (`estimator/variational/`); its restore.
 
 use super::GpClassifier;
-use crate::estimator::nystrom::approx::Mode;
+use crate::estimator::approximation::Mode;
 use crate::estimator::targets::labels::{ClassLabels, ClassificationSet};
 use crate::estimator::variational::model::Answer;
 use crate::estimator::variational::train::{self, Setup};

@@ -17,7 +17,7 @@ use super::{
     log1p_exp, sigmoid, Estimator, FitContext, FitError, Fitted, ModelKind, PredictOptions, Prediction, RestoreError,
     Restoring, Spec, TrainingData,
 };
-use crate::estimator::nystrom::approx::{Approximation, Mode};
+use crate::estimator::approximation::{Approximation, Mode};
 use crate::estimator::targets::labels::ClassificationSet;
 use crate::kernel::Kernel;
 use crate::linalg;

@@ -2,8 +2,8 @@
 //! [`Fitted`] model with its online appends, and its restore.
 
 use super::{KernelRidge, KernelRidgeModel};
+use crate::estimator::approximation::{Approximation, Mode};
 use crate::estimator::coefficients;
-use crate::estimator::nystrom::approx::{Approximation, Mode};
 use crate::estimator::online::Extra;
 use crate::estimator::{
     AppendError, AppendRows, Coefficients, Estimator, FitContext, FitError, Fitted, ModelKind, Online, Outputs,

@@ -20,8 +20,8 @@ use super::{
     regularised_gram, Estimator, FitContext, FitError, PredictOptions, Prediction, Predictor, TrainingReport,
     TrainingSet,
 };
+use crate::estimator::approximation::{Approximation, Mode};
 use crate::estimator::kernel_ridge::falkon::{Solver, SolverParams};
-use crate::estimator::nystrom::approx::{Approximation, Mode};
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{Cholesky, Parallelism};
 use crate::spec::{FieldError, ObjectReader};

@@ -19,7 +19,7 @@
 use crate::estimator::dual::{DualClassifier, DualExpansion};
 use crate::estimator::nystrom::{self, BLOCK_ROWS};
 use crate::estimator::targets::labels::ClassificationSet;
-use crate::estimator::{nystrom::approx::Approximation, FitContext, FitError};
+use crate::estimator::{approximation::Approximation, FitContext, FitError};
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{Cholesky, Parallelism};
 use nalgebra::DMatrix;
@@ -214,7 +214,7 @@ pub fn feature_budget(n: usize, d: usize, m: usize, ctx: &FitContext) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::estimator::nystrom::approx::{Mode, Selection};
+    use crate::estimator::approximation::{Mode, Selection};
     use serde_json::json;
 
     /// Every row's features when the context's memory holds them with the rest of the

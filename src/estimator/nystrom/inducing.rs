@@ -13,7 +13,7 @@
 //! Every step is deterministic for a given seed, whatever the thread count: rows are
 //! assigned independently and centres are summed in row order.
 
-use crate::estimator::nystrom::approx::Selection;
+use crate::estimator::approximation::Selection;
 use crate::estimator::{FitContext, FitError};
 use crate::kernel::Points;
 use crate::linalg::Parallelism;

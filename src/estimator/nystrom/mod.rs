@@ -21,14 +21,13 @@
 //! least lambda, never an inverse of K_MM. With M = n inducing points at the training
 //! rows, G = L'L and b = (K + lambda I)^-1 y: the exact fit.
 
-pub mod approx;
 pub mod classifiers;
 pub mod inducing;
 
+use super::approximation::Approximation;
 use super::{FitContext, FitError, TrainingReport};
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{self, Cholesky, Parallelism};
-use approx::Approximation;
 use faer::linalg::matmul::triangular::BlockStructure;
 use faer::{Accum, MatMut, MatRef, Par};
 use nalgebra::DMatrix;

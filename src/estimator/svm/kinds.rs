@@ -4,7 +4,7 @@
 
 use super::nystrom::NystromSvmModel;
 use super::{OneClassModel, OneClassSvm, Svm, SvmModel, Svr, SvrModel};
-use crate::estimator::nystrom::approx::{Approximation, Mode};
+use crate::estimator::approximation::{Approximation, Mode};
 use crate::estimator::nystrom::classifiers;
 use crate::estimator::{
     ClassLabels, Coefficients, CrossPredictor, Estimator, FitContext, FitError, Fitted, ModelKind, PredictOptions,

@@ -31,7 +31,7 @@ impl OneClassSvm {
         let nu = read_nu(&mut obj)?;
         let solver = SolverParams::read(&mut obj)?;
         let sample_weight = SampleWeight::read(&mut obj)?;
-        crate::estimator::nystrom::approx::Approximation::read_exact_only(&mut obj)?;
+        crate::estimator::approximation::Approximation::read_exact_only(&mut obj)?;
         obj.finish()?;
         Ok(OneClassSvm { kernel, nu, solver, sample_weight })
     }

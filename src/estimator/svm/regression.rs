@@ -55,7 +55,7 @@ impl Svr {
         let c = positive(&mut obj, "c", 1.0)?;
         let solver = SolverParams::read(&mut obj)?;
         let sample_weight = SampleWeight::read(&mut obj)?;
-        crate::estimator::nystrom::approx::Approximation::read_exact_only(&mut obj)?;
+        crate::estimator::approximation::Approximation::read_exact_only(&mut obj)?;
         obj.finish()?;
         Ok(Svr { kernel, c, epsilon, nu, solver, sample_weight })
     }

@@ -19,7 +19,7 @@
 //! so argmax(probabilities) can disagree with them; the fit counts how often.
 
 use super::{positive, read_nu, SolverParams};
-use crate::estimator::nystrom::approx::{Approximation, Mode};
+use crate::estimator::approximation::{Approximation, Mode};
 use crate::estimator::targets::labels::ClassificationSet;
 use crate::estimator::weights::{rows_and_weights, ClassWeight, SampleWeight};
 use crate::kernel::Kernel;

@@ -91,7 +91,7 @@ impl KernelPca {
                  (precomputed, per-feature length scales, mahalanobis, string, set and mixture kernels)",
             ));
         }
-        crate::estimator::nystrom::approx::Approximation::read_exact_only(&mut obj)?;
+        crate::estimator::approximation::Approximation::read_exact_only(&mut obj)?;
         obj.finish()?;
         Ok(KernelPca { kernel, n_components, solver, seed, fit_inverse_transform, alpha })
     }

@@ -192,10 +192,13 @@ fn the_gaussian_optimum_is_titsias() {
     // The long way round, at the trained q.
     let kernel = Kernel::from_json(&json!({"type": "rbf", "length_scale": [0.7, 1.1]})).unwrap();
     let lik = Likelihood::new(LikelihoodKind::Gaussian, Hyper::new(0.05), Hyper::new(4.0), 1);
-    let mut approx = crate::estimator::nystrom::approx::Approximation::default();
-    approx.mode = crate::estimator::nystrom::approx::Mode::Variational;
-    approx.inducing_points = Some(40);
-    approx.selection = Some(crate::estimator::nystrom::approx::Selection::Uniform);
+    use crate::estimator::approximation::{Approximation, Mode, Selection};
+    let approx = Approximation {
+        mode: Mode::Variational,
+        inducing_points: Some(40),
+        selection: Some(Selection::Uniform),
+        ..Approximation::default()
+    };
     let setup = super::train::Setup {
         kernel: kernel.clone(),
         likelihood: lik.clone(),

@@ -9,7 +9,7 @@
 use super::likelihood::{Likelihood, LikelihoodKind};
 use super::pass::{kmm_adjoint, pass, Current, Targets, Want};
 use super::posterior::Posterior;
-use crate::estimator::nystrom::approx::Approximation;
+use crate::estimator::approximation::Approximation;
 use crate::estimator::nystrom::{factor_kmm, inducing_points, weighted_moments};
 use crate::estimator::{FitContext, FitError};
 use crate::kernel::{Kernel, Points, RowKind};
