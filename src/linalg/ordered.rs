@@ -209,7 +209,8 @@ fn solve_packed_with(l: &[f64], n: usize, b: &mut [f64], avx512: bool) {
     let m = b.len() / n;
     let groups = m.div_ceil(COLS);
     let mut xp = vec![0.0; groups * KP * COLS];
-    let mut ap = Vec::new();
+    // One L2 block of packed factor tiles (PANELS x 8 x 256 entries, 512 KB), reused.
+    let mut ap = vec![0.0; PANELS * KP * PANEL];
     let mut dl = vec![0.0; KP * KP];
     for k0 in (0..n).step_by(KP) {
         let kb = KP.min(n - k0);
@@ -245,19 +246,18 @@ fn solve_packed_with(l: &[f64], n: usize, b: &mut [f64], avx512: bool) {
         if k0 + kb >= n {
             break;
         }
-        // Every full panel of 8 later rows packed (ap[p][kk][r]), then taken by blocks of
-        // PANELS panels (in L2) for each group of right-hand sides (in L1).
+        // The full panels of 8 later rows, by blocks of PANELS: each block's tiles packed
+        // (ap[p - first][kk][r], in L2), then taken for each group of right-hand sides (in L1).
         let below = k0 + kb;
         let panels = (n - below) / PANEL;
-        ap.resize(panels * KP * PANEL, 0.0);
-        for p in 0..panels {
-            let i0 = below + p * PANEL;
-            for kk in 0..kb {
-                let at = (k0 + kk) * n + i0;
-                ap[(p * KP + kk) * PANEL..(p * KP + kk + 1) * PANEL].copy_from_slice(&l[at..at + PANEL]);
-            }
-        }
         for first in (0..panels).step_by(PANELS) {
+            for p in first..panels.min(first + PANELS) {
+                let (i0, t) = (below + p * PANEL, (p - first) * KP);
+                for kk in 0..kb {
+                    let at = (k0 + kk) * n + i0;
+                    ap[(t + kk) * PANEL..(t + kk + 1) * PANEL].copy_from_slice(&l[at..at + PANEL]);
+                }
+            }
             for g in 0..groups {
                 let xg = &xp[g * KP * COLS..(g * KP + kb) * COLS];
                 let c = g * COLS;
@@ -266,8 +266,9 @@ fn solve_packed_with(l: &[f64], n: usize, b: &mut [f64], avx512: bool) {
                 #[cfg(target_arch = "x86_64")]
                 if avx512 {
                     while p + 2 <= last {
-                        let a0 = &ap[p * KP * PANEL..(p * KP + kb) * PANEL];
-                        let a1 = &ap[(p + 1) * KP * PANEL..((p + 1) * KP + kb) * PANEL];
+                        let t = (p - first) * KP;
+                        let a0 = &ap[t * PANEL..(t + kb) * PANEL];
+                        let a1 = &ap[(t + KP) * PANEL..(t + KP + kb) * PANEL];
                         let i0 = below + p * PANEL;
                         // SAFETY: the CPU has AVX-512 (checked by the caller of
                         // solve_packed_with), and update_wide checks its slices' bounds.
@@ -285,7 +286,8 @@ fn solve_packed_with(l: &[f64], n: usize, b: &mut [f64], avx512: bool) {
                     }
                 }
                 for p in p..last {
-                    let a = &ap[p * KP * PANEL..(p * KP + kb) * PANEL];
+                    let t = (p - first) * KP;
+                    let a = &ap[t * PANEL..(t + kb) * PANEL];
                     let i0 = below + p * PANEL;
                     match COLS.min(m - c) {
                         6 => update_packed::<6>(a, xg, n, b, i0, c),
