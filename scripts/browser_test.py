@@ -529,6 +529,9 @@ def train_csv(driver, header, rows, model, target="", params=""):
             field.clear()
             if value:
                 field.send_keys(value)
+        # The form's kinds come from GET /models/kinds (the page keeps no list of its own).
+        option = f'[data-testid=model] option[value="{model}"]'
+        wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, option), f"{model} offered by the form (from GET /models/kinds)")
         Select(form.find_element(By.CSS_SELECTOR, "[data-testid=model]")).select_by_value(model)
         form.find_element(By.CSS_SELECTOR, "[data-testid=train-submit]").click()
 

@@ -48,6 +48,8 @@ enum Command {
     Observe(ObserveArgs),
     /// List the models.
     Models,
+    /// List the model kinds the server fits and what each can do.
+    Kinds,
     /// Show one model: its parameters, fitted kernel and training report.
     Show {
         /// The model's id.
@@ -88,6 +90,7 @@ fn main() -> ExitCode {
             | Command::Sample(_)
             | Command::Observe(_)
             | Command::Models
+            | Command::Kinds
             | Command::Show { .. }
             | Command::Delete { .. }
             | Command::Datasets
@@ -190,6 +193,14 @@ async fn client_command(command: Command, conn: &Connection) -> Result<(), Clien
                 json_out(&v);
             } else {
                 print!("{}", client::model_table(v["models"].as_array().map_or(&[][..], Vec::as_slice)));
+            }
+        }
+        Command::Kinds => {
+            let v = api.get_json("/models/kinds").await?;
+            if conn.json {
+                json_out(&v);
+            } else {
+                print!("{}", client::kind_table(v["kinds"].as_array().map_or(&[][..], Vec::as_slice)));
             }
         }
         Command::Datasets => {

@@ -240,6 +240,7 @@ async fn every_refusal_names_its_place() {
         ("ok", json!({"model": a, "shadow": a}), 422, "/shadow"),
         ("ok", json!({"model": a, "shadow": missing}), 422, "/shadow"),
         ("a%20b", json!({"model": a}), 422, "/name"),
+        ("kinds", json!({"model": a}), 422, "/name"),
         (missing.as_str(), json!({"model": a}), 422, "/name"),
     ];
     for (name, body, want, pointer) in cases {

@@ -1,14 +1,15 @@
 //! Every kind in the catalogue (`ModelKind::ALL`), walked: a small problem fitted,
 //! stored and restored bit for bit, predicted; then over HTTP, every capability its
 //! catalogue row claims works and every one it denies is refused with the contract's
-//! 422 at the contract's pointer. A new kind gets all of this by being in the table.
+//! 422 at the contract's pointer - the rows as `GET /models/kinds` serves them, which is
+//! what the page and the CLI ask. A new kind gets all of this by being in the table.
 
 mod common;
 
 use common::{pointers, problem, TestServer};
 use mercer::estimator::{
-    ClassLabels, ClassificationSet, FitContext, FittedModel, Limits, ModelKind, ModelSpec, Precomputed, PredictOptions,
-    Target, Task, TrainingData, TrainingSet,
+    ClassLabels, ClassificationSet, FitContext, FittedModel, Limits, ModelKind, ModelSpec, PredictOptions, Target,
+    Task, TrainingData, TrainingSet,
 };
 use mercer::kernel::{Kernel, Points};
 use mercer::linalg::Parallelism;
@@ -158,9 +159,32 @@ async fn every_capability_claimed_works_and_every_one_denied_is_a_422_at_its_poi
     let s = TestServer::default().await;
     let x = rows(N, 0);
     let q = rows(5, 100);
-    for kind in ModelKind::ALL {
-        let can = *kind.can();
+    let served: Value = s.get("/models/kinds").await.json().await.unwrap();
+    let served = served["kinds"].as_array().unwrap();
+    let names: Vec<&str> = served.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ModelKind::ALL.map(ModelKind::name), "GET /models/kinds lists the catalogue in order");
+    for (kind, row) in ModelKind::ALL.into_iter().zip(served) {
         let name = kind.name();
+        let claims =
+            |capability: &str| row[capability].as_bool().unwrap_or_else(|| panic!("{name}: {capability} in {row}"));
+        let can = Claims {
+            transform: claims("transform"),
+            probabilities: claims("probabilities"),
+            posterior: claims("posterior"),
+            appends: claims("appends"),
+            several_outputs: claims("several_outputs"),
+            nystrom: claims("nystrom"),
+            variational: claims("variational"),
+            precomputed_kernel: claims("precomputed_kernel"),
+        };
+        assert_eq!(row["task"], json!(kind.task()), "{name}: task");
+        // The kinds without targets are fitted without y just below (`body`).
+        assert_eq!(claims("targets"), targets(kind, &x).is_some(), "{name}: targets");
+        assert_eq!(
+            row.get("precomputed_kernel_refused").is_some(),
+            !can.precomputed_kernel,
+            "{name}: a refusal's reason, where it is refused"
+        );
         let model = s.train(&body(kind, &x, params(kind))).await;
         let id = model["id"].as_str().unwrap().to_string();
 
@@ -217,8 +241,20 @@ async fn every_capability_claimed_works_and_every_one_denied_is_a_422_at_its_poi
         pre["kernel"] = json!({"type": "precomputed"});
         pre["x"] = json!(gram);
         let fitted = outcome(s.post("/models", &pre).await).await;
-        check(kind, "a precomputed kernel", can.precomputed_kernel == Precomputed::Takes, fitted, "/kernel");
+        check(kind, "a precomputed kernel", can.precomputed_kernel, fitted, "/kernel");
     }
+}
+
+/// A served catalogue row's claims.
+struct Claims {
+    transform: bool,
+    probabilities: bool,
+    posterior: bool,
+    appends: bool,
+    several_outputs: bool,
+    nystrom: bool,
+    variational: bool,
+    precomputed_kernel: bool,
 }
 
 /// The kinds a user-facing list names, in its order.
@@ -233,8 +269,9 @@ fn listed(text: &str, start: &str, end: &str) -> Vec<String> {
 }
 
 /// Every list of kinds that users read names exactly the catalogue's kinds: a new row
-/// in the table fails here until openapi.yaml, docs/api.md, the page and the CLI's help
-/// know it.
+/// in the table fails here until openapi.yaml and docs/api.md know it. The page and the
+/// CLI keep no list: they ask `GET /models/kinds` (the page names one kind, its form's
+/// default choice, and no capability by a kind's name).
 #[test]
 fn every_list_of_kinds_users_read_names_the_catalogue() {
     let read = |path: &str| std::fs::read_to_string(format!("{}/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap();
@@ -244,8 +281,6 @@ fn every_list_of_kinds_users_read_names_the_catalogue() {
     let lists = [
         ("openapi.yaml", listed(&read("openapi.yaml"), "enum: [kernel_ridge", "]")),
         ("docs/api.md", listed(&read("docs/api.md"), "| `model` | string | yes | the model kind:", "([")),
-        ("src/api/ui/app.js", listed(&read("src/api/ui/app.js"), "const MODELS = [", "];")),
-        ("src/client/mod.rs", listed(&client_help, "The model:", ".")),
     ];
     for (path, mut names) in lists {
         if path == "openapi.yaml" {
@@ -254,4 +289,9 @@ fn every_list_of_kinds_users_read_names_the_catalogue() {
         names.sort();
         assert_eq!(names, kinds, "{path} lists the catalogue's kinds");
     }
+    let page = read("src/api/ui/app.js");
+    let named: Vec<&String> = kinds.iter().filter(|k| page.contains(&format!("\"{k}\""))).collect();
+    assert_eq!(named, ["gaussian_process"], "the page names only its default kind");
+    assert!(page.contains("const DEFAULT_MODEL = \"gaussian_process\";"), "the default is the page's one kind name");
+    assert!(client_help.contains("(`mercer kinds` lists the server's)"), "the CLI's help sends to the served list");
 }

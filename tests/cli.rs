@@ -169,6 +169,7 @@ async fn completions_name_every_subcommand() {
             "sample",
             "observe",
             "models",
+            "kinds",
             "show",
             "delete",
             "datasets",
@@ -276,6 +277,32 @@ async fn kernel_pca_from_a_csv_file_and_its_components() {
     let (code, _, err) = mercer(&s.url, &["transform", id, "/nonexistent.csv"], &[]).await;
     assert_ne!(code, 0);
     assert!(err.contains("/nonexistent.csv"), "{err}");
+}
+
+/// `mercer kinds` prints the server's catalogue: one line per kind, in its order, with
+/// its task, whether it takes a target and what it can do; `--json` the served body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kinds_lists_the_servers_catalogue() {
+    let s = TestServer::default().await;
+    let served: Value = s.get("/models/kinds").await.json().await.unwrap();
+    let (code, out, err) = mercer(&s.url, &["kinds", "--json"], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), served);
+    let (code, out, err) = mercer(&s.url, &["kinds"], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<Vec<&str>> = out.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(lines[0], ["MODEL", "TASK", "TARGET", "CAN"]);
+    let rows = served["kinds"].as_array().unwrap();
+    assert_eq!(lines.len(), rows.len() + 1, "{out}");
+    for (line, row) in lines[1..].iter().zip(rows) {
+        assert_eq!(line[0], row["name"].as_str().unwrap(), "{out}");
+        assert_eq!(line[1], row["task"].as_str().unwrap(), "{out}");
+        assert_eq!(line[2], if row["targets"] == true { "y" } else { "-" }, "{out}");
+        let can = line[3..].join(" ");
+        for capability in ["several_outputs", "appends", "nystrom", "posterior", "transform"] {
+            assert_eq!(can.contains(capability), row[capability] == true, "{}: {capability} in {out}", line[0]);
+        }
+    }
 }
 
 /// `mercer sample ID FILE.csv -n 4 --seed 2` prints the draws as CSV (a column per draw),

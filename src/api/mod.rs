@@ -42,7 +42,7 @@ pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id"
 /// open to all, even with keys configured). `predict` reads and predicts, `train` also
 /// fits, appends, uploads and runs studies, `admin` also deletes and sets aliases.
 /// openapi.yaml must list exactly these (tests/spec_routes.rs checks both directions).
-pub const ROUTES: [(&str, &str, Option<Scope>); 39] = [
+pub const ROUTES: [(&str, &str, Option<Scope>); 40] = [
     ("GET", "/", None),
     ("GET", "/ui/{file}", None),
     ("GET", "/healthz", None),
@@ -51,6 +51,7 @@ pub const ROUTES: [(&str, &str, Option<Scope>); 39] = [
     ("GET", "/openapi.yaml", None),
     ("POST", "/models", Some(Scope::Train)),
     ("GET", "/models", Some(Scope::Predict)),
+    ("GET", "/models/kinds", Some(Scope::Predict)),
     ("GET", "/models/{id}", Some(Scope::Predict)),
     ("DELETE", "/models/{id}", Some(Scope::Admin)),
     ("POST", "/models/{id}/predict", Some(Scope::Predict)),
@@ -112,6 +113,7 @@ fn handler(method: &str, path: &str, body_limit: usize) -> MethodRouter<Arc<Serv
         ("GET", "/openapi.yaml") => get(ops::openapi),
         ("POST", "/models") => post(models::create),
         ("GET", "/models") => get(models::list),
+        ("GET", "/models/kinds") => get(models::kinds),
         ("GET", "/models/{id}") => get(models::get),
         ("DELETE", "/models/{id}") => delete(models::delete),
         ("POST", "/models/{id}/predict") => post(models::predict),

@@ -5,7 +5,7 @@ use super::keys::KeyName;
 use super::problem::ApiError;
 use super::served::{served, served_headers};
 use super::types::{
-    EmbeddingResponse, ModelList, ModelQuery, ModelResource, ObservationsBody, PosteriorBody, PosteriorQuery,
+    EmbeddingResponse, KindList, ModelList, ModelQuery, ModelResource, ObservationsBody, PosteriorBody, PosteriorQuery,
     PredictBody, PredictQuery, PredictResponse, RowsBody, RowsResponse, SamplesResponse, TrainBody, TrainQuery,
 };
 use crate::estimator::PredictOptions;
@@ -40,6 +40,11 @@ pub async fn create(
 
 pub async fn list(State(service): State<Arc<Service>>) -> Json<ModelList> {
     Json(ModelList { models: service.list().await.iter().map(|e| ModelResource::listed(e)).collect() })
+}
+
+/// The catalogue: every model kind with its task and what it can do.
+pub async fn kinds() -> Json<KindList> {
+    Json(KindList { kinds: crate::estimator::ModelKind::ALL.map(crate::estimator::ModelKind::row).to_vec() })
 }
 
 pub async fn get(

@@ -335,6 +335,12 @@ impl PredictResponse {
     }
 }
 
+/// GET /models/kinds.
+#[derive(Debug, Serialize)]
+pub struct KindList {
+    pub kinds: Vec<crate::estimator::KindRow>,
+}
+
 /// The model resource of GET /models/{id} (and of the list, and of 201/202).
 #[derive(Debug, Serialize)]
 pub struct ModelResource {

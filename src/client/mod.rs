@@ -39,10 +39,9 @@ pub struct TrainArgs {
     /// kernel_ridge or gaussian_process).
     #[arg(long)]
     pub target: Option<String>,
-    /// The model: kernel_ridge, gaussian_process, svm, gp_classifier, kernel_perceptron,
-    /// kernel_logistic, nadaraya_watson, rbf_network, svr, nu_svr, nu_svm, one_class_svm,
-    /// kernel_pca. The last two take no target: every column is a feature unless --target
-    /// names one (kept with the dataset, e.g. to colour the page's plots).
+    /// The model kind (`mercer kinds` lists the server's). Kinds without targets
+    /// (one_class_svm, kernel_pca) take every column as a feature unless --target names one
+    /// (kept with the dataset, e.g. to colour the page's plots).
     #[arg(long)]
     pub model: String,
     /// A kernel type with its defaults (rbf, matern, laplacian, ...).
@@ -312,9 +311,9 @@ pub async fn train(api: &Api, args: &TrainArgs) -> Result<Value, ClientError> {
             params.insert(key.into(), v);
         }
     }
-    // Kinds without targets (novelty, transform); an unknown name is the server's to refuse.
-    let untargeted = crate::estimator::ModelKind::from_name(&args.model)
-        .is_some_and(|k| matches!(k.task(), crate::estimator::Task::Novelty | crate::estimator::Task::Transform));
+    // Kinds without targets, as the server's catalogue says; an unknown name is the
+    // server's to refuse.
+    let untargeted = args.target.is_none() && takes_no_target(api, &args.model).await?;
     let mut body = json!({"model": args.model, "params": params});
     if let Some(k) = kernel {
         body["kernel"] = k;
@@ -339,6 +338,19 @@ pub async fn train(api: &Api, args: &TrainArgs) -> Result<Value, ClientError> {
     let dataset = api.upload_csv(&path, &args.file).await?;
     body["dataset"] = dataset["id"].clone();
     fit(api, &body).await
+}
+
+/// Whether the server's catalogue (`GET /models/kinds`) lists `model` as a kind without
+/// targets. A server that does not know the name, or is too old to serve the catalogue,
+/// answers for itself when the fit is asked.
+async fn takes_no_target(api: &Api, model: &str) -> Result<bool, ClientError> {
+    let kinds = match api.get_json("/models/kinds").await {
+        Ok(v) => v,
+        Err(ClientError::Problem { status: 404, .. }) => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    let row = kinds["kinds"].as_array().and_then(|rows| rows.iter().find(|r| r["name"] == model));
+    Ok(row.is_some_and(|r| r["targets"] == false))
 }
 
 /// Starts the fit of `body` and waits for it.
@@ -477,7 +489,7 @@ fn matrix_csv(answer: &Value, key: &str, column: &str) -> String {
     out
 }
 
-pub use output::{dataset_table, model_details, model_table};
+pub use output::{dataset_table, kind_table, model_details, model_table};
 
 /// Percent-encodes a query value or path segment.
 fn encode(s: &str) -> String {

@@ -71,6 +71,33 @@ pub fn model_table(models: &[Value]) -> String {
     table(&["ID", "NAME", "MODEL", "STATUS", "KERNEL", "N", "FIT MS"], rows)
 }
 
+/// `mercer kinds`: each kind's task, whether it takes a target, and what it can do.
+pub fn kind_table(kinds: &[Value]) -> String {
+    const CAPABILITIES: [&str; 8] = [
+        "several_outputs",
+        "appends",
+        "nystrom",
+        "variational",
+        "probabilities",
+        "posterior",
+        "transform",
+        "precomputed_kernel",
+    ];
+    let rows = kinds
+        .iter()
+        .map(|k| {
+            let can: Vec<&str> = CAPABILITIES.into_iter().filter(|c| k[*c] == true).collect();
+            vec![
+                text(&k["name"]),
+                text(&k["task"]),
+                if k["targets"] == true { "y".into() } else { "-".into() },
+                if can.is_empty() { "-".into() } else { can.join(", ") },
+            ]
+        })
+        .collect();
+    table(&["MODEL", "TASK", "TARGET", "CAN"], rows)
+}
+
 pub fn dataset_table(datasets: &[Value]) -> String {
     let rows = datasets
         .iter()

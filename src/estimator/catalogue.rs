@@ -172,6 +172,63 @@ impl ModelKind {
     }
 }
 
+/// A kind's row as `GET /models/kinds` serves it, so that the page and the CLI ask the
+/// server what a kind can do instead of keeping a list of names of their own.
+#[derive(Debug, Clone, Serialize)]
+pub struct KindRow {
+    pub name: &'static str,
+    pub task: Task,
+    /// Whether a fit takes `y` (regression and classification; novelty and transform do not).
+    pub targets: bool,
+    pub several_outputs: bool,
+    pub appends: bool,
+    pub nystrom: bool,
+    pub variational: bool,
+    pub probabilities: bool,
+    pub posterior: bool,
+    pub transform: bool,
+    pub precomputed_kernel: bool,
+    /// Why `kernel: "precomputed"` is refused, where it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub precomputed_kernel_refused: Option<&'static str>,
+}
+
+impl ModelKind {
+    /// This kind's row as served.
+    pub fn row(self) -> KindRow {
+        let Entry { name, task, can } = *self.entry();
+        // Every capability named, so that a new one cannot be left off the wire.
+        let Capabilities {
+            several_outputs,
+            appends,
+            nystrom,
+            variational,
+            probabilities,
+            posterior,
+            transform,
+            precomputed_kernel,
+        } = can;
+        let refused = match precomputed_kernel {
+            Precomputed::Takes => None,
+            Precomputed::Refused(why) => Some(why),
+        };
+        KindRow {
+            name,
+            task,
+            targets: matches!(task, Task::Regression | Task::Classification),
+            several_outputs,
+            appends,
+            nystrom,
+            variational,
+            probabilities,
+            posterior,
+            transform,
+            precomputed_kernel: refused.is_none(),
+            precomputed_kernel_refused: refused,
+        }
+    }
+}
+
 impl Serialize for ModelKind {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.name())

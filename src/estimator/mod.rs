@@ -61,7 +61,7 @@ pub mod transform;
 pub mod variational;
 pub mod weights;
 
-pub use catalogue::{Capabilities, Entry, ModelKind, Precomputed, Task};
+pub use catalogue::{Capabilities, Entry, KindRow, ModelKind, Precomputed, Task};
 pub use coefficients::{Alpha, Coefficients};
 pub use context::{CancelToken, FitContext, FitError, Progress, ProgressState};
 pub use fitted::FittedModel;

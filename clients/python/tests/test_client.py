@@ -37,6 +37,20 @@ def test_fit_get_list_delete(client, regression):
     assert error.value.status == 404
 
 
+def test_kinds_say_what_each_kind_can_do(client, regression):
+    kinds = {k["name"]: k for k in client.models.kinds()}
+    assert kinds["gaussian_process"]["posterior"] and kinds["gaussian_process"]["targets"]
+    assert kinds["kernel_pca"]["transform"] and not kinds["kernel_pca"]["targets"]
+    assert not kinds["svr"]["posterior"]
+    # A kind said to have a posterior answers a variance; one said not to answers none.
+    X, y = regression
+    for name in ["gaussian_process", "kernel_ridge"]:
+        model = client.models.fit(name, X, y, kernel=RBF)
+        answer = client.models.predict(model["id"], X[:3], variance=True)
+        assert ("variance" in answer) == kinds[name]["posterior"], name
+        client.models.delete(model["id"])
+
+
 def test_fit_without_wait_polls_and_reports_progress(client):
     """?wait=false answers 202 at once; the client polls and hands each progress object
     (a search: phase, fold fits done and planned) to the callback."""

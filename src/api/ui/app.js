@@ -5,16 +5,13 @@
 import { api, ApiError, getToken, setToken } from "./api.js";
 import { bandPlot, confusionTable, embeddingPlot, frontPlot, heatMap, paddedRange, progressPlot, regionsPlot, scatterPlot, sortedLabels } from "./plot.js";
 
-const MODELS = [
-  "gaussian_process", "kernel_ridge", "svm", "gp_classifier",
-  "kernel_perceptron", "kernel_logistic", "nadaraya_watson", "rbf_network",
-  "svr", "nu_svr", "nu_svm", "one_class_svm", "kernel_pca",
-];
-// Models without targets (tasks novelty and transform): every CSV column is a feature
+// The model kinds and what each can do come from the server (GET /models/kinds): the page
+// keeps no list of kinds, so a new kind needs no change here. Models without targets
+// (`targets: false`, tasks novelty and transform) take every CSV column as a feature
 // unless the form names a target column, which the fit leaves out and the server keeps
 // only as labels of the plot sample (they colour a kernel PCA's embedding). "precomputed" is left out of KERNELS: its rows are
 // kernel values, which a CSV of features is not; the kernel JSON field still takes it.
-const UNTARGETED = new Set(["one_class_svm", "kernel_pca"]);
+const DEFAULT_MODEL = "gaussian_process";
 const KERNELS = [
   "rbf", "linear", "polynomial", "laplacian", "exponential", "matern", "rational_quadratic",
   "periodic", "sigmoid", "inverse_multiquadric", "spectrum", "subsequence", "set", "generative", "fisher",
@@ -27,7 +24,25 @@ const EIGENVALUES_SHOWN = 10; // a kernel PCA's eigenvalues listed before "… N
 const LABEL_CLASSES_MAX = 10; // more distinct labels than colours: points drawn plain
 
 const $ = (id) => document.getElementById(id);
-const state = { models: [], selected: null, shownStatus: null, seq: 0, timer: null };
+const state = { models: [], selected: null, shownStatus: null, seq: 0, timer: null, kinds: null };
+
+// The catalogue's rows by name, asked once (again after a failure, as after a token).
+async function kinds() {
+  if (!state.kinds) {
+    state.kinds = api("GET", "/models/kinds")
+      .then((k) => new Map(k.kinds.map((row) => [row.name, row])))
+      .catch((err) => {
+        state.kinds = null;
+        throw err;
+      });
+  }
+  return state.kinds;
+}
+
+// What a kind can do; a kind this server does not list can do nothing beyond predict.
+async function can(model) {
+  return (await kinds()).get(model) || {};
+}
 
 // A DOM element: h("td", {class: "num"}, "text", child...). Strings become text nodes.
 function h(tag, attrs = {}, ...children) {
@@ -331,7 +346,7 @@ async function refresh() {
   state.timer = null;
   try {
     const aliases = fetchAliases(); // alongside the lists, its failures its own
-    const [m, d, st] = await Promise.all([api("GET", "/models"), api("GET", "/datasets"), api("GET", "/studies")]);
+    const [m, d, st] = await Promise.all([api("GET", "/models"), api("GET", "/datasets"), api("GET", "/studies"), fillModels()]);
     state.models = m.models.slice().sort(byNewest);
     renderModels();
     renderAliases(await aliases); // after the models: its routes name them
@@ -518,9 +533,9 @@ async function showDetails(id) {
   }
 }
 
-function predict(m, x, variance = false) {
+async function predict(m, x, variance = false) {
   const body = { x };
-  if (m.model === "gaussian_process") body.variance = variance;
+  if ((await can(m.model)).posterior) body.variance = variance;
   return api("POST", modelUrl(m.id, "/predict"), { json: body });
 }
 
@@ -580,7 +595,7 @@ async function drawFitOf(m) {
   if (m.task === "regression" && m.n_features === 1) {
     const xs = s.x.map((r) => r[0]);
     const grid = grid1d(xs);
-    const gp = m.model === "gaussian_process";
+    const gp = Boolean((await can(m.model)).posterior);
     const { p, t } = firstOutput(await predict(m, grid.map((v) => [v]), gp));
     // A nystrom or variational fit predicts from its inducing points: marked on the axis.
     const inducing = m.training && m.training.inducing_points ? (s.support || []).map((r) => r[0]) : [];
@@ -597,9 +612,10 @@ async function drawClassifier(m, s) {
   if (m.task === "classification" && m.n_features === 2) {
     const { xr, yr, cells } = grid2d(s.x);
     const p = await predict(m, cells);
-    const ringed = m.model === "svm" || m.model === "nu_svm" || m.n_support < m.n_train;
-    // What is ringed: an exact SVM's support vectors, or the inducing points of a nystrom
-    // or variational fit (which report training.inducing_points).
+    const ringed = m.n_support < m.n_train;
+    // What is ringed: the points a fit keeps when they are fewer than its rows - an exact
+    // SVM's support vectors, or the inducing points of a nystrom or variational fit
+    // (which report training.inducing_points).
     const supportName = m.training && m.training.inducing_points ? "inducing points" : "support vectors";
     return regionsPlot({
       xr, yr, nx: GRID_2D, ny: GRID_2D, predicted: p.predictions,
@@ -736,7 +752,7 @@ async function onTrain(ev) {
     const body = { model, kernel, name };
     if (params !== undefined) body.params = params;
     let ds = null;
-    if (UNTARGETED.has(model) && !target) {
+    if ((await can(model)).targets === false && !target) {
       // A dataset always has a target column (the last by default), so a model without
       // targets and no named label column gets every column as rows in the body.
       body.x = csvRows(await file.text());
@@ -779,9 +795,15 @@ function fillSelect(select, values, chosen) {
   select.value = chosen;
 }
 
+// The form's model choices, from the catalogue (once it answers: with keys, after a token).
+async function fillModels() {
+  const select = $("train-form").elements.namedItem("model");
+  if (select.options.length) return;
+  fillSelect(select, [...(await kinds()).keys()], DEFAULT_MODEL);
+}
+
 function start() {
   const form = $("train-form");
-  fillSelect(form.elements.namedItem("model"), MODELS, "gaussian_process");
   fillSelect(form.elements.namedItem("kernel_type"), KERNELS, "rbf");
   form.addEventListener("submit", onTrain);
   $("token-form").addEventListener("submit", onToken);

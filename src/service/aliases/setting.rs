@@ -199,8 +199,11 @@ impl Alias {
     }
 }
 
-/// Whether `name` may name an alias: 1 to 64 of `[A-Za-z0-9._-]`, and not a UUID (which
-/// names a model).
+/// The one name a path `/models/{name}` cannot take: `GET /models/kinds` is the catalogue.
+const RESERVED: &str = "kinds";
+
+/// Whether `name` may name an alias: 1 to 64 of `[A-Za-z0-9._-]`, not a UUID (which
+/// names a model), and not `kinds`.
 pub fn check_name(name: &str) -> Result<(), FieldError> {
     let ok_chars = name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
     if name.is_empty() || name.len() > 64 || !ok_chars {
@@ -211,6 +214,12 @@ pub fn check_name(name: &str) -> Result<(), FieldError> {
     }
     if name.chars().all(|c| c == '.') {
         return Err(FieldError::invalid("/name", "an alias name cannot be only dots"));
+    }
+    if name == RESERVED {
+        return Err(FieldError::invalid(
+            "/name",
+            "an alias name cannot be `kinds`: GET /models/kinds lists the model kinds",
+        ));
     }
     Ok(())
 }
@@ -424,7 +433,7 @@ mod tests {
         assert_eq!(bad(json!({"model": id, "extra": 1})), "/extra");
         let w = Wanted::from_json(&json!({"model": id})).unwrap();
         assert_eq!(w.routes, vec![Route { model: Uuid::from_u128(7), weight: 100.0 }]);
-        for name in ["", "a/b", &"x".repeat(65), &id, "..", "a b"] {
+        for name in ["", "a/b", &"x".repeat(65), &id, "..", "a b", "kinds"] {
             assert!(check_name(name).is_err(), "{name}");
         }
         for name in ["champion", "v1.2", "a_b-c", &"x".repeat(64)] {

@@ -249,6 +249,13 @@ class Models:
         """``GET /models``: every model resource (dicts)."""
         return self._client.request("GET", "/models").json()["models"]
 
+    def kinds(self) -> list:
+        """``GET /models/kinds``: the server's model kinds, one dict each in its order -
+        ``name``, ``task``, ``targets`` (whether a fit takes ``y``) and what the kind can
+        do (``several_outputs``, ``appends``, ``nystrom``, ``variational``,
+        ``probabilities``, ``posterior``, ``transform``, ``precomputed_kernel``)."""
+        return self._client.request("GET", "/models/kinds").json()["kinds"]
+
     def get(self, model_id: str, *, include: Any = None) -> dict:
         """``GET /models/{id}``: the model resource (status, fitted kernel and params,
         training report, and ``progress`` while training); for an alias name, the
