@@ -108,7 +108,7 @@ fn main() {
         rt.block_on(store.create_delta(&delta)).unwrap();
     });
     let tag_ms = median_ms(31, || {
-        std::hint::black_box(rt.block_on(service.store.model_tag(id.parse().unwrap())).unwrap());
+        std::hint::black_box(rt.block_on(service.replica.store.model_tag(id.parse().unwrap())).unwrap());
     });
     let scratch = dir.join("fsync");
     std::fs::create_dir_all(&scratch).unwrap();

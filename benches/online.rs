@@ -328,7 +328,7 @@ fn through_service(rt: &tokio::runtime::Runtime, config: &Config, all: &Training
         let entry = service.lookup(id).await.unwrap();
         let fitted = service.fitted(&entry).await.unwrap();
         let started = Instant::now();
-        let done = service.compact(&entry, fitted).await.unwrap();
+        let done = service.replica.compact(&entry, fitted).await.unwrap();
         assert!(matches!(done, mercer::service::Compaction::Compacted { deltas: DELTAS, .. }), "{done:?}");
         let ms = started.elapsed().as_secs_f64() * 1e3;
         (ms, service.lookup(id).await.unwrap().stored_bytes())

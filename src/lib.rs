@@ -3,7 +3,7 @@
 //! The numerical core (`kernel`, `estimator`, `linalg`) knows nothing of HTTP; the HTTP
 //! layer (`api`) knows nothing of linear algebra. `service` holds the operations both
 //! sides meet at: validate a request into checked inputs, run fits in the `pool`, keep
-//! models in the `registry`.
+//! models in the `registry`, which the `replica` keeps in step with the `store`.
 
 pub mod api;
 pub mod client;
@@ -19,6 +19,7 @@ pub mod optimize;
 pub mod partner;
 pub mod pool;
 pub mod registry;
+pub mod replica;
 pub mod selection;
 pub mod server;
 pub mod service;

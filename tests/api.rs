@@ -166,7 +166,7 @@ async fn wait_false_answers_202_and_the_client_can_follow_the_model() {
     assert!(["queued", "training", "ready"].contains(&m["status"].as_str().unwrap()), "{m}");
     assert_eq!(location, format!("/models/{}", m["id"].as_str().unwrap()));
     let id = uuid::Uuid::parse_str(m["id"].as_str().unwrap()).unwrap();
-    let entry = s.service().registry.get(id).unwrap();
+    let entry = s.service().replica.registry.get(id).unwrap();
     assert_eq!(entry.settled().await, mercer::registry::Status::Ready);
     let got: Value = s.get(&location).await.json().await.unwrap();
     assert_eq!(got["status"], "ready");
@@ -217,7 +217,7 @@ async fn full_queue_is_503_with_retry_after_and_health_still_answers() {
     let (status, body) = problem(r).await;
     assert_eq!(status, 503);
     assert_eq!(body["type"], "/problems/queue-full");
-    assert!(s.service().registry.list().is_empty(), "a refused fit leaves no model behind");
+    assert!(s.service().replica.registry.list().is_empty(), "a refused fit leaves no model behind");
 
     // Every worker is busy and the queue is full: liveness and reads still answer.
     let r = s.http.get(s.url("/healthz")).timeout(std::time::Duration::from_secs(5)).send().await.unwrap();
@@ -323,7 +323,7 @@ async fn invalid_requests_are_422_with_pointers() {
         assert_eq!(status, 422, "{body} -> {p}");
         assert_eq!(pointers(&p), vec![pointer.to_string()], "{body} -> {p}");
     }
-    assert!(s.service().registry.list().is_empty(), "no invalid request leaves a model");
+    assert!(s.service().replica.registry.list().is_empty(), "no invalid request leaves a model");
 }
 
 #[tokio::test]
@@ -339,13 +339,13 @@ async fn a_matrix_that_cannot_be_factorised_is_422() {
     let (status, p) = problem(s.post("/models", &body).await).await;
     assert_eq!(status, 422, "{p}");
     assert!(p["detail"].as_str().unwrap().contains("positive definite"), "{p}");
-    assert!(s.service().registry.list().is_empty(), "a failed synchronous fit leaves no model");
+    assert!(s.service().replica.registry.list().is_empty(), "a failed synchronous fit leaves no model");
 
     // The same fit with wait=false ends as a failed model that carries its problem.
     let r = s.post("/models?wait=false", &body).await;
     assert_eq!(r.status(), 202);
     let id = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
-    let entry = s.service().registry.get(uuid::Uuid::parse_str(&id).unwrap()).unwrap();
+    let entry = s.service().replica.registry.get(uuid::Uuid::parse_str(&id).unwrap()).unwrap();
     assert_eq!(entry.settled().await, mercer::registry::Status::Failed);
     let m: Value = s.get(&format!("/models/{id}")).await.json().await.unwrap();
     assert_eq!(m["status"], "failed");

@@ -188,7 +188,7 @@ async fn compact(s: &TestServer, id: &str) -> Compaction {
     let service = s.service();
     let entry = service.lookup(Uuid::parse_str(id).unwrap()).await.unwrap();
     let fitted = service.fitted(&entry).await.unwrap();
-    service.compact(&entry, fitted).await.unwrap()
+    service.replica.compact(&entry, fitted).await.unwrap()
 }
 
 /// Each append writes one small delta and leaves the full object as it was; a restart
@@ -469,7 +469,7 @@ async fn compactions_race_each_other_and_deletes_safely() {
                     let service = a.service();
                     let entry = service.lookup(Uuid::parse_str(&id).unwrap()).await.unwrap();
                     let fitted = service.fitted(&entry).await.unwrap();
-                    service.compact(&entry, fitted).await
+                    service.replica.compact(&entry, fitted).await
                 },
                 b.delete(&path)
             );
@@ -534,7 +534,7 @@ async fn a_compaction_landing_after_a_delete_is_taken_back() {
     store.hold_put_if.store(true, Ordering::SeqCst);
     let compaction = {
         let service = service.clone();
-        tokio::spawn(async move { service.compact(&entry, fitted).await })
+        tokio::spawn(async move { service.replica.compact(&entry, fitted).await })
     };
     store.put_if_reached.notified().await;
     assert_eq!(b.delete(&format!("/models/{id}")).await.status(), 204);

@@ -87,7 +87,7 @@ async fn overflowing_numbers_are_422_not_nulls() {
     let r = s.post("/models?wait=false", &body).await;
     assert_eq!(r.status(), 202);
     let id = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
-    let entry = s.service().registry.get(id.parse().unwrap()).expect("registered");
+    let entry = s.service().replica.registry.get(id.parse().unwrap()).expect("registered");
     entry.settled().await;
     let m: Value = s.get(&format!("/models/{id}")).await.json().await.unwrap();
     assert_eq!(m["status"], "failed", "{m}");

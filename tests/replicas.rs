@@ -46,7 +46,7 @@ async fn a_model_fitted_on_one_replica_is_served_by_the_other_bit_for_bit() {
     let (a, b) = (replica(&store, config()).await, replica(&store, quiet).await);
     let fitted = a.train(&gp_body(0.0)).await;
     let id = fitted["id"].as_str().unwrap();
-    assert!(!b.service().registry.contains(id.parse().unwrap()), "B has not listed it yet");
+    assert!(!b.service().replica.registry.contains(id.parse().unwrap()), "B has not listed it yet");
 
     // First use on B reads it from the store: same resource, same predictions.
     let (status, on_b) = json_of(b.get(&format!("/models/{id}")).await).await;
@@ -73,7 +73,7 @@ async fn a_delete_on_one_replica_is_seen_by_the_other_within_the_refresh() {
     let id = a.train(&gp_body(0.0)).await["id"].as_str().unwrap().to_string();
     // B holds it decoded in its cache...
     assert_eq!(b.post(&format!("/models/{id}/predict"), &query()).await.status(), 200);
-    assert!(b.service().registry.cache.contains(id.parse().unwrap()));
+    assert!(b.service().replica.registry.cache.contains(id.parse().unwrap()));
     // ...and still drops it once A deletes it.
     let deleted_at = Instant::now();
     assert_eq!(a.delete(&format!("/models/{id}")).await.status(), 204);
@@ -82,7 +82,7 @@ async fn a_delete_on_one_replica_is_seen_by_the_other_within_the_refresh() {
     assert!(gone, "B still serves a model deleted on A");
     let took = deleted_at.elapsed();
     assert!(took < Duration::from_secs(3), "seen after {took:?}, refresh is 1 s");
-    assert!(!b.service().registry.cache.contains(id.parse().unwrap()), "evicted from B's cache");
+    assert!(!b.service().replica.registry.cache.contains(id.parse().unwrap()), "evicted from B's cache");
     assert_eq!(b.post(&format!("/models/{id}/predict"), &query()).await.status(), 404);
     // A listing that began before the delete cannot bring it back.
     a.service().sync_store().await;
@@ -184,7 +184,7 @@ async fn the_cache_is_bounded_and_models_beyond_it_are_read_on_each_use() {
         let answer = b.post(&format!("/models/{id}/predict"), &query()).await;
         assert_eq!(answer.status(), 200, "model {i}");
     }
-    let cache = &b.service().registry.cache;
+    let cache = &b.service().replica.registry.cache;
     assert!(!cache.contains(ids[0]) && cache.contains(ids[1]), "the least recently used went first");
     assert_eq!(cache.bytes(), size);
     // A replica whose cache is smaller than any model still serves them all.
@@ -193,7 +193,7 @@ async fn the_cache_is_bounded_and_models_beyond_it_are_read_on_each_use() {
         let want = a.post(&format!("/models/{id}/predict"), &query()).await.text().await.unwrap();
         assert_eq!(c.post(&format!("/models/{id}/predict"), &query()).await.text().await.unwrap(), want);
     }
-    assert_eq!(c.service().registry.cache.bytes(), 0);
+    assert_eq!(c.service().replica.registry.cache.bytes(), 0);
 }
 
 /// Appends sent to both replicas at once are serialised through the store's conditional

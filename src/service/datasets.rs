@@ -6,7 +6,6 @@ use crate::dataset::csv::CsvOptions;
 use crate::dataset::format::Decoded;
 use crate::dataset::{DatasetInfo, IngestError};
 use crate::spec::FieldError;
-use std::collections::HashMap;
 use std::io::Read;
 use std::time::Instant;
 use uuid::Uuid;
@@ -39,8 +38,8 @@ impl Service {
         if self.is_draining() {
             return Err(ServiceError::Draining);
         }
-        self.store.block_on(self.store_admission())?;
-        let scratch = self.store.dataset_scratch().map_err(IngestError::Io)?;
+        self.replica.store.block_on(self.store_admission())?;
+        let scratch = self.replica.store.dataset_scratch().map_err(IngestError::Io)?;
         let result = (|| {
             let file = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&scratch)?);
             let (info, file) = match format {
@@ -61,34 +60,26 @@ impl Service {
                 return Err(e.into());
             }
         };
-        if let Err(e) = self.store.block_on(self.store.save_dataset(info.id, &scratch)) {
+        if let Err(e) = self.replica.store.block_on(self.replica.store.save_dataset(info.id, &scratch)) {
             let _ = std::fs::remove_file(&scratch);
             return Err(self.store_failure("cannot store the dataset", e));
         }
-        self.catalog_write().insert(info.id, (info.clone(), Instant::now()));
+        self.replica.datasets_mut().insert(info.id, (info.clone(), Instant::now()));
         tracing::info!(dataset_id = %info.id, rows = info.n_rows, bytes = info.bytes, "dataset stored");
         Ok(info)
-    }
-
-    pub(super) fn catalog_write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<Uuid, (DatasetInfo, Instant)>> {
-        self.dataset_catalog.write().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub(super) fn catalog_read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Uuid, (DatasetInfo, Instant)>> {
-        self.dataset_catalog.read().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Every dataset (as listed at the last refresh, plus those uploaded here since),
     /// oldest first.
     pub fn list_datasets(&self) -> Vec<DatasetInfo> {
-        let mut all: Vec<DatasetInfo> = self.catalog_read().values().map(|(i, _)| i.clone()).collect();
+        let mut all: Vec<DatasetInfo> = self.replica.datasets().values().map(|(i, _)| i.clone()).collect();
         all.sort_by_key(|i| (i.created_at_unix_nanos, i.id));
         all
     }
 
     /// As [`Service::list_datasets`], listing the store first.
     pub async fn list_datasets_now(&self) -> Vec<DatasetInfo> {
-        if self.store.is_durable() {
+        if self.replica.store.is_durable() {
             self.sync_store_if_stale().await;
         }
         self.list_datasets()
@@ -96,16 +87,16 @@ impl Service {
 
     /// A dataset known here, or found in the store.
     pub async fn get_dataset(&self, id: Uuid) -> Result<DatasetInfo, ServiceError> {
-        if let Some((info, _)) = self.catalog_read().get(&id) {
+        if let Some((info, _)) = self.replica.datasets().get(&id) {
             return Ok(info.clone());
         }
         let not_found = || ServiceError::DatasetNotFound(id.to_string());
-        if !self.store.is_durable() || self.is_tombstoned(id) {
+        if !self.replica.store.is_durable() || self.replica.is_tombstoned(id) {
             return Err(not_found());
         }
-        match self.store.dataset_info(id).await {
+        match self.replica.store.dataset_info(id).await {
             Ok(Some(info)) => {
-                self.catalog_write().entry(id).or_insert((info.clone(), Instant::now()));
+                self.replica.datasets_mut().entry(id).or_insert((info.clone(), Instant::now()));
                 Ok(info)
             }
             Ok(None) => Err(not_found()),
@@ -116,9 +107,13 @@ impl Service {
     /// Removes a dataset. Fits already queued keep their own copy.
     pub async fn delete_dataset(&self, id: Uuid) -> Result<(), ServiceError> {
         self.get_dataset(id).await?;
-        self.store.delete_dataset(id).await.map_err(|e| self.store_failure("cannot delete the stored dataset", e))?;
-        self.tombstone(id);
-        self.catalog_write().remove(&id);
+        self.replica
+            .store
+            .delete_dataset(id)
+            .await
+            .map_err(|e| self.store_failure("cannot delete the stored dataset", e))?;
+        self.replica.tombstone(id);
+        self.replica.datasets_mut().remove(&id);
         Ok(())
     }
 
@@ -127,12 +122,12 @@ impl Service {
     pub(super) fn read_dataset_for_fit(&self, raw: &str) -> Result<(Uuid, Decoded), ServiceError> {
         let unknown = || FieldError::invalid("/dataset", format!("no dataset with id `{raw}`"));
         let id = Uuid::parse_str(raw).map_err(|_| unknown())?;
-        match self.store.block_on(self.get_dataset(id)) {
+        match self.replica.store.block_on(self.get_dataset(id)) {
             Ok(_) => {}
             Err(ServiceError::DatasetNotFound(_)) => return Err(unknown().into()),
             Err(e) => return Err(e),
         }
-        match self.store.read_dataset_blocking(id) {
+        match self.replica.store.read_dataset_blocking(id) {
             Ok(Some(d)) => Ok((id, d)),
             // Deleted between the lookup and the read.
             Ok(None) => Err(unknown().into()),

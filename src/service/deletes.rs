@@ -1,22 +1,8 @@
-//! Deletes of models, and what keeps them deleted on every replica: a delete leaves a
-//! marker in the store for as long as a write that began before it may still land
-//! (`MARKER_KEEP`); a full object found behind a marker is such a write and is taken
-//! back; a replica remembers its own deletes for a few refreshes (tombstones) so that a
-//! listing that began before one cannot bring the model back.
+//! DELETE /models/{id}: what keeps the model deleted on every replica is the replica's
+//! (`crate::replica`, its tombstones and delete markers).
 
 use super::{Service, ServiceError};
-use std::collections::HashSet;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 use uuid::Uuid;
-
-/// A delete marker outlives any write that began before the delete: a model's write has
-/// a deadline of 15 s plus its size at 20 MB/s (65 s for 1 GB).
-const MARKER_KEEP: Duration = Duration::from_secs(180);
-
-/// A marker this old with no model behind it was left by a process that stopped before
-/// removing it. Twice MARKER_KEEP: its age is read on the store's clock.
-const STALE_MARKER: Duration = Duration::from_secs(2 * 180);
 
 impl Service {
     /// Removes a model everywhere: from the store first (a model whose object could not
@@ -33,107 +19,12 @@ impl Service {
             self.unroute(id, by).await?;
         }
         // An append in flight finishes (stored and acknowledged) before the delete.
-        let lock = self.model_lock(id);
+        let lock = self.replica.model_lock(id);
         let _turn = lock.lock().await;
-        if self.store.is_durable() {
-            self.store.delete_model(id).await.map_err(|e| self.store_failure("cannot delete the stored model", e))?;
-            self.forget_marker_later(id);
-        }
-        self.tombstone(id);
-        self.registry.remove(id);
-        self.model_locks.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        self.replica.delete_model(id).await.map_err(|e| self.store_failure("cannot delete the stored model", e))?;
         if self.pool.withdraw(entry.id) {
             self.metrics.record_fit(entry.kind.name(), "cancelled", 0.0);
         }
         Ok(())
-    }
-
-    /// Queues the removal of a delete's marker, once no compaction that began before it
-    /// can still be writing (see `Store::delete_model`): the refresh removes it. A
-    /// marker queued by a process that stopped first is removed by a later refresh of
-    /// any replica, once stale (`forget_stale_markers`).
-    fn forget_marker_later(&self, id: Uuid) {
-        let mut queue = self.pending_markers.lock().unwrap_or_else(|p| p.into_inner());
-        queue.push_back((Instant::now() + MARKER_KEEP, id));
-    }
-
-    /// Removes the markers that deletes by processes that stopped first left behind:
-    /// older than STALE_MARKER, with no model listed behind them. At most once per
-    /// MARKER_KEEP (one listing of the markers).
-    pub(super) async fn forget_stale_markers(&self, listed: &HashSet<Uuid>) {
-        {
-            let mut last = self.markers_swept.lock().unwrap_or_else(|p| p.into_inner());
-            if last.is_some_and(|t| t.elapsed() < MARKER_KEEP) {
-                return;
-            }
-            *last = Some(Instant::now());
-        }
-        let markers = match self.store.list_markers().await {
-            Ok(markers) => markers,
-            Err(e) => return self.sync_failed("delete markers", &e),
-        };
-        let now = std::time::SystemTime::now();
-        for (id, written) in markers {
-            let stale = written.is_some_and(|w| now.duration_since(w).is_ok_and(|age| age >= STALE_MARKER));
-            if !stale || listed.contains(&id) {
-                continue;
-            }
-            match self.store.forget_deleted(id).await {
-                Ok(()) => tracing::info!(model_id = %id, "removed a delete marker a stopped process left behind"),
-                Err(e) => tracing::debug!(model_id = %id, error = %e, "cannot remove a delete marker"),
-            }
-        }
-    }
-
-    /// Removes the delete markers whose time has come.
-    pub(super) async fn forget_due_markers(&self) {
-        loop {
-            let due = {
-                let mut queue = self.pending_markers.lock().unwrap_or_else(|p| p.into_inner());
-                match queue.front() {
-                    Some((at, _)) if *at <= Instant::now() => queue.pop_front(),
-                    _ => None,
-                }
-            };
-            let Some((_, id)) = due else { break };
-            if let Err(e) = self.store.forget_deleted(id).await {
-                tracing::debug!(model_id = %id, error = %e, "cannot remove a delete marker");
-            }
-        }
-    }
-
-    /// Forgets a model whose full object is back in the store behind its delete marker
-    /// (every model id is new, so a marker means deleted, whatever else the store shows),
-    /// and removes what came back.
-    pub(super) async fn take_back(&self, id: Uuid) {
-        tracing::warn!(model_id = %id, "a deleted model's object is back in the store (a write landed after the delete): removing it");
-        self.tombstone(id);
-        self.registry.remove(id);
-        if let Err(e) = self.store.take_back(id).await {
-            tracing::warn!(model_id = %id, error = %e, "cannot remove a deleted model's object");
-        }
-    }
-
-    pub(super) fn tombstone(&self, id: Uuid) {
-        self.tombstones.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Instant::now());
-    }
-
-    pub(super) fn is_tombstoned(&self, id: Uuid) -> bool {
-        self.tombstones.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&id)
-    }
-
-    /// Deletes are remembered for a few listings: long enough that none that began
-    /// before the delete is still running.
-    pub(super) fn prune_tombstones(&self) {
-        let keep = Duration::from_secs(self.config.store_refresh_secs.max(1) * 4 + 60);
-        self.tombstones.lock().unwrap_or_else(|p| p.into_inner()).retain(|_, at| at.elapsed() < keep);
-        // The append lock of a model this replica no longer has (deleted through another
-        // replica) goes too, unless someone holds it: one per model ever appended to would
-        // otherwise stay for the process's life (the soak's slow memory growth).
-        self.model_locks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .retain(|id, lock| self.registry.contains(*id) || Arc::strong_count(lock) > 1);
-        self.full_objects.lock().unwrap_or_else(|p| p.into_inner()).retain(|id, _| self.registry.contains(*id));
     }
 }

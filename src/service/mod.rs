@@ -7,11 +7,9 @@
 
 pub mod aliases;
 mod batch;
-mod catalog;
 pub mod datasets;
 mod deletes;
-mod deltas;
-pub use deltas::Compaction;
+pub use crate::replica::Compaction;
 mod observations;
 mod posterior;
 mod predict;
@@ -26,13 +24,14 @@ use crate::estimator::{ModelSpec, TrainingData};
 use crate::metrics::{Metrics, StatusLabels};
 use crate::pool::FitPool;
 use crate::registry::{Failure, FailureKind, ModelEntry, ModelState, Origin, Registry, Status};
+use crate::replica::{Replica, ReplicaError};
 use crate::spec::FieldError;
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::Semaphore;
 use uuid::Uuid;
 
@@ -173,33 +172,11 @@ impl From<FieldError> for ServiceError {
 
 pub struct Service {
     pub config: Config,
-    pub registry: Registry,
-    pub pool: FitPool,
-    pub metrics: Metrics,
-    /// Where models and datasets live (in memory when nothing durable is configured).
-    pub store: Store,
-    /// Every stored dataset's description, by id, with when it was seen first.
-    dataset_catalog: RwLock<HashMap<Uuid, (crate::dataset::DatasetInfo, Instant)>>,
-    /// Models and datasets deleted here lately: a listing must not bring them back.
-    tombstones: Mutex<HashMap<Uuid, Instant>>,
-    /// Serialises appends to and deletes of one model.
-    model_locks: Mutex<HashMap<Uuid, Arc<tokio::sync::Mutex<()>>>>,
-    /// Per model, the tag of its full object as last read here and an upper bound on
-    /// that object's version: an append whose HEAD finds the same tag needs no GET.
-    full_objects: Mutex<HashMap<Uuid, (String, u64)>>,
-    /// Delete markers to remove, each when its time comes (see `catalog`).
-    pending_markers: Mutex<std::collections::VecDeque<(Instant, Uuid)>>,
-    /// When delete markers were last listed for stale ones (see `catalog`).
-    markers_swept: Mutex<Option<Instant>>,
-    /// Models being compacted here (one compaction per model at a time).
-    compacting: Mutex<std::collections::HashSet<Uuid>>,
-    /// Damaged deltas a refresh has reported (each is logged and counted once).
-    damaged_deltas: Mutex<std::collections::HashSet<String>>,
-    /// One store read per model at a time.
-    loading: Mutex<HashMap<Uuid, Arc<tokio::sync::Mutex<()>>>>,
-    sync_lock: tokio::sync::Mutex<()>,
-    /// When the last listing of the store began.
-    last_sync: Mutex<Option<Instant>>,
+    pub pool: Arc<FitPool>,
+    pub metrics: Arc<Metrics>,
+    /// This process's copy of the store: the store handle, the registry of models, and
+    /// what keeps them in step with other replicas.
+    pub replica: Arc<Replica>,
     ready: tokio::sync::watch::Sender<bool>,
     draining: AtomicBool,
     /// Predictions running on blocking threads now, batched ones on every core included
@@ -214,6 +191,19 @@ pub struct Service {
     studies: Mutex<HashMap<Uuid, Arc<tokio::sync::Mutex<studies::Cached>>>>,
     /// What this replica knows of the aliases, and their shadows' slots.
     aliases: aliases::Aliases,
+}
+
+impl From<ReplicaError> for ServiceError {
+    fn from(e: ReplicaError) -> Self {
+        match e {
+            ReplicaError::NotFound(id) => ServiceError::NotFound(id),
+            ReplicaError::NotReady { id, status } => ServiceError::NotReady { id, status },
+            ReplicaError::Damaged(failure) => ServiceError::FitFailed(failure),
+            ReplicaError::DamagedDelta { id, key, detail } => ServiceError::DamagedModel { id, key, detail },
+            ReplicaError::Storage(detail) => ServiceError::Storage(detail),
+            ReplicaError::Unavailable { detail, retry_after } => ServiceError::StoreUnavailable { detail, retry_after },
+        }
+    }
 }
 
 /// Now, RFC 3339 with milliseconds (when a trial or an alias setting was written).
@@ -248,13 +238,13 @@ impl Service {
     /// A service over a given store (tests run replicas over one shared store).
     pub fn with_store(config: Config, store: Store) -> Service {
         let workers = config.effective_fit_workers();
-        let pool = FitPool::new(workers, config.fit_queue);
+        let pool = Arc::new(FitPool::new(workers, config.fit_queue));
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         // Without a durable store the cache is the only copy: nothing may be evicted.
         let cache_limit = store.is_durable().then(|| config.effective_cache_bytes());
         // A durable store is read back (`load_store`) before the service is ready.
         let ready = tokio::sync::watch::Sender::new(!store.is_durable());
-        let metrics = Metrics::new();
+        let metrics = Arc::new(Metrics::new());
         store.observe(Arc::new(metrics.store_observer()));
         store.hedge_listings(Duration::from_secs(config.store_refresh_secs.max(1)));
         let heavy_predicts = Arc::new(AtomicUsize::new(0));
@@ -265,23 +255,18 @@ impl Service {
             config.predict_inline_max_flops,
             heavy_predicts.clone(),
         );
+        let settings = crate::replica::Settings {
+            refresh: Duration::from_secs(config.store_refresh_secs.max(1)),
+            compact_deltas: config.compact_deltas,
+            compact_bytes: config.compact_bytes,
+        };
+        let busy = crate::replica::Busy { pool: pool.clone(), heavy: heavy_predicts.clone() };
+        let replica = Replica::new(store, Registry::new(cache_limit), metrics.clone(), settings, busy);
         Service {
             config,
-            registry: Registry::new(cache_limit),
             pool,
             metrics,
-            store,
-            dataset_catalog: Default::default(),
-            tombstones: Mutex::default(),
-            loading: Mutex::default(),
-            compacting: Mutex::default(),
-            damaged_deltas: Mutex::default(),
-            pending_markers: Mutex::default(),
-            markers_swept: Mutex::default(),
-            full_objects: Mutex::default(),
-            model_locks: Mutex::default(),
-            sync_lock: tokio::sync::Mutex::new(()),
-            last_sync: Mutex::new(None),
+            replica: Arc::new(replica),
             ready,
             draining: AtomicBool::new(false),
             heavy_predicts,
@@ -293,9 +278,70 @@ impl Service {
         }
     }
 
+    /// Reads the store's models, datasets and aliases at start (blocking: call off the
+    /// async threads), then marks the service ready. Returns how many models were found.
+    pub fn load_store(&self) -> usize {
+        let found = self.replica.load(self.sync_aliases());
+        self.ready.send_replace(true);
+        found
+    }
+
+    /// Brings what this replica knows up to date with the store: models, datasets, and
+    /// aliases.
+    pub async fn sync_store(&self) {
+        self.replica.sync(self.sync_aliases()).await
+    }
+
+    /// As [`Service::sync_store`], sharing a listing that began after this call.
+    pub async fn sync_store_if_stale(&self) {
+        self.replica.sync_if_stale(self.sync_aliases()).await
+    }
+
+    /// Refreshes from the store every `store_refresh_secs` until the service is dropped.
+    pub fn spawn_refresh(self: &Arc<Self>) {
+        let weak = Arc::downgrade(self);
+        let period = Duration::from_secs(self.config.store_refresh_secs.max(1));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let Some(service) = weak.upgrade() else { break };
+                service.sync_store().await;
+            }
+        });
+    }
+
+    /// The model with this id: known here, or read from the store's head of it.
+    pub async fn lookup(&self, id: Uuid) -> Result<Arc<ModelEntry>, ServiceError> {
+        Ok(self.replica.lookup(id).await?)
+    }
+
+    /// A ready model's decoded state: from the cache, or brought up from the store.
+    pub async fn fitted(&self, entry: &ModelEntry) -> Result<Arc<crate::estimator::FittedModel>, ServiceError> {
+        Ok(self.replica.fitted(entry).await?)
+    }
+
+    /// The error a request gets when the store let it down.
+    pub(crate) fn store_error(&self, e: StoreError) -> ServiceError {
+        self.replica.store_error(e).into()
+    }
+
+    /// As [`Service::store_error`], saying what could not be done (`what`) when the
+    /// store answered but refused.
+    pub(crate) fn store_failure(&self, what: &str, e: StoreError) -> ServiceError {
+        self.replica.store_failure(what, e).into()
+    }
+
+    /// When to try again while the store is down: the next refresh will have probed it.
+    pub fn store_retry_after(&self) -> Duration {
+        self.replica.retry_after()
+    }
+
     /// What is degraded while the service still serves: for /readyz.
     pub fn degraded(&self) -> Vec<String> {
-        let health = self.store.health();
+        let health = self.replica.store.health();
         if health.up {
             return Vec::new();
         }
@@ -354,10 +400,10 @@ impl Service {
     /// acknowledged that is not stored, and refusing now beats failing after the fit.
     /// Down is rechecked by the request itself ([`crate::store::Store::accepts_writes`]).
     pub async fn store_admission(&self) -> Result<(), ServiceError> {
-        if self.store.accepts_writes().await {
+        if self.replica.store.accepts_writes().await {
             return Ok(());
         }
-        let health = self.store.health();
+        let health = self.replica.store.health();
         Err(ServiceError::StoreUnavailable {
             detail: format!(
                 "{} (last tried {:.1} s ago); retry shortly",
@@ -371,10 +417,10 @@ impl Service {
     /// Every model in the store (listed now, or a moment ago), and the fits in flight
     /// here, oldest first.
     pub async fn list(&self) -> Vec<Arc<ModelEntry>> {
-        if self.store.is_durable() {
+        if self.replica.store.is_durable() {
             self.sync_store_if_stale().await;
         }
-        self.registry.list()
+        self.replica.registry.list()
     }
 
     /// A ready model's plot data: `{"n_train", "x", "y"}` (the sample of training rows kept
@@ -391,10 +437,10 @@ impl Service {
         let support = fitted.predictor().support();
         let rows = crate::estimator::nystrom::inducing::sample_rows(
             support.n(),
-            support.n().min(training::SAMPLE_ROWS),
+            support.n().min(crate::replica::stored::SAMPLE_ROWS),
             0x5A3F1E,
         );
-        v["support"] = Value::Array(training::rows_json(support, &rows));
+        v["support"] = Value::Array(crate::replica::stored::rows_json(support, &rows));
         Ok(v)
     }
 
@@ -417,7 +463,7 @@ impl Service {
     pub fn begin_drain(&self) {
         self.draining.store(true, Ordering::Release);
         for id in self.pool.close() {
-            if let Some(entry) = self.registry.get(id) {
+            if let Some(entry) = self.replica.registry.get(id) {
                 entry.set_state(ModelState::Failed(Failure {
                     kind: FailureKind::Shutdown,
                     detail: "the server shut down before this fit could run".into(),
@@ -431,9 +477,9 @@ impl Service {
     pub fn refresh_gauges(&self) {
         self.metrics.fit_queue_depth.set(self.pool.queued() as i64);
         self.metrics.fits_running.set(self.pool.running() as i64);
-        for (status, count) in Status::ALL.iter().zip(self.registry.count_by_status()) {
+        for (status, count) in Status::ALL.iter().zip(self.replica.registry.count_by_status()) {
             self.metrics.models.get_or_create(&StatusLabels { status: status.name().into() }).set(count as i64);
         }
-        self.metrics.registry_bytes.set(self.registry.memory_bytes() as i64);
+        self.metrics.registry_bytes.set(self.replica.registry.memory_bytes() as i64);
     }
 }

@@ -15,12 +15,11 @@ use crate::estimator::online::AppendError;
 use crate::estimator::StoredAppend;
 use crate::estimator::{FittedModel, ModelKind, Outputs, Target, TrainingSet};
 use crate::linalg::Parallelism;
-use crate::optimize::SplitMix64;
 use crate::registry::{Failure, FailureKind, ModelEntry};
+use crate::replica::stored::grown_sample;
 use crate::spec::FieldError;
 use crate::store::delta::{Delta, DeltaHead};
 use crate::store::ModelSummary;
-use serde_json::{json, Value};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -44,18 +43,18 @@ impl Service {
         if entry.summary().is_none() {
             return Err(ServiceError::NotReady { id, status: entry.status() });
         }
-        if self.store.is_durable() {
+        if self.replica.store.is_durable() {
             self.store_admission().await?;
         }
-        let lock = self.model_lock(id);
+        let lock = self.replica.model_lock(id);
         let _turn = lock.lock().await;
         // The newest version known here (an append may have finished while this waited).
-        let mut entry = self.registry.get(id).ok_or(ServiceError::NotFound(id))?;
+        let mut entry = self.replica.registry.get(id).ok_or(ServiceError::NotFound(id))?;
         for attempt in 1..=MAX_ATTEMPTS {
-            let (version, fitted) = self.fitted_version(&entry).await?;
+            let (version, fitted) = self.replica.fitted_version(&entry).await?;
             if version != entry.version() {
                 // A newer version than this replica's entry said (the store's full object).
-                entry = self.registry.get(id).ok_or(ServiceError::NotFound(id))?;
+                entry = self.replica.registry.get(id).ok_or(ServiceError::NotFound(id))?;
                 continue;
             }
             let new = self.check_observations(&fitted, &x, &y)?;
@@ -75,7 +74,7 @@ impl Service {
                 Committed::Stored(next) => return Ok(next),
                 Committed::Taken => {
                     tracing::info!(model_id = %id, attempt, "another replica appended first: redoing the append on its version");
-                    entry = self.newest_entry(id, Some(entry)).await?;
+                    entry = self.replica.newest_entry(id, Some(entry)).await?;
                 }
             }
         }
@@ -84,11 +83,6 @@ impl Service {
                 "model {id} was changed by other writers {MAX_ATTEMPTS} times while these rows were being appended; retry"
             ),
         })
-    }
-
-    /// The lock that serialises appends to (and deletes of) one model here.
-    pub(super) fn model_lock(&self, id: Uuid) -> Arc<tokio::sync::Mutex<()>> {
-        self.model_locks.lock().unwrap_or_else(|p| p.into_inner()).entry(id).or_default().clone()
     }
 
     /// The grown model's row count and working memory against the limits of a fit.
@@ -166,8 +160,8 @@ impl Service {
         let (id, version) = (entry.id, grown.delta.head.version);
         let computed_ms = grown.started.elapsed().as_secs_f64() * 1e3;
         let mut base = version;
-        if self.store.is_durable() {
-            match self.store.create_delta(&grown.delta).await {
+        if self.replica.store.is_durable() {
+            match self.replica.store.create_delta(&grown.delta).await {
                 Ok(_) => {}
                 Err(e) if e.is_conflict() => return Ok(Committed::Taken),
                 Err(e) => return Err(self.store_failure("cannot store the update", e)),
@@ -177,20 +171,20 @@ impl Service {
             // already folded this very delta in (see `store::delta`). Its tag is enough
             // while it is the object last read here; a HEAD, where a GET costs more.
             let deleted = || async {
-                let _ = self.store.delete_delta(id, version).await;
-                self.registry.remove(id);
+                let _ = self.replica.store.delete_delta(id, version).await;
+                self.replica.registry.remove(id);
                 ServiceError::NotFound(id)
             };
-            let tag = match self.store.model_tag(id).await {
+            let tag = match self.replica.store.model_tag(id).await {
                 Ok(Some(t)) => t,
                 Ok(None) => return Err(deleted().await),
                 Err(e) => return Err(self.store_failure("cannot confirm the stored update", e)),
             };
-            let known = self.full_objects.lock().unwrap_or_else(|p| p.into_inner()).get(&id).cloned();
+            let known = self.replica.full_object(id);
             match known {
                 Some((t, v)) if t == tag && v < version => base = v,
                 _ => {
-                    let head = match self.store.model_head(id).await {
+                    let head = match self.replica.store.model_head(id).await {
                         Ok(Some(h)) => h,
                         Ok(None) => return Err(deleted().await),
                         Err(e) => return Err(self.store_failure("cannot confirm the stored update", e)),
@@ -199,7 +193,7 @@ impl Service {
                     base = stored.version;
                     // Read after the tag, the head is of that object or a newer one: its
                     // version bounds the tagged object's.
-                    self.full_objects.lock().unwrap_or_else(|p| p.into_inner()).insert(id, (tag, base));
+                    self.replica.saw_full_object(id, tag, base);
                     if base >= version && !stored.folded.contains(&(version, grown.delta.head.write_id)) {
                         if stored.folded.first().is_none_or(|(oldest, _)| *oldest > version) {
                             return Err(ServiceError::Contended {
@@ -210,7 +204,7 @@ impl Service {
                             });
                         }
                         // Written after a compaction had covered this version and freed its key.
-                        let _ = self.store.delete_delta(id, version).await;
+                        let _ = self.replica.store.delete_delta(id, version).await;
                         return Ok(Committed::Taken);
                     }
                 }
@@ -218,8 +212,8 @@ impl Service {
         }
         let next = Arc::new(grown.next);
         // The cache first: a request that finds the new entry must find its model.
-        self.registry.cache.insert(id, version, grown.fitted.clone());
-        self.registry.insert(next.clone());
+        self.replica.registry.cache.insert(id, version, grown.fitted.clone());
+        self.replica.registry.insert(next.clone());
         let seconds = grown.started.elapsed().as_secs_f64();
         self.metrics.record_append(entry.kind.name(), grown.rows, seconds);
         tracing::info!(
@@ -231,8 +225,8 @@ impl Service {
             duration_ms = seconds * 1e3,
             "observations appended"
         );
-        if self.store.is_durable() {
-            self.maybe_compact(next.clone(), grown.fitted, base);
+        if self.replica.store.is_durable() {
+            self.replica.maybe_compact(next.clone(), grown.fitted, base);
         }
         Ok(Committed::Stored(next))
     }
@@ -258,33 +252,6 @@ enum Committed {
 fn rand_u64() -> u64 {
     let bytes = Uuid::new_v4().into_bytes();
     u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"))
-}
-
-/// The plot sample (`{"n_train", "x", "y"}`, see `training::SAMPLE_ROWS`) with the new
-/// rows: added while there is room, then each new row i (counting all rows) replaces a
-/// kept one with probability SAMPLE_ROWS / (i + 1), reservoir sampling, so the sample
-/// stays uniform over all the rows. Seeded by the version. None if it cannot be read.
-pub(super) fn grown_sample(sample: &str, n_before: usize, new: &TrainingSet, version: u64) -> Option<String> {
-    let mut v: Value = serde_json::from_str(sample).ok()?;
-    let mut xs = v.get_mut("x")?.as_array_mut().map(std::mem::take)?;
-    let mut ys = v.get_mut("y")?.as_array_mut().map(std::mem::take)?;
-    let rows = (0..new.x.n()).collect::<Vec<_>>();
-    let new_x = super::training::rows_json(&new.x, &rows);
-    let mut rng = SplitMix64::new(0x5A3F1E ^ version);
-    for (j, (x, y)) in new_x.into_iter().zip(&new.y).enumerate() {
-        let i = n_before + j;
-        if xs.len() < super::training::SAMPLE_ROWS {
-            xs.push(x);
-            ys.push(json!(y));
-        } else {
-            let slot = (rng.next_u64() % (i as u64 + 1)) as usize;
-            if slot < xs.len() {
-                xs[slot] = x;
-                ys[slot] = json!(y);
-            }
-        }
-    }
-    Some(json!({"n_train": n_before + new.x.n(), "x": xs, "y": ys}).to_string())
 }
 
 /// Only the kinds that take appends (exact Gaussian processes and kernel ridge) take
@@ -436,45 +403,4 @@ fn internal_append_failure(id: Uuid) -> ServiceError {
         kind: FailureKind::Internal,
         detail: "the update failed with an internal error".into(),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::kernel::Points;
-
-    fn sample_of(n: usize) -> String {
-        let x: Vec<Value> = (0..n).map(|i| json!([i as f64])).collect();
-        let y: Vec<Value> = (0..n).map(|i| json!(i as f64)).collect();
-        json!({"n_train": n, "x": x, "y": y}).to_string()
-    }
-
-    fn rows(from: usize, k: usize) -> TrainingSet {
-        let x: Vec<Vec<f64>> = (from..from + k).map(|i| vec![i as f64]).collect();
-        TrainingSet::new(Points::from_rows(&x), (from..from + k).map(|i| i as f64).collect())
-    }
-
-    /// New rows join a sample with room; a full one stays full, keeps rows paired with
-    /// their targets, and takes new rows at about the reservoir's rate.
-    #[test]
-    fn the_plot_sample_takes_the_new_rows() {
-        let grown: Value = serde_json::from_str(&grown_sample(&sample_of(3), 3, &rows(3, 2), 2).unwrap()).unwrap();
-        assert_eq!(grown, serde_json::from_str::<Value>(&sample_of(5)).unwrap());
-
-        let full = training_rows();
-        let grown: Value =
-            serde_json::from_str(&grown_sample(&sample_of(full), full, &rows(full, 500), 2).unwrap()).unwrap();
-        assert_eq!(grown["n_train"], json!(full + 500));
-        let (x, y) = (grown["x"].as_array().unwrap(), grown["y"].as_array().unwrap());
-        assert_eq!((x.len(), y.len()), (full, full));
-        assert!(x.iter().zip(y).all(|(x, y)| x[0] == *y), "rows stay with their targets");
-        // A uniform sample of 500 out of 1000 rows holds about half of the 500 new ones
-        // (hypergeometric: 250, standard deviation about 8).
-        let taken = y.iter().filter(|v| v.as_f64().unwrap() >= full as f64).count();
-        assert!((210..=290).contains(&taken), "{taken} new rows kept");
-    }
-
-    fn training_rows() -> usize {
-        super::super::training::SAMPLE_ROWS
-    }
 }

@@ -70,7 +70,7 @@ impl Service {
         opts: PredictOptions,
         alias: Option<&AliasHit>,
     ) -> Result<Answer, ServiceError> {
-        let (version, fitted) = self.fitted_version(&entry).await?;
+        let (version, fitted) = self.replica.fitted_version(&entry).await?;
         check_predict_options(&fitted, &opts)?;
         let points = self.query_points(&entry, &fitted, rows, &opts).await?;
         let Some((name, shadow)) = alias.and_then(|a| Some((a.name.as_str(), a.shadow?))) else {
@@ -90,7 +90,7 @@ impl Service {
         points: Points,
         opts: PredictOptions,
     ) -> Result<Answer, ServiceError> {
-        let (version, fitted) = self.fitted_version(entry).await?;
+        let (version, fitted) = self.replica.fitted_version(entry).await?;
         check_predict_options(&fitted, &opts)?;
         if fitted.predictor().row_kind() != points.kind() {
             return Err(FieldError::invalid("/x", "this model takes rows of another kind").into());

@@ -12,9 +12,9 @@ use crate::kernel::{default_kernel, Kernel};
 use crate::linalg::{LinalgError, Parallelism};
 use crate::pool::{Job, SubmitError};
 use crate::registry::{Failure, FailureKind, ModelEntry, ModelState, Origin};
+use crate::replica::stored::{sample_json, stored_model};
 use crate::spec::FieldError;
-use crate::store::{ModelHead, ModelSummary, StoreError, StoredModel};
-use serde_json::Value;
+use crate::store::{ModelSummary, StoreError};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -220,9 +220,9 @@ impl Service {
                 let _ = done_tx.send(());
             })
         };
-        self.registry.insert(entry.clone());
+        self.replica.registry.insert(entry.clone());
         if let Err(e) = self.pool.try_submit(job) {
-            self.registry.remove(entry.id);
+            self.replica.registry.remove(entry.id);
             return Err(match e {
                 SubmitError::QueueFull => ServiceError::QueueFull { retry_after: self.pool.retry_after() },
                 SubmitError::Closed => ServiceError::Draining,
@@ -240,7 +240,7 @@ impl Service {
                 ModelState::Failed(f) => {
                     // The client learns of the failure in this answer and never got the
                     // id, so a failed synchronous fit leaves nothing behind.
-                    self.registry.remove(entry.id);
+                    self.replica.registry.remove(entry.id);
                     Err(ServiceError::FitFailed(f))
                 }
                 _ => Err(ServiceError::NotFound(entry.id)),
@@ -288,7 +288,7 @@ impl Service {
                 entry.set_sample(sample_json(data, labels).into());
                 match self.persist(entry, &fitted, &summary) {
                     Ok(()) => {
-                        self.registry.cache.insert(entry.id, 1, Arc::new(fitted));
+                        self.replica.registry.cache.insert(entry.id, 1, Arc::new(fitted));
                         entry.set_state(ModelState::Ready(summary));
                         if entry.cancel.is_cancelled() {
                             // Deleted while being written: the file must not outlive it.
@@ -341,18 +341,18 @@ impl Service {
         fitted: &crate::estimator::FittedModel,
         summary: &ModelSummary,
     ) -> Result<(), StoreError> {
-        if !self.store.is_durable() {
+        if !self.replica.store.is_durable() {
             // The registry's cache, which never evicts then, is the only copy.
             return Ok(());
         }
         let (model, head) = stored_model(entry, fitted, summary);
-        let size = self.store.block_on(self.store.save_model(&model, &head))?;
+        let size = self.replica.store.block_on(self.replica.store.save_model(&model, &head))?;
         entry.set_stored_bytes(size);
         Ok(())
     }
 
     fn unpersist(&self, id: Uuid) {
-        if let Err(e) = self.store.block_on(self.store.delete_model(id)) {
+        if let Err(e) = self.replica.store.block_on(self.replica.store.delete_model(id)) {
             tracing::error!(model_id = %id, error = %e, "cannot remove a stored model");
         }
     }
@@ -405,67 +405,6 @@ fn several_output_kinds() -> String {
         Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
         None => "no kind".into(),
     }
-}
-
-/// What the store keeps of a ready model: its file's body and head.
-pub(super) fn stored_model(
-    entry: &ModelEntry,
-    fitted: &crate::estimator::FittedModel,
-    summary: &ModelSummary,
-) -> (StoredModel, ModelHead) {
-    let created = entry.created_at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    let model = StoredModel {
-        id: entry.id,
-        name: entry.name.clone(),
-        metadata: entry.metadata.as_ref().map(Value::to_string),
-        created_at_unix_nanos: created.as_nanos(),
-        n_train: entry.n_train as u64,
-        n_features: entry.n_features as u64,
-        fit: fitted.to_stored(),
-        extra: serde_json::to_string(&entry.origin).expect("an origin serialises"),
-        sample: entry.sample().map_or_else(String::new, |s| s.to_string()),
-    };
-    let head = ModelHead::of(&model, entry.kind, summary);
-    (model, head)
-}
-
-/// Training rows kept with a model for plots, at most this many.
-pub const SAMPLE_ROWS: usize = 500;
-
-/// `{"n_train", "x", "y"}`: a seeded sample of at most [`SAMPLE_ROWS`] training rows (in
-/// their order) with their targets as the request gave them; a model without targets has
-/// its dataset's target column there (`labels`), or nulls.
-fn sample_json(data: &TrainingData, labels: Option<&crate::dataset::Targets>) -> String {
-    let x = data.x();
-    let rows = crate::estimator::nystrom::inducing::sample_rows(x.n(), x.n().min(SAMPLE_ROWS), 0x5A3F1E);
-    let y: Vec<Value> = match data {
-        // Output 0 of a multi-output model: y is column-major, so its first n values.
-        TrainingData::Regression(d) => rows.iter().map(|&i| serde_json::json!(d.y[i])).collect(),
-        TrainingData::Classification(d) => rows.iter().map(|&i| d.classes.label(d.y[i])).collect(),
-        TrainingData::Unlabelled(_) => match labels {
-            Some(crate::dataset::Targets::Numeric(y) | crate::dataset::Targets::Multi { values: y, .. }) => {
-                rows.iter().map(|&i| serde_json::json!(y[i])).collect()
-            }
-            Some(crate::dataset::Targets::Labels { labels, codes }) => {
-                rows.iter().map(|&i| Value::String(labels[codes[i] as usize].clone())).collect()
-            }
-            None | Some(crate::dataset::Targets::None) => vec![Value::Null; rows.len()],
-        },
-    };
-    serde_json::json!({"n_train": x.n(), "x": rows_json(x, &rows), "y": y}).to_string()
-}
-
-/// The rows of `p` at `indices` in the contract's JSON form.
-pub(super) fn rows_json(p: &crate::kernel::Points, indices: &[usize]) -> Vec<Value> {
-    indices
-        .iter()
-        .map(|&i| match (p.numeric(), p.texts(), p.token_lists()) {
-            (Some(_), _, _) => serde_json::json!(p.point(i)),
-            (_, Some(t), _) => Value::String(t[i].iter().collect()),
-            (_, _, Some(t)) => serde_json::json!(t[i]),
-            _ => Value::Null,
-        })
-        .collect()
 }
 
 pub(super) fn failure_of(e: FitError) -> Failure {

@@ -269,13 +269,13 @@ impl Service {
             return Ok(());
         }
         let began = Instant::now();
-        let listed = self.store.list_aliases().await?;
+        let listed = self.replica.store.list_aliases().await?;
         for (name, generations) in listed {
             let newest = *generations.last().expect("a listed name has a generation");
             if self.aliases.cached(&name).is_some_and(|a| a.generation() >= newest) {
                 continue;
             }
-            if let Some(bytes) = self.store.alias_setting(&name, newest).await? {
+            if let Some(bytes) = self.replica.store.alias_setting(&name, newest).await? {
                 match Alias::from_bytes(&bytes) {
                     Ok(a) => {
                         self.aliases.remember(a);
@@ -292,11 +292,15 @@ impl Service {
     /// generation of it.
     async fn read_alias_stored(&self, name: &str) -> Result<(Option<Alias>, Vec<u64>), ServiceError> {
         for _ in 0..3 {
-            let listed =
-                self.store.list_aliases().await.map_err(|e| self.store_failure("cannot list the aliases", e))?;
+            let listed = self
+                .replica
+                .store
+                .list_aliases()
+                .await
+                .map_err(|e| self.store_failure("cannot list the aliases", e))?;
             let Some(generations) = listed.get(name).cloned() else { return Ok((None, Vec::new())) };
             let newest = *generations.last().expect("a listed name has a generation");
-            let read = self.store.alias_setting(name, newest).await;
+            let read = self.replica.store.alias_setting(name, newest).await;
             match read.map_err(|e| self.store_failure("cannot read the alias", e))? {
                 Some(bytes) => {
                     let alias = Alias::from_bytes(&bytes)
@@ -350,10 +354,10 @@ impl Service {
                 Some(a) => a.then(setting),
                 None => Alias { name: name.to_string(), history: vec![setting] },
             };
-            let landed = self.store.create_alias_setting(name, generation, next.to_bytes()).await;
+            let landed = self.replica.store.create_alias_setting(name, generation, next.to_bytes()).await;
             if landed.map_err(|e| self.store_failure("cannot store the alias", e))? {
                 self.metrics.record_alias_change(c.action.name());
-                self.store.prune_alias(name, &stored, generation).await;
+                self.replica.store.prune_alias(name, &stored, generation).await;
                 return Ok((self.aliases.remember(next), live.is_none()));
             }
             if *pre != Precondition::None {

@@ -195,7 +195,11 @@ impl Service {
     pub async fn create_study(&self, body: &Value) -> Result<StudyView, ServiceError> {
         let definition = Definition::from_json(Uuid::new_v4(), body)?;
         let bytes = Bytes::from(definition.to_json().to_string());
-        self.store.create_study(definition.id, bytes).await.map_err(|e| self.store_failure("storing the study", e))?;
+        self.replica
+            .store
+            .create_study(definition.id, bytes)
+            .await
+            .map_err(|e| self.store_failure("storing the study", e))?;
         self.metrics.studies_created.inc();
         let cached = Cached { definition, trials: BTreeMap::new(), model: StudyModel::default() };
         // No trials yet: the front is empty, cheap to compute here.
@@ -206,7 +210,7 @@ impl Service {
 
     /// Every stored study.
     pub async fn list_studies(&self) -> Result<Vec<StudyView>, ServiceError> {
-        let ids = self.store.list_studies().await.map_err(|e| self.store_error(e))?;
+        let ids = self.replica.store.list_studies().await.map_err(|e| self.store_error(e))?;
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
             match self.study(id).await {
@@ -232,11 +236,11 @@ impl Service {
     }
 
     pub async fn delete_study(&self, id: Uuid) -> Result<(), ServiceError> {
-        if self.store.study(id).await.map_err(|e| self.store_error(e))?.is_none() {
+        if self.replica.store.study(id).await.map_err(|e| self.store_error(e))?.is_none() {
             self.studies.lock().expect("studies").remove(&id);
             return Err(ServiceError::StudyNotFound(id));
         }
-        self.store.delete_study(id).await.map_err(|e| self.store_failure("deleting the study", e))?;
+        self.replica.store.delete_study(id).await.map_err(|e| self.store_failure("deleting the study", e))?;
         self.studies.lock().expect("studies").remove(&id);
         Ok(())
     }
@@ -292,7 +296,7 @@ impl Service {
                     reports: BTreeMap::new(),
                 };
                 let bytes = trial_bytes(&trial, &guard.definition.space);
-                if self.store.create_trial(id, trial.id, bytes).await.map_err(|e| self.store_error(e))? {
+                if self.replica.store.create_trial(id, trial.id, bytes).await.map_err(|e| self.store_error(e))? {
                     guard.trials.insert(trial.id, trial.clone());
                     out.push(trial);
                     break;
@@ -324,7 +328,7 @@ impl Service {
             return Err(ServiceError::AlreadyTold { trial });
         }
         let bytes = Bytes::from(tell_json(&guard.definition, &told, super::now()).to_string());
-        if !self.store.tell_trial(id, trial, bytes).await.map_err(|e| self.store_error(e))? {
+        if !self.replica.store.tell_trial(id, trial, bytes).await.map_err(|e| self.store_error(e))? {
             self.refresh(id, &mut guard).await?;
             return Err(ServiceError::AlreadyTold { trial });
         }
@@ -359,7 +363,7 @@ impl Service {
         }
         if !record.reports.contains_key(&step) {
             let bytes = Bytes::from(json!({"step": step, "value": value, "reported_at": super::now()}).to_string());
-            if self.store.report_trial(id, trial, step, bytes).await.map_err(|e| self.store_error(e))? {
+            if self.replica.store.report_trial(id, trial, step, bytes).await.map_err(|e| self.store_error(e))? {
                 guard.trials.get_mut(&trial).expect("held").reports.insert(step, value);
             } else {
                 self.refresh(id, &mut guard).await?;
@@ -409,10 +413,10 @@ impl Service {
                 reports: BTreeMap::new(),
             };
             let bytes = trial_bytes(&trial, &guard.definition.space);
-            if self.store.create_trial(id, trial.id, bytes).await.map_err(|e| self.store_error(e))? {
+            if self.replica.store.create_trial(id, trial.id, bytes).await.map_err(|e| self.store_error(e))? {
                 let told = Told::Complete(results.clone());
                 let bytes = Bytes::from(tell_json(&guard.definition, &told, super::now()).to_string());
-                self.store.tell_trial(id, trial.id, bytes).await.map_err(|e| self.store_error(e))?;
+                self.replica.store.tell_trial(id, trial.id, bytes).await.map_err(|e| self.store_error(e))?;
                 let record = TrialRecord { told: Some(told), ..trial };
                 guard.trials.insert(record.id, record.clone());
                 self.metrics.study_tells.inc();
@@ -430,7 +434,7 @@ impl Service {
         let cached = match known {
             Some(c) => c,
             None => {
-                let bytes = self.store.study(id).await.map_err(|e| self.store_error(e))?;
+                let bytes = self.replica.store.study(id).await.map_err(|e| self.store_error(e))?;
                 let Some(bytes) = bytes else { return Err(ServiceError::StudyNotFound(id)) };
                 let definition = Definition::from_stored(&bytes)
                     .map_err(|e| ServiceError::Storage(format!("study {id} is damaged in the store: {e}")))?;
@@ -452,14 +456,15 @@ impl Service {
     /// Reads the trials and tells of study `id` this replica has not seen; 404 when its
     /// definition is gone (deleted through another replica).
     async fn refresh(&self, id: Uuid, cached: &mut Cached) -> Result<(), ServiceError> {
-        if self.store.study(id).await.map_err(|e| self.store_error(e))?.is_none() {
+        if self.replica.store.study(id).await.map_err(|e| self.store_error(e))?.is_none() {
             self.studies.lock().expect("studies").remove(&id);
             return Err(ServiceError::StudyNotFound(id));
         }
-        let listing = self.store.study_listing(id).await.map_err(|e| self.store_error(e))?;
+        let listing = self.replica.store.study_listing(id).await.map_err(|e| self.store_error(e))?;
         let unseen: Vec<u64> = listing.trials.iter().copied().filter(|s| !cached.trials.contains_key(s)).collect();
         for seq in unseen {
-            let Some(bytes) = self.store.trial_object(id, seq, false).await.map_err(|e| self.store_error(e))? else {
+            let Some(bytes) = self.replica.store.trial_object(id, seq, false).await.map_err(|e| self.store_error(e))?
+            else {
                 continue;
             };
             let v: Value = serde_json::from_slice(&bytes).unwrap_or_default();
@@ -479,7 +484,8 @@ impl Service {
             if record.told.is_some() {
                 continue;
             }
-            let Some(bytes) = self.store.trial_object(id, seq, true).await.map_err(|e| self.store_error(e))? else {
+            let Some(bytes) = self.replica.store.trial_object(id, seq, true).await.map_err(|e| self.store_error(e))?
+            else {
                 continue;
             };
             let v: Value = serde_json::from_slice(&bytes).unwrap_or_default();
@@ -492,7 +498,8 @@ impl Service {
             if cached.trials.get(&seq).is_none_or(|r| r.reports.contains_key(&step)) {
                 continue;
             }
-            let Some(bytes) = self.store.report_object(id, seq, step).await.map_err(|e| self.store_error(e))? else {
+            let Some(bytes) = self.replica.store.report_object(id, seq, step).await.map_err(|e| self.store_error(e))?
+            else {
                 continue;
             };
             let v: Value = serde_json::from_slice(&bytes).unwrap_or_default();

@@ -4,41 +4,41 @@
 //!
 //! The store is the truth; the registry and the dataset catalog are views of it that a
 //! listing refreshes every `store_refresh_secs` (and GET /models at once). What keeps a
-//! deleted model deleted is in `deletes`.
+//! deleted model deleted is in `tombstones`.
 
-use super::{Service, ServiceError};
+use super::{locked, Replica, ReplicaError};
 use crate::estimator::FittedModel;
 use crate::registry::{Failure, FailureKind, ModelEntry, Status};
 use crate::store::delta::ListedDelta;
 use crate::store::{ListedModel, StoreError};
 use futures_util::stream::{self, StreamExt};
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use uuid::Uuid;
 
 /// Store reads in flight at once when a listing finds many new objects.
 const CONCURRENT_READS: usize = 8;
 
-impl Service {
+impl Replica {
     /// Reads the store's models and datasets at start (blocking: call off the async
-    /// threads), decodes the newest models while the cache has room, then marks the
-    /// service ready. Returns how many models were found.
-    pub fn load_store(&self) -> usize {
+    /// threads), with what `also` lists under the same listing, then decodes the newest
+    /// models while the cache has room. Returns how many models were found.
+    pub fn load<F: Future<Output = Result<(), StoreError>>>(&self, also: F) -> usize {
         let started = Instant::now();
         let found = self.store.block_on(async {
-            self.sync_store().await;
+            self.sync(also).await;
             self.warm_cache().await
         });
         tracing::info!(
             models = found.0,
             decoded = found.1,
-            datasets = self.list_datasets().len(),
+            datasets = self.datasets().len(),
             store = %self.store.describe(),
             duration_ms = started.elapsed().as_secs_f64() * 1e3,
             "stored models loaded"
         );
-        self.ready.send_replace(true);
         found.0
     }
 
@@ -63,15 +63,16 @@ impl Service {
 
     /// Brings the registry and the dataset catalog up to date with the store: objects
     /// that appeared are added (their heads read), objects that went away are dropped.
-    /// A store that cannot be reached leaves both as they are.
-    pub async fn sync_store(&self) {
+    /// A store that cannot be reached leaves both as they are. `also` (the aliases'
+    /// listing, which the service keeps) runs last under the same listing.
+    pub async fn sync<F: Future<Output = Result<(), StoreError>>>(&self, also: F) {
         if !self.store.is_durable() {
             // Nothing is written to a memory store: the registry is the only record.
             return;
         }
         let _one_at_a_time = self.sync_lock.lock().await;
         let started = Instant::now();
-        *self.last_sync.lock().unwrap_or_else(|p| p.into_inner()) = Some(started);
+        *locked(&self.last_sync) = Some(started);
         self.prune_tombstones();
         self.forget_due_markers().await;
         // Deltas before full objects: a delta listed whose model is then not listed
@@ -93,7 +94,7 @@ impl Service {
             Ok(ids) => self.sync_datasets(ids, started).await,
             Err(e) => self.sync_failed("datasets", &e),
         }
-        if let Err(e) = self.sync_aliases().await {
+        if let Err(e) = also.await {
             self.sync_failed("aliases", &e);
         }
         self.metrics.store_sync_seconds.observe(started.elapsed().as_secs_f64());
@@ -101,22 +102,22 @@ impl Service {
 
     /// A listing of a refresh that failed: counted, and said at warn (a replica whose
     /// listings fail serves models other replicas deleted until one succeeds).
-    pub(super) fn sync_failed(&self, what: &'static str, e: &StoreError) {
+    pub fn sync_failed(&self, what: &'static str, e: &StoreError) {
         let labels = crate::metrics::ListingLabels { listing: what.into() };
         self.metrics.store_sync_failures.get_or_create(&labels).inc();
         tracing::warn!(listing = what, error = %e, "a refresh could not list the store");
     }
 
-    /// As [`Service::sync_store`], unless a listing that began after this call did
-    /// finish meanwhile: many concurrent GET /models share one listing, and none sees
-    /// the store as it was before it asked.
-    pub async fn sync_store_if_stale(&self) {
+    /// As [`Replica::sync`], unless a listing that began after this call did finish
+    /// meanwhile: many concurrent GET /models share one listing, and none sees the store
+    /// as it was before it asked.
+    pub async fn sync_if_stale<F: Future<Output = Result<(), StoreError>>>(&self, also: F) {
         let asked = Instant::now();
         let _wait_for_the_running_one = self.sync_lock.lock().await;
-        let last = *self.last_sync.lock().unwrap_or_else(|p| p.into_inner());
+        let last = *locked(&self.last_sync);
         drop(_wait_for_the_running_one);
         if last.is_none_or(|t| t < asked) {
-            self.sync_store().await;
+            self.sync(also).await;
         }
     }
 
@@ -290,7 +291,7 @@ impl Service {
                 // This replica keeps serving the version before it, as it must (the
                 // versions before a damaged delta are intact): said once, and counted.
                 Err(StoreError::Corrupt { key, reason }) => {
-                    if self.damaged_deltas.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone()) {
+                    if locked(&self.damaged_deltas).insert(key.clone()) {
                         let labels = crate::metrics::ObjectLabels { object: "delta".into() };
                         self.metrics.damaged_objects.get_or_create(&labels).inc();
                         tracing::error!(
@@ -338,9 +339,9 @@ impl Service {
 
     async fn sync_datasets(&self, ids: Vec<Uuid>, listed_at: Instant) {
         let listed: HashSet<Uuid> = ids.iter().copied().collect();
-        self.catalog_write().retain(|id, (_, seen)| listed.contains(id) || *seen >= listed_at);
+        self.datasets_mut().retain(|id, (_, seen)| listed.contains(id) || *seen >= listed_at);
         let unknown: Vec<Uuid> = {
-            let catalog = self.catalog_read();
+            let catalog = self.datasets();
             ids.into_iter().filter(|id| !catalog.contains_key(id) && !self.is_tombstoned(*id)).collect()
         };
         let infos: Vec<_> = stream::iter(unknown)
@@ -351,7 +352,7 @@ impl Service {
         for (id, info) in infos {
             match info {
                 Ok(Some(info)) if !self.is_tombstoned(id) => {
-                    self.catalog_write().entry(id).or_insert((info, Instant::now()));
+                    self.datasets_mut().entry(id).or_insert((info, Instant::now()));
                 }
                 Ok(_) => {}
                 Err(e) => tracing::warn!(dataset_id = %id, error = %e, "cannot read a stored dataset's description"),
@@ -360,16 +361,16 @@ impl Service {
     }
 
     /// The model with this id: known here, or read from the store's head of it.
-    pub async fn lookup(&self, id: Uuid) -> Result<Arc<ModelEntry>, ServiceError> {
+    pub async fn lookup(&self, id: Uuid) -> Result<Arc<ModelEntry>, ReplicaError> {
         if let Some(entry) = self.registry.get(id) {
             return Ok(entry);
         }
         if !self.store.is_durable() || self.is_tombstoned(id) {
-            return Err(ServiceError::NotFound(id));
+            return Err(ReplicaError::NotFound(id));
         }
         match self.newest_entry(id, None).await {
             // A damaged head was moved to quarantine: there is no such model any more.
-            Err(ServiceError::FitFailed(_)) => Err(ServiceError::NotFound(id)),
+            Err(ReplicaError::Damaged(_)) => Err(ReplicaError::NotFound(id)),
             other => other,
         }
     }
@@ -377,16 +378,16 @@ impl Service {
     /// A ready model's decoded state: from the cache, or brought up from the store (its
     /// full object and the deltas after it; one read per model however many requests
     /// wait for it).
-    pub async fn fitted(&self, entry: &ModelEntry) -> Result<Arc<FittedModel>, ServiceError> {
+    pub async fn fitted(&self, entry: &ModelEntry) -> Result<Arc<FittedModel>, ReplicaError> {
         Ok(self.fitted_version(entry).await?.1)
     }
 
-    /// As [`Service::fitted`], with the version the model is: `entry`'s, or a newer one
+    /// As [`Replica::fitted`], with the version the model is: `entry`'s, or a newer one
     /// when the store's full object is already newer.
-    pub(super) async fn fitted_version(&self, entry: &ModelEntry) -> Result<(u64, Arc<FittedModel>), ServiceError> {
+    pub async fn fitted_version(&self, entry: &ModelEntry) -> Result<(u64, Arc<FittedModel>), ReplicaError> {
         let (id, want) = (entry.id, entry.version());
         if entry.summary().is_none() {
-            return Err(ServiceError::NotReady { id, status: entry.status() });
+            return Err(ReplicaError::NotReady { id, status: entry.status() });
         }
         // A newer version than asked for serves too: the request began just before an append.
         if let Some((v, m)) = self.registry.cache.newest(id).filter(|(v, _)| *v >= want) {
@@ -395,25 +396,25 @@ impl Service {
         if !self.store.is_durable() {
             // The cache is the only copy (it never evicts then): an append has replaced
             // this version meanwhile.
-            return self.registry.cache.newest(id).ok_or(ServiceError::NotFound(id));
+            return self.registry.cache.newest(id).ok_or(ReplicaError::NotFound(id));
         }
-        let gate = self.loading.lock().unwrap_or_else(|p| p.into_inner()).entry(id).or_default().clone();
+        let gate = locked(&self.loading).entry(id).or_default().clone();
         let _only_reader = gate.lock().await;
         if let Some((v, m)) = self.registry.cache.newest(id).filter(|(v, _)| *v >= want) {
             return Ok((v, m));
         }
         let started = Instant::now();
         let brought = self.bring_up(entry).await;
-        self.loading.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        locked(&self.loading).remove(&id);
         match brought {
             Ok(v) => {
                 self.keep_version(entry, &v);
                 tracing::debug!(model_id = %id, version = v.version, duration_ms = started.elapsed().as_secs_f64() * 1e3, "model read from the store");
                 Ok((v.version, v.fitted))
             }
-            Err(ServiceError::NotFound(_)) => {
+            Err(ReplicaError::NotFound(_)) => {
                 self.registry.remove(id);
-                Err(ServiceError::NotFound(id))
+                Err(ReplicaError::NotFound(id))
             }
             Err(e) => Err(e),
         }
@@ -424,7 +425,7 @@ impl Service {
     /// reported, counted and left for a human (500 `damaged-model`, naming the delta:
     /// the versions before it are intact, and an operator decides); anything else is the
     /// store's usual answer.
-    pub(super) async fn read_failure(&self, id: Uuid, e: StoreError) -> ServiceError {
+    pub(super) async fn read_failure(&self, id: Uuid, e: StoreError) -> ReplicaError {
         let damaged = |object: &str| {
             let labels = crate::metrics::ObjectLabels { object: object.into() };
             self.metrics.damaged_objects.get_or_create(&labels).inc();
@@ -435,7 +436,7 @@ impl Service {
                 tracing::error!(model_id = %id, reason, "a stored model is damaged");
                 self.store.quarantine_model(id, &reason).await;
                 self.registry.remove(id);
-                ServiceError::FitFailed(Failure {
+                ReplicaError::Damaged(Failure {
                     kind: FailureKind::Internal,
                     detail: format!("the stored model {id} is damaged and was moved to quarantine: {reason}"),
                 })
@@ -447,47 +448,9 @@ impl Service {
                     "model {id}: its stored update {key} is damaged ({reason}); the model cannot be brought up to \
                      its newest version until an operator repairs or removes that delta"
                 );
-                ServiceError::DamagedModel { id, key, detail }
+                ReplicaError::DamagedDelta { id, key, detail }
             }
             e => self.store_error(e),
         }
-    }
-
-    /// The error a request gets when the store let it down.
-    pub(super) fn store_error(&self, e: StoreError) -> ServiceError {
-        self.store_failure("", e)
-    }
-
-    /// As [`Service::store_error`], saying what could not be done (`what`) when the
-    /// store answered but refused.
-    pub(super) fn store_failure(&self, what: &str, e: StoreError) -> ServiceError {
-        if e.is_unavailable() {
-            ServiceError::StoreUnavailable { detail: e.to_string(), retry_after: self.store_retry_after() }
-        } else if what.is_empty() {
-            ServiceError::Storage(e.to_string())
-        } else {
-            ServiceError::Storage(format!("{what}: {e}"))
-        }
-    }
-
-    /// When to try again while the store is down: the next refresh will have probed it.
-    pub fn store_retry_after(&self) -> Duration {
-        Duration::from_secs(self.config.store_refresh_secs.max(1))
-    }
-
-    /// Refreshes from the store every `store_refresh_secs` until the service is dropped.
-    pub fn spawn_refresh(self: &Arc<Self>) {
-        let weak = Arc::downgrade(self);
-        let period = Duration::from_secs(self.config.store_refresh_secs.max(1));
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(period);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            tick.tick().await;
-            loop {
-                tick.tick().await;
-                let Some(service) = weak.upgrade() else { break };
-                service.sync_store().await;
-            }
-        });
     }
 }

@@ -10,16 +10,14 @@
 //! targets), and whose result does not depend on the thread count: a replayed model is
 //! the appended one bit for bit.
 
-use super::observations::grown_sample;
-use super::training::stored_model;
-use super::{Service, ServiceError};
+use super::stored::{grown_sample, stored_model};
+use super::{locked, Replica, ReplicaError};
 use crate::estimator::FittedModel;
 use crate::linalg::Parallelism;
 use crate::registry::ModelEntry;
 use crate::store::delta::{Delta, ListedDelta};
 use crate::store::ModelSummary;
 use futures_util::stream::{self, StreamExt};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 use uuid::Uuid;
@@ -46,11 +44,11 @@ pub(super) enum Replay {
     /// The delta of this version is gone: a compaction folded it into a newer full
     /// object meanwhile (read that instead).
     Gap(u64),
-    Failed(ServiceError),
+    Failed(ReplicaError),
 }
 
-impl From<ServiceError> for Replay {
-    fn from(e: ServiceError) -> Replay {
+impl From<ReplicaError> for Replay {
+    fn from(e: ReplicaError) -> Replay {
         Replay::Failed(e)
     }
 }
@@ -64,7 +62,7 @@ pub enum Compaction {
     Raced,
 }
 
-impl Service {
+impl Replica {
     /// Applies the deltas after `from` up to version `to`, in order: read a few at a
     /// time (each read is a round trip to the store), then replayed at once.
     pub(super) async fn replay(&self, id: Uuid, from: Version, to: u64) -> Result<Version, Replay> {
@@ -83,12 +81,12 @@ impl Service {
             return Ok(from);
         }
         let count = deltas.len() as u64;
-        let busy = self.pool.running() + self.heavy_predicts.load(Ordering::Acquire);
+        let busy = self.busy.now();
         let task = tokio::task::spawn_blocking(move || apply(from, deltas, busy));
         let version = match task.await {
             Ok(Ok(v)) => v,
-            Ok(Err(detail)) => return Err(Replay::Failed(ServiceError::Storage(format!("model {id}: {detail}")))),
-            Err(_) => return Err(Replay::Failed(ServiceError::Storage(format!("model {id}: a replay panicked")))),
+            Ok(Err(detail)) => return Err(Replay::Failed(ReplicaError::Storage(format!("model {id}: {detail}")))),
+            Err(_) => return Err(Replay::Failed(ReplicaError::Storage(format!("model {id}: a replay panicked")))),
         };
         self.metrics.deltas_replayed.inc_by(count);
         Ok(version)
@@ -97,9 +95,9 @@ impl Service {
     /// Model `entry` at its version, or newer when the store holds a newer full object:
     /// from an older version in the cache plus deltas, else from the full object plus
     /// deltas. The version reached is cached and, when newer than `entry`, registered.
-    pub(super) async fn bring_up(&self, entry: &ModelEntry) -> Result<Version, ServiceError> {
+    pub(super) async fn bring_up(&self, entry: &ModelEntry) -> Result<Version, ReplicaError> {
         let (id, want) = (entry.id, entry.version());
-        let summary = entry.summary().ok_or(ServiceError::NotReady { id, status: entry.status() })?;
+        let summary = entry.summary().ok_or(ReplicaError::NotReady { id, status: entry.status() })?;
         if let Some((cached, fitted)) = self.registry.cache.newest(id).filter(|(v, _)| *v < want) {
             let from = Version {
                 version: cached,
@@ -121,10 +119,10 @@ impl Service {
         for _ in 0..3 {
             let loaded = match self.store.load_model(id).await {
                 Ok(Some(l)) => l,
-                Ok(None) => return Err(ServiceError::NotFound(id)),
+                Ok(None) => return Err(ReplicaError::NotFound(id)),
                 Err(e) => return Err(self.read_failure(id, e).await),
             };
-            let summary = Arc::new(loaded.head.summary().map_err(ServiceError::Storage)?);
+            let summary = Arc::new(loaded.head.summary().map_err(ReplicaError::Storage)?);
             let from = Version {
                 version: summary.version,
                 fitted: Arc::new(loaded.fitted),
@@ -141,7 +139,7 @@ impl Service {
                 Err(Replay::Failed(e)) => return Err(e),
             }
         }
-        Err(ServiceError::Storage(format!(
+        Err(ReplicaError::Storage(format!(
             "model {id}: the update to version {missing} is missing from the store (compacted away while it was read, \
              three times, or lost); retry"
         )))
@@ -175,17 +173,17 @@ impl Service {
 
     /// The newest version of model `id` the store holds, from its full object's head and
     /// the deltas after `known` (the entry known here, if any): registered here, and
-    /// returned. Its decoded model is brought up on use ([`Service::fitted`]).
-    pub(super) async fn newest_entry(
+    /// returned. Its decoded model is brought up on use ([`Replica::fitted`]).
+    pub async fn newest_entry(
         &self,
         id: Uuid,
         known: Option<Arc<ModelEntry>>,
-    ) -> Result<Arc<ModelEntry>, ServiceError> {
+    ) -> Result<Arc<ModelEntry>, ReplicaError> {
         let head = match self.store.model_head(id).await {
             Ok(Some(h)) => h,
             Ok(None) => {
                 self.registry.remove(id);
-                return Err(ServiceError::NotFound(id));
+                return Err(ReplicaError::NotFound(id));
             }
             Err(e) => return Err(self.read_failure(id, e).await),
         };
@@ -195,14 +193,14 @@ impl Service {
             Ok(false) => {}
             Ok(true) => {
                 self.registry.remove(id);
-                return Err(ServiceError::NotFound(id));
+                return Err(ReplicaError::NotFound(id));
             }
             Err(e) => return Err(self.store_error(e)),
         }
         let base = head.summary().map_or(1, |s| s.version);
         let mut entry = match known {
             Some(k) if k.version() >= base => k,
-            _ => Arc::new(ModelEntry::restored(&head).map_err(ServiceError::Storage)?),
+            _ => Arc::new(ModelEntry::restored(&head).map_err(ReplicaError::Storage)?),
         };
         // The deltas after it, as a listing shows them: one round trip, then one read.
         let listed = match self.store.list_deltas().await {
@@ -212,7 +210,7 @@ impl Service {
         entry = self.with_listed_deltas(entry, &listed).await?;
         if self.registry.get(id).is_none_or(|c| c.version() < entry.version()) {
             if self.is_tombstoned(id) {
-                return Err(ServiceError::NotFound(id));
+                return Err(ReplicaError::NotFound(id));
             }
             self.registry.insert(entry.clone());
         }
@@ -225,7 +223,7 @@ impl Service {
         &self,
         entry: Arc<ModelEntry>,
         listed: &[ListedDelta],
-    ) -> Result<Arc<ModelEntry>, ServiceError> {
+    ) -> Result<Arc<ModelEntry>, ReplicaError> {
         let id = entry.id;
         let mut after: Vec<u64> =
             listed.iter().filter(|d| d.id == id && d.version > entry.version()).map(|d| d.version).collect();
@@ -241,9 +239,9 @@ impl Service {
     }
 
     /// The entry of the version a delta makes, from an entry of an older version.
-    pub(super) fn entry_of_delta(&self, older: &ModelEntry, d: &Delta) -> Result<ModelEntry, ServiceError> {
+    pub(super) fn entry_of_delta(&self, older: &ModelEntry, d: &Delta) -> Result<ModelEntry, ReplicaError> {
         let summary: ModelSummary = serde_json::from_str(&d.head.summary)
-            .map_err(|e| ServiceError::Storage(format!("model {}: a delta's summary: {e}", older.id)))?;
+            .map_err(|e| ReplicaError::Storage(format!("model {}: a delta's summary: {e}", older.id)))?;
         let next = older.next_version(d.head.n_train as usize, Arc::new(summary));
         next.keep_stored_of(older);
         Ok(next)
@@ -252,21 +250,21 @@ impl Service {
     /// Compacts model `entry` in the background when its deltas since the full object
     /// (`base`, the full object's version as last read) reach the configured count or
     /// bytes. One compaction per model at a time here; appends and predictions go on.
-    pub(super) fn maybe_compact(self: &Arc<Self>, entry: Arc<ModelEntry>, fitted: Arc<FittedModel>, base: u64) {
+    pub fn maybe_compact(self: &Arc<Self>, entry: Arc<ModelEntry>, fitted: Arc<FittedModel>, base: u64) {
         let Some(summary) = entry.summary() else { return };
-        let due = summary.version.saturating_sub(base) >= self.config.compact_deltas.max(1)
-            || summary.delta_bytes >= self.config.compact_bytes;
-        if !due || !self.compacting.lock().unwrap_or_else(|p| p.into_inner()).insert(entry.id) {
+        let due = summary.version.saturating_sub(base) >= self.settings.compact_deltas.max(1)
+            || summary.delta_bytes >= self.settings.compact_bytes;
+        if !due || !locked(&self.compacting).insert(entry.id) {
             return;
         }
-        let service = self.clone();
+        let replica = self.clone();
         tokio::spawn(async move {
             let id = entry.id;
             let started = Instant::now();
-            let outcome = service.compact(&entry, fitted).await;
-            service.compacting.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+            let outcome = replica.compact(&entry, fitted).await;
+            locked(&replica.compacting).remove(&id);
             let (label, ms) = (outcome_label(&outcome), started.elapsed().as_secs_f64() * 1e3);
-            service.metrics.compactions.get_or_create(&crate::metrics::OutcomeLabels { outcome: label.into() }).inc();
+            replica.metrics.compactions.get_or_create(&crate::metrics::OutcomeLabels { outcome: label.into() }).inc();
             match outcome {
                 Ok(c) => tracing::info!(model_id = %id, outcome = ?c, duration_ms = ms, "deltas compacted"),
                 Err(e) => tracing::warn!(model_id = %id, error = %e, duration_ms = ms, "compaction failed"),
@@ -281,9 +279,9 @@ impl Service {
         self: &Arc<Self>,
         entry: &ModelEntry,
         fitted: Arc<FittedModel>,
-    ) -> Result<Compaction, ServiceError> {
+    ) -> Result<Compaction, ReplicaError> {
         let id = entry.id;
-        let summary = entry.summary().ok_or(ServiceError::NotReady { id, status: entry.status() })?;
+        let summary = entry.summary().ok_or(ReplicaError::NotReady { id, status: entry.status() })?;
         let version = summary.version;
         // The tag first, then the head: the head is then of that version or a newer one,
         // so a full object found older than `version` is replaced only if still the one
@@ -294,7 +292,7 @@ impl Service {
         let Some(head) = self.store.model_head(id).await.map_err(|e| self.store_error(e))? else {
             return Ok(Compaction::Raced);
         };
-        let stored = head.summary().map_err(ServiceError::Storage)?;
+        let stored = head.summary().map_err(ReplicaError::Storage)?;
         if stored.version >= version {
             return Ok(Compaction::Raced);
         }
@@ -313,9 +311,9 @@ impl Service {
         let summary = ModelSummary { folded: folded.split_off(keep_from), delta_bytes: 0, ..summary.as_ref().clone() };
         let (model, head) = stored_model(entry, &fitted, &summary);
         let store_task = {
-            let service = self.clone();
+            let replica = self.clone();
             tokio::task::spawn_blocking(move || {
-                service.store.block_on(service.store.replace_model(&model, &head, &tag))
+                replica.store.block_on(replica.store.replace_model(&model, &head, &tag))
             })
         };
         match store_task.await {
@@ -334,7 +332,7 @@ impl Service {
             }
             Ok(Err(e)) if e.is_conflict() => return Ok(Compaction::Raced),
             Ok(Err(e)) => return Err(self.store_error(e)),
-            Err(_) => return Err(ServiceError::Storage(format!("model {id}: the compaction's write panicked"))),
+            Err(_) => return Err(ReplicaError::Storage(format!("model {id}: the compaction's write panicked"))),
         }
         // Also any left by an earlier compaction that stopped before this step.
         let deltas = self.store.delete_deltas_of(id, Some(version)).await.map_err(|e| self.store_error(e))?;
@@ -342,7 +340,7 @@ impl Service {
     }
 }
 
-fn outcome_label(outcome: &Result<Compaction, ServiceError>) -> &'static str {
+fn outcome_label(outcome: &Result<Compaction, ReplicaError>) -> &'static str {
     match outcome {
         Ok(Compaction::Compacted { .. }) => "compacted",
         Ok(Compaction::Raced) => "raced",
