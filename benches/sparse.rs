@@ -11,7 +11,8 @@ mod common;
 use common::{median_ms, points};
 use mercer::estimator::approximation::Selection;
 use mercer::estimator::{
-    nystrom::inducing, FitContext, GaussianProcess, KernelRidge, PredictOptions, Predictor, SparseGpModel, TrainingSet,
+    approximation::inducing, FitContext, GaussianProcess, KernelRidge, PredictOptions, Predictor, SparseGpModel,
+    TrainingSet,
 };
 use mercer::kernel::Kernel;
 use mercer::linalg::Parallelism;

@@ -3,9 +3,9 @@
 //! restores that turns a stored fit back into its kind's model.
 
 use super::{
-    gaussian_process, gp_classifier, kernel_logistic, kernel_perceptron, kernel_ridge, nadaraya_watson, rbf_network,
-    svm, transform, AppendError, AppendRows, ClassLabels, Fitted, ModelKind, Predictor, RestoreError, Restoring,
-    StoredFit, StoredRows, TrainingSet,
+    gaussian_process, kernel_logistic, kernel_perceptron, kernel_ridge, nadaraya_watson, rbf_network, svm, transform,
+    AppendError, AppendRows, ClassLabels, Fitted, ModelKind, Predictor, RestoreError, Restoring, StoredFit, StoredRows,
+    TrainingSet,
 };
 use crate::kernel::RowKind;
 use crate::linalg::Parallelism;
@@ -24,7 +24,7 @@ fn restorer(kind: ModelKind) -> Restore {
     match kind {
         ModelKind::KernelRidge => kernel_ridge::restore,
         ModelKind::GaussianProcess => gaussian_process::restore,
-        ModelKind::GpClassifier => gp_classifier::restore,
+        ModelKind::GpClassifier => gaussian_process::classifier::restore,
         ModelKind::Svm | ModelKind::NuSvm => svm::restore_svc,
         ModelKind::KernelPerceptron => kernel_perceptron::restore,
         ModelKind::KernelLogistic => kernel_logistic::restore,

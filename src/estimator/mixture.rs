@@ -9,7 +9,7 @@
 //! Every probability is handled in log space through log-sum-exp.
 
 use super::{FitContext, FitError};
-use crate::estimator::nystrom::inducing::{assign, kmeans_plus_plus, lloyd};
+use crate::estimator::approximation::inducing::{assign, kmeans_plus_plus, lloyd};
 use crate::kernel::{Mixture, MixtureKernel, Points};
 use crate::spec::FieldError;
 use nalgebra::DMatrix;

@@ -15,13 +15,16 @@
 //!   goes through; `fitted.rs`: what every fitted model shares and the table of
 //!   restores; `stored.rs`: the plain data a fit is stored as;
 //! - a folder or file per family, each with its approximations: `kernel_ridge/` (with
-//!   its cg solve), `gaussian_process/` (with the sparse GP), `gp_classifier.rs`,
+//!   its cg solve), `gaussian_process/` (with the sparse GP, posterior draws and the GP
+//!   classifier, `classifier/`),
 //!   `svm/` (C- and nu-SVC with the SVC on Nystrom features, the SVRs, one-class;
 //!   `svm/kinds.rs` is how the estimator sees them), `kernel_logistic/`,
 //!   `kernel_perceptron.rs`, `nadaraya_watson.rs`, `rbf_network.rs`, `transform/`;
-//! - shared machinery: `approximation.rs` (every kind's `approximation` params: exact,
-//!   Nystrom or variational, and how inducing points are chosen), `nystrom/` (the
-//!   streaming toolkit, inducing points, the classifiers' feature map), `targets/` (training data, class labels,
+//! - shared machinery: `approximation/` (every kind's `approximation` params: exact,
+//!   Nystrom or variational, and how inducing points are chosen; the inducing points
+//!   themselves, Nystrom's solve and streaming toolkit), `nystrom_features.rs` (the
+//!   classifiers' feature map and linear machines),
+//!   `variational/` (the SVGP both GP kinds share), `targets/` (training data, class labels,
 //!   several outputs), `online.rs` (rows appended to exact fits), `dual.rs` (one-vs-rest
 //!   expansions), `coefficients.rs` (scikit-learn's fitted coefficients), `weights.rs`,
 //!   `mixture.rs`, `numeric.rs`, `report.rs`, `prediction.rs`.
@@ -40,14 +43,13 @@ mod context;
 pub mod dual;
 mod fitted;
 pub mod gaussian_process;
-pub mod gp_classifier;
 pub mod kernel_logistic;
 pub mod kernel_perceptron;
 pub mod kernel_ridge;
 pub mod mixture;
 pub mod nadaraya_watson;
 mod numeric;
-pub mod nystrom;
+pub mod nystrom_features;
 pub mod online;
 mod prediction;
 pub mod rbf_network;
@@ -65,10 +67,10 @@ pub use catalogue::{Capabilities, Entry, KindRow, ModelKind, Precomputed, Task};
 pub use coefficients::{Alpha, Coefficients};
 pub use context::{CancelToken, FitContext, FitError, Progress, ProgressState};
 pub use fitted::FittedModel;
+pub use gaussian_process::classifier::{GpClassifier, GpClassifierModel};
 pub(crate) use gaussian_process::search::HyperSearch;
 pub use gaussian_process::sparse::SparseGpModel;
 pub use gaussian_process::{GaussianProcess, GaussianProcessModel};
-pub use gp_classifier::{GpClassifier, GpClassifierModel};
 pub use kernel_logistic::{KernelLogistic, KernelLogisticModel};
 pub use kernel_perceptron::{KernelPerceptron, KernelPerceptronModel};
 pub use kernel_ridge::{KernelRidge, KernelRidgeModel};

@@ -38,7 +38,7 @@ pub const SAMPLE_ROWS: usize = 500;
 /// its dataset's target column there (`labels`), or nulls.
 pub fn sample_json(data: &TrainingData, labels: Option<&crate::dataset::Targets>) -> String {
     let x = data.x();
-    let rows = crate::estimator::nystrom::inducing::sample_rows(x.n(), x.n().min(SAMPLE_ROWS), 0x5A3F1E);
+    let rows = crate::estimator::approximation::inducing::sample_rows(x.n(), x.n().min(SAMPLE_ROWS), 0x5A3F1E);
     let y: Vec<Value> = match data {
         // Output 0 of a multi-output model: y is column-major, so its first n values.
         TrainingData::Regression(d) => rows.iter().map(|&i| serde_json::json!(d.y[i])).collect(),

@@ -435,7 +435,7 @@ impl Service {
             .and_then(|s| serde_json::from_str(&s).ok())
             .unwrap_or_else(|| serde_json::json!({"n_train": entry.n_train, "x": [], "y": []}));
         let support = fitted.predictor().support();
-        let rows = crate::estimator::nystrom::inducing::sample_rows(
+        let rows = crate::estimator::approximation::inducing::sample_rows(
             support.n(),
             support.n().min(crate::replica::stored::SAMPLE_ROWS),
             0x5A3F1E,

@@ -5,7 +5,7 @@
 //! too), across replicas by the store: each version's delta is written create-only, so
 //! of two replicas appending the same version one lands and the other redoes its append
 //! on top of it. Nothing is acknowledged before its delta is stored (a small object: the
-//! full model is rewritten only by compaction, see `deltas`), and a prediction holds one
+//! full model is rewritten only by compaction, see `crate::replica`), and a prediction holds one
 //! version for its whole run.
 
 use super::training::failure_of;

@@ -9,8 +9,10 @@
 //! `likelihood.rs`: the log marginal likelihood, its gradient and the hyperparameter
 //! search; `model.rs`: the fitted model (predict, append, storage); `sparse.rs`: the
 //! nystrom form (Titsias' bound); `variational.rs`: the variational form (any of its
-//! likelihoods, through `estimator/variational/`).
+//! likelihoods, through `estimator/variational/`); `posterior.rs`: joint posterior
+//! draws; `classifier/`: the GP classifier (Laplace, and its variational form).
 
+pub mod classifier;
 mod likelihood;
 mod model;
 pub mod posterior;
@@ -24,9 +26,9 @@ use super::{
     regularised_gram, Estimator, FitContext, FitError, Fitted, ModelKind, RestoreError, Restoring, RidgeForm, Spec,
     TrainingData, TrainingReport, TrainingSet,
 };
+use crate::estimator::approximation::nystrom::SearchSize;
 use crate::estimator::approximation::Approximation;
 use crate::estimator::approximation::Mode;
-use crate::estimator::nystrom::SearchSize;
 use crate::estimator::targets::outputs::Normalisation;
 use crate::estimator::variational::{LikelihoodKind, Params as VariationalParams};
 use crate::kernel::hyper::Hyper;
@@ -300,7 +302,7 @@ impl Spec for GaussianProcess {
             let search = self
                 .optimize
                 .then(|| SearchSize { params: self.theta().len(), subset_rows: sparse::OPTIMIZE_SUBSET_ROWS });
-            return crate::estimator::nystrom::fit_memory_estimate(n, d, self.approx.m(n), search);
+            return crate::estimator::approximation::nystrom::fit_memory_estimate(n, d, self.approx.m(n), search);
         }
         // One n x n matrix (K, factorised in place) plus the data; the hyperparameter
         // search holds K, one gradient matrix per free hyperparameter, the inverse and W.

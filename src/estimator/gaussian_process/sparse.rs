@@ -1,7 +1,7 @@
 //! Sparse Gaussian-process regression: Titsias' variational free energy (VFE, GPflow's
 //! SGPR) with M inducing points Z, for `gaussian_process` with `approximation: nystrom`.
 //!
-//! With K_MM = L L', G = A A' for A = L^-1 K_Mn (streamed as in `nystrom/mod.rs`),
+//! With K_MM = L L', G = A A' for A = L^-1 K_Mn (streamed as in `approximation/nystrom.rs`),
 //! B = I + G / s (s the noise variance) = L_B L_B', and c = L_B^-1 L^-1 K_Mn y / s, the
 //! collapsed bound is
 //!
@@ -22,9 +22,9 @@
 //! [`OPTIMIZE_SUBSET_ROWS`], the search runs on a seeded uniform subset of that many rows
 //! (inducing points fixed) and the final fit on every row (`training.optimized_on_rows`).
 
+use crate::estimator::approximation::nystrom::{factor_kmm, over_row_blocks, weighted_moments, whiten, Moments};
 use crate::estimator::coefficients;
 use crate::estimator::gaussian_process::GaussianProcess;
-use crate::estimator::nystrom::{factor_kmm, over_row_blocks, weighted_moments, whiten, Moments};
 use crate::estimator::targets::outputs::{gp_prediction, mean_rows, Normalisation};
 use crate::estimator::{
     Coefficients, FitContext, FitError, Fitted, ModelKind, Outputs, PredictOptions, Prediction, Predictor, Progress,
@@ -288,7 +288,8 @@ impl SparseGpModel {
     /// if asked for (on a subset of rows beyond [`OPTIMIZE_SUBSET_ROWS`]), then the fit.
     pub fn fit(spec: &GaussianProcess, data: &TrainingSet, ctx: &FitContext) -> Result<SparseGpModel, FitError> {
         noise_of(spec)?;
-        let (z, indices) = crate::estimator::nystrom::inducing_points(&spec.approx, spec.seed, &data.x, ctx)?;
+        let (z, indices) =
+            crate::estimator::approximation::nystrom::inducing_points(&spec.approx, spec.seed, &data.x, ctx)?;
         let mut model = Self::fit_at(spec, z, data, ctx)?;
         model.report.inducing_indices = indices;
         Ok(model)
@@ -318,7 +319,7 @@ impl SparseGpModel {
         }
         let report = TrainingReport {
             evidence_lower_bound: Some(fixed.bound),
-            ..crate::estimator::nystrom::report(z.n(), fixed.jitter).merge_search(search)
+            ..crate::estimator::approximation::nystrom::report(z.n(), fixed.jitter).merge_search(search)
         };
         Ok(SparseGpModel { spec: fitted, z, v: fixed.v, weights: fixed.weights, outputs: data.outputs, norm, report })
     }
@@ -333,8 +334,11 @@ impl SparseGpModel {
         let n = x.n();
         let (xs, ys, on_rows, subset) = if n > OPTIMIZE_SUBSET_ROWS {
             // Another stream than the inducing points' draw from the same seed.
-            let rows =
-                crate::estimator::nystrom::inducing::sample_rows(n, OPTIMIZE_SUBSET_ROWS, spec.seed ^ 0x0B7_1A1E_5EED);
+            let rows = crate::estimator::approximation::inducing::sample_rows(
+                n,
+                OPTIMIZE_SUBSET_ROWS,
+                spec.seed ^ 0x0B7_1A1E_5EED,
+            );
             let ys = y.select_rows(&rows);
             // A noise per row is taken at the subset's rows.
             (std::borrow::Cow::Owned(x.select(&rows)), std::borrow::Cow::Owned(ys), spec.for_rows(&rows), true)

@@ -191,7 +191,7 @@ impl Spec for KernelLogistic {
         match self.approx.mode {
             // (Variational is refused for kernel_logistic when its params are read.)
             Mode::Nystrom | Mode::Variational => {
-                crate::estimator::nystrom::classifiers::fit_memory_estimate(n, d, self.approx.m(n))
+                crate::estimator::nystrom_features::fit_memory_estimate(n, d, self.approx.m(n))
             }
             Mode::Exact | Mode::Auto => KernelLogistic::fit_memory_estimate(self, n, d),
         }

@@ -22,9 +22,9 @@
 //! With M = n inducing points at the training rows, Phi = L' (in the rows' order) and
 //! |w|^2 = a'Ka for w = L'a: the exact model's objective, and its optimum.
 
+use crate::estimator::approximation::nystrom::{over_row_blocks, rank_update, whitened_block};
 use crate::estimator::dual;
-use crate::estimator::nystrom::classifiers::{feature_budget, FeatureMap};
-use crate::estimator::nystrom::{over_row_blocks, rank_update, whitened_block};
+use crate::estimator::nystrom_features::{feature_budget, FeatureMap};
 use crate::estimator::targets::labels::ClassificationSet;
 use crate::estimator::{log1p_exp, sigmoid, FitContext, FitError, KernelLogistic, KernelLogisticModel};
 use crate::kernel::Points;
@@ -59,8 +59,9 @@ pub fn fit_with_budget(
     let sample = match cache {
         Some(_) => None,
         None => {
-            let rows = (budget / (8 * map.width())).clamp(crate::estimator::nystrom::BLOCK_ROWS.min(n), n);
-            let draw = crate::estimator::nystrom::inducing::sample_rows(n, rows, spec.seed ^ WARM_SEED);
+            let rows =
+                (budget / (8 * map.width())).clamp(crate::estimator::approximation::nystrom::BLOCK_ROWS.min(n), n);
+            let draw = crate::estimator::approximation::inducing::sample_rows(n, rows, spec.seed ^ WARM_SEED);
             ctx.progress.phase("kernel_pass");
             let phi = map.features(&data.x, &draw, ctx)?;
             Some((draw, phi))

@@ -3,7 +3,7 @@
 //! Matches scikit-learn's `KernelRidge` (its `alpha` is our `lambda`), which also solves
 //! by Cholesky. Only alpha and the training points are kept: the factor is not needed to
 //! predict. With `approximation: nystrom` the fitted state has the same form, over the M
-//! inducing points (`nystrom/mod.rs` computes the weights).
+//! inducing points (`approximation/nystrom.rs` computes the weights).
 //!
 //! `sample_weight` as scikit-learn applies it: with S = diag(sqrt(w)), b = (S K S +
 //! lambda I)^-1 S y and alpha = S b (rows of weight 0 get alpha 0 and move nothing).
@@ -87,9 +87,9 @@ impl KernelRidge {
             Solver::Cg => {
                 let data = n * (d + 2) * 8 * 2;
                 data + crate::estimator::kernel_ridge::falkon::memory_estimate(m, 1, self.solver.options().single)
-                    + crate::estimator::nystrom::inducing::sample_bytes(n, d, m)
+                    + crate::estimator::approximation::inducing::sample_bytes(n, d, m)
             }
-            _ => super::nystrom::fit_memory_estimate(n, d, m, None),
+            _ => crate::estimator::approximation::nystrom::fit_memory_estimate(n, d, m, None),
         }
     }
 
@@ -212,7 +212,7 @@ impl KernelRidge {
             return self.fit_cg_at(z, rows, data, ctx);
         }
         let scale = self.scale();
-        let (weights, jitter) = super::nystrom::ridge_weights(
+        let (weights, jitter) = crate::estimator::approximation::nystrom::ridge_weights(
             &self.kernel,
             self.lambda,
             &z,
@@ -221,7 +221,10 @@ impl KernelRidge {
             scale.as_deref(),
             ctx,
         )?;
-        let report = TrainingReport { solver: Some("direct".into()), ..super::nystrom::report(z.n(), jitter) };
+        let report = TrainingReport {
+            solver: Some("direct".into()),
+            ..crate::estimator::approximation::nystrom::report(z.n(), jitter)
+        };
         Ok(self.nystrom_model(z, weights, data, report))
     }
 
@@ -269,7 +272,7 @@ impl KernelRidge {
             iterations: Some(out.iterations),
             converged: Some(out.converged),
             residual: Some(out.residual),
-            ..super::nystrom::report(z.n(), out.jitter)
+            ..crate::estimator::approximation::nystrom::report(z.n(), out.jitter)
         };
         Ok(self.nystrom_model(z, out.weights, data, report))
     }
@@ -422,7 +425,8 @@ impl Estimator for KernelRidge {
     fn fit(&self, data: &TrainingSet, ctx: &FitContext) -> Result<KernelRidgeModel, FitError> {
         ctx.cancel.check()?;
         if self.approx.mode == Mode::Nystrom {
-            let (z, indices) = super::nystrom::inducing_points(&self.approx, self.seed, &data.x, ctx)?;
+            let (z, indices) =
+                crate::estimator::approximation::nystrom::inducing_points(&self.approx, self.seed, &data.x, ctx)?;
             let mut model = self.fit_nystrom_rows(z, indices.as_deref(), data, ctx)?;
             model.report.inducing_indices = indices;
             return Ok(model);

@@ -5,7 +5,7 @@
 use super::nystrom::NystromSvmModel;
 use super::{OneClassModel, OneClassSvm, Svm, SvmModel, Svr, SvrModel};
 use crate::estimator::approximation::{Approximation, Mode};
-use crate::estimator::nystrom::classifiers;
+use crate::estimator::nystrom_features;
 use crate::estimator::{
     ClassLabels, Coefficients, CrossPredictor, Estimator, FitContext, FitError, Fitted, ModelKind, PredictOptions,
     Prediction, RestoreError, Restoring, Spec, TableFit, TrainingData,
@@ -42,7 +42,7 @@ impl Spec for Svm {
 
     fn fit_memory_estimate(&self, n: usize, d: usize) -> usize {
         match self.approximation() {
-            Some(a) if a.mode == Mode::Nystrom => classifiers::fit_memory_estimate(n, d, a.m(n)),
+            Some(a) if a.mode == Mode::Nystrom => nystrom_features::fit_memory_estimate(n, d, a.m(n)),
             _ => Svm::fit_memory_estimate(self, n, d),
         }
     }

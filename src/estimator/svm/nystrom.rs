@@ -16,7 +16,7 @@
 //! loop on each (block minimisation, Yu et al. 2010).
 
 use crate::estimator::dual::{self, DualClassifier, DualSpec};
-use crate::estimator::nystrom::classifiers::{feature_budget, FeatureMap};
+use crate::estimator::nystrom_features::{feature_budget, FeatureMap};
 use crate::estimator::targets::labels::ClassificationSet;
 use crate::estimator::{Decision, FitContext, FitError, ModelKind, PredictOptions, Prediction, Svm};
 use crate::kernel::{Kernel, Points};
@@ -124,14 +124,14 @@ impl Problem<'_> {
         let width = self.map.width();
         let candidates: Vec<usize> = (0..n).filter(|&i| upper[i] > 0.0).collect();
         let mut state = Dual { alpha: vec![0.0; n], w: vec![0.0; width], rng: SplitMix64::new(seed) };
-        let chunk_rows = (self.budget / (8 * width)).max(crate::estimator::nystrom::BLOCK_ROWS);
+        let chunk_rows = (self.budget / (8 * width)).max(crate::estimator::approximation::nystrom::BLOCK_ROWS);
         // Without every row's features, start from the solution on as many rows (drawn
         // with the seed) as fit: it is a feasible point of the whole dual (the other
         // alphas 0), and after it most rows are found outside the margin by the check
         // below, without their features ever being computed.
         let mut active = if self.cache.is_none() && candidates.len() > chunk_rows {
             let mut draw =
-                crate::estimator::nystrom::inducing::sample_rows(candidates.len(), chunk_rows, seed ^ WARM_SEED);
+                crate::estimator::approximation::inducing::sample_rows(candidates.len(), chunk_rows, seed ^ WARM_SEED);
             draw.iter_mut().for_each(|r| *r = candidates[*r]);
             draw
         } else {

@@ -213,7 +213,7 @@ impl Params {
         let batch = (4 + latents) * m * b * 8 + (b * (d + 2) * 8) + b * train::MC_SAMPLES * latents * 8;
         let threads = rayon::current_num_threads().max(1);
         let gradient_blocks = threads * (hypers + 1) * m * 256 * 8;
-        let sample = crate::estimator::nystrom::inducing::sample_bytes(n, d, m);
+        let sample = crate::estimator::approximation::inducing::sample_bytes(n, d, m);
         data + squares + batch + gradient_blocks + sample
     }
 }

@@ -4,7 +4,7 @@
 use super::likelihood::{Likelihood, LikelihoodKind};
 use super::pass::{kmm_adjoint, pass, Current, Targets, Want};
 use super::posterior::Posterior;
-use crate::estimator::nystrom::factor_kmm;
+use crate::estimator::approximation::nystrom::factor_kmm;
 use crate::kernel::hyper::Hyper;
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{Cholesky, Parallelism};

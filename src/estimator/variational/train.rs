@@ -9,8 +9,8 @@
 use super::likelihood::{Likelihood, LikelihoodKind};
 use super::pass::{kmm_adjoint, pass, Current, Targets, Want};
 use super::posterior::Posterior;
+use crate::estimator::approximation::nystrom::{factor_kmm, inducing_points, weighted_moments};
 use crate::estimator::approximation::Approximation;
-use crate::estimator::nystrom::{factor_kmm, inducing_points, weighted_moments};
 use crate::estimator::{FitContext, FitError};
 use crate::kernel::{Kernel, Points, RowKind};
 use crate::linalg::{Cholesky, Parallelism};

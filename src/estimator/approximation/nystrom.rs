@@ -21,11 +21,8 @@
 //! least lambda, never an inverse of K_MM. With M = n inducing points at the training
 //! rows, G = L'L and b = (K + lambda I)^-1 y: the exact fit.
 
-pub mod classifiers;
-pub mod inducing;
-
-use super::approximation::Approximation;
-use super::{FitContext, FitError, TrainingReport};
+use super::Approximation;
+use crate::estimator::{FitContext, FitError, TrainingReport};
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{self, Cholesky, Parallelism};
 use faer::linalg::matmul::triangular::BlockStructure;
@@ -236,7 +233,7 @@ pub(crate) fn fit_memory_estimate(n: usize, d: usize, m: usize, search: Option<S
     let blocks = threads * BLOCK_ROWS * m * 8 * per_block;
     let squares = (8 + threads + search.map_or(0, |s| s.params + 6)) * m * m * 8;
     let subset = search.map_or(0, |s| s.subset_rows.min(n) * (d + 1) * 8);
-    let sample = crate::estimator::nystrom::inducing::sample_bytes(n, d, m);
+    let sample = crate::estimator::approximation::inducing::sample_bytes(n, d, m);
     data + blocks + squares + subset + sample
 }
 
@@ -255,5 +252,5 @@ pub(crate) fn inducing_points(
             format!("{m} inducing points requested but there are only {} training rows", x.n()),
         )));
     }
-    crate::estimator::nystrom::inducing::select(x, m, approx.selection_for(x.kind()), seed, ctx)
+    crate::estimator::approximation::inducing::select(x, m, approx.selection_for(x.kind()), seed, ctx)
 }

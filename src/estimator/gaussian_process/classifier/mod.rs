@@ -18,14 +18,14 @@
 
 mod variational;
 
-use super::approximation::{self as approx, Approximation};
-use super::dual;
-use super::variational::{LikelihoodKind, Params as VariationalParams};
-use super::{
+use crate::estimator::approximation::{self as approx, Approximation};
+use crate::estimator::dual;
+use crate::estimator::targets::labels::{ClassLabels, ClassificationSet};
+use crate::estimator::variational::{LikelihoodKind, Params as VariationalParams};
+use crate::estimator::{
     log1p_exp, sigmoid, Estimator, FitContext, FitError, Fitted, HyperSearch, ModelKind, PredictOptions, Prediction,
     Predictor, RestoreError, Restoring, Spec, TrainingData, TrainingReport,
 };
-use crate::estimator::targets::labels::{ClassLabels, ClassificationSet};
 use crate::kernel::{Kernel, Points};
 use crate::linalg::{Cholesky, Parallelism};
 use crate::spec::{FieldError, ObjectReader};
@@ -60,10 +60,10 @@ impl GpClassifier {
         let (restarts_given, max_iter_given) = (obj.has("restarts"), obj.has("max_iter"));
         let optimize = obj.bool("optimize")?.unwrap_or(false);
         let restarts = obj.u64("restarts")?.unwrap_or(0);
-        if restarts > super::gaussian_process::MAX_RESTARTS {
+        if restarts > crate::estimator::gaussian_process::MAX_RESTARTS {
             return Err(FieldError::invalid(
                 obj.pointer("restarts"),
-                format!("must be at most {}", super::gaussian_process::MAX_RESTARTS),
+                format!("must be at most {}", crate::estimator::gaussian_process::MAX_RESTARTS),
             ));
         }
         let seed = obj.u64("seed")?.unwrap_or(0);
@@ -240,7 +240,7 @@ impl Machine {
     /// P(positive) for each query point.
     fn probability(&self, x: &Points, q: &Points, par: Parallelism) -> Vec<f64> {
         let ks = self.kernel.cross(x, q, par);
-        let mean: Vec<f64> = super::weighted_columns(&ks, &self.resid);
+        let mean: Vec<f64> = crate::estimator::weighted_columns(&ks, &self.resid);
         let mut v = DMatrix::from_fn(ks.nrows(), ks.ncols(), |i, j| self.w_sr[i] * ks[(i, j)]);
         // Each row's solve in an order of its own (the same bits alone or batched).
         crate::linalg::solve_lower_ordered(self.l.l(), &mut v, par);
@@ -325,7 +325,7 @@ impl Estimator for GpClassifier {
 }
 
 impl GpClassifierModel {
-    pub(super) fn store_into(&self, s: &mut super::StoredFit) {
+    pub(in crate::estimator) fn store_into(&self, s: &mut crate::estimator::StoredFit) {
         s.put_points(&self.x);
         let cat = |f: &dyn Fn(&Machine) -> Vec<f64>| self.machines.iter().flat_map(f).collect::<Vec<f64>>();
         s.arrays = vec![
@@ -336,13 +336,13 @@ impl GpClassifierModel {
         ];
     }
 
-    pub(super) fn restore(
+    pub(in crate::estimator) fn restore(
         spec: GpClassifier,
         classes: ClassLabels,
         x: Points,
-        mut arrays: super::StoredArrays,
+        mut arrays: crate::estimator::StoredArrays,
         report: TrainingReport,
-    ) -> Result<Self, super::RestoreError> {
+    ) -> Result<Self, crate::estimator::RestoreError> {
         let (machines, n, p) = (dual::machines(classes.len()), x.n(), spec.kernel.theta().len());
         let theta = arrays.take("theta", Some(machines * p))?;
         let resid = arrays.take("resid", Some(machines * n))?;
@@ -365,7 +365,7 @@ impl Predictor for GpClassifierModel {
         let k = self.classes.len();
         let m = x.n();
         let mut probs = DMatrix::zeros(m, k);
-        let block = super::predict_block_rows(self.x.n());
+        let block = crate::estimator::predict_block_rows(self.x.n());
         for start in (0..m).step_by(block) {
             let q = x.slice(start, block.min(m - start));
             let per_machine: Vec<Vec<f64>> = self.machines.iter().map(|mc| mc.probability(&self.x, &q, par)).collect();
@@ -383,7 +383,7 @@ impl Predictor for GpClassifierModel {
             }
         }
         // The most probable class (the first of equals).
-        let classes = (0..m).map(|r| super::first_max(probs.row(r).iter().copied())).collect();
+        let classes = (0..m).map(|r| crate::estimator::first_max(probs.row(r).iter().copied())).collect();
         Prediction { classes: Some(classes), probabilities: opts.probabilities.then_some(probs), ..Default::default() }
     }
 
@@ -432,7 +432,7 @@ impl Predictor for GpClassifierModel {
 }
 
 impl Spec for GpClassifier {
-    super::spec_basics!();
+    crate::estimator::spec_basics!();
 
     fn kind(&self) -> ModelKind {
         ModelKind::GpClassifier
@@ -476,7 +476,7 @@ impl Spec for GpClassifier {
 }
 
 impl Fitted for GpClassifierModel {
-    super::fitted_basics!();
+    crate::estimator::fitted_basics!();
 
     fn kind(&self) -> ModelKind {
         ModelKind::GpClassifier

@@ -1,8 +1,18 @@
-//! The `approximation` params: whether a kernel_ridge, gaussian_process, svm or
-//! kernel_logistic fit solves the n x n problem or works through M inducing points
-//! (Nystrom; for the GP kinds also a variational GP), and how those are chosen. Other
-//! models accept only `auto` and `exact`; which kind takes which form is the catalogue's
-//! (`ModelSpec::from_json` refuses the others).
+//! Approximations: the `approximation` params of every kind - whether a kernel_ridge,
+//! gaussian_process, svm or kernel_logistic fit solves the n x n problem or works through
+//! M inducing points (Nystrom; for the GP kinds also a variational GP), and how those
+//! are chosen. Other models accept only `auto` and `exact`; which kind takes which form
+//! is the catalogue's (`ModelSpec::from_json` refuses the others).
+//!
+//! The room also holds what the approximate fits share: the inducing points (`inducing`:
+//! k-means and row sampling), and Nystrom's own solve with the streamed kernel statistics
+//! the sparse GP shares (`nystrom`). The linear machines on Nystrom features that the
+//! classifiers at scale fit are `estimator/nystrom_features.rs` (they answer as dual
+//! expansions, which the params here must not depend on); the variational GP has its own
+//! room (`estimator/variational/`).
+
+pub mod inducing;
+pub mod nystrom;
 
 use crate::spec::{FieldError, ObjectReader};
 use serde_json::{json, Map, Value};

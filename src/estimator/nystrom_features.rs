@@ -16,8 +16,8 @@
 //! f(x) = (L^-T w)'k_M(x) + b, the same [`DualExpansion`] the exact one-vs-rest
 //! classifiers predict from.
 
+use crate::estimator::approximation::nystrom::{self, BLOCK_ROWS};
 use crate::estimator::dual::{DualClassifier, DualExpansion};
-use crate::estimator::nystrom::{self, BLOCK_ROWS};
 use crate::estimator::targets::labels::ClassificationSet;
 use crate::estimator::{approximation::Approximation, FitContext, FitError};
 use crate::kernel::{Kernel, Points};
