@@ -172,11 +172,11 @@ pub fn observations_body(data: &[u8]) {
 /// consistently, its draws are in it, and suggestions over arbitrary told values (non
 /// finite ones excluded, as the API refuses them) stay in the space and never repeat.
 pub fn study_body(data: &[u8]) {
-    use crate::selection::bayes::study::{suggest, Goal, State, StudyModel, StudySpace, Trial};
     use crate::service::studies::{read_tell, Definition};
+    use crate::study::{suggest, Goal, State, StudyModel, StudySpace, Trial};
     let Ok(value) = serde_json::from_slice::<Value>(data) else { return };
     // A whole create body when it reads (objectives, constraints, pruner), else its space.
-    let definition = Definition::from_json(uuid::Uuid::nil(), &value).ok();
+    let definition = Definition::from_json(uuid::Uuid::nil(), &value, String::new()).ok();
     let (space, goal) = match &definition {
         Some(d) => (d.space.clone(), d.goal()),
         None => match StudySpace::from_json(&value["space"]) {

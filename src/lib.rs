@@ -26,6 +26,7 @@ pub mod service;
 pub mod smo;
 pub mod spec;
 pub mod store;
+pub mod study;
 pub mod telemetry;
 
 /// Tunes glibc's allocator for this workload; call once at start.

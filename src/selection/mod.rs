@@ -19,7 +19,7 @@ mod pointer;
 mod ridge_path;
 mod run;
 mod scoring;
-mod space;
+pub mod space;
 
 pub use budget::{Environment, Tables};
 pub use folds::Folds;

@@ -502,7 +502,7 @@ impl Search<'_> {
         let suggester = Suggester { space: &bp.space, seed: bp.seed };
         // The surrogate is refitted every few candidates and grown by a row in between,
         // as a study's is.
-        let mut model = super::bayes::study::Model::default();
+        let mut model = super::bayes::Model::default();
         while plan.candidates.len() < bp.budget {
             self.ctx.cancel.check().map_err(|_| SearchError::Cancelled)?;
             // A failed candidate counts as the worst mean seen so far.

@@ -97,7 +97,7 @@ pub fn log_ehvi(mu: [f64; 2], s: [f64; 2], cells: &[Cell]) -> (f64, [f64; 2], [f
 mod tests {
     use super::*;
     use crate::optimize::SplitMix64;
-    use crate::selection::bayes::pareto::hypervolume;
+    use crate::study::pareto::hypervolume;
 
     /// The closed form against a Monte Carlo average of the hypervolume improvement, and
     /// its derivatives against finite differences.

@@ -160,7 +160,7 @@ fn refit(points: &[(String, Vec<f64>, f64)], seed: u64, cap: usize) -> Option<Ke
 mod tests {
     use super::*;
     use crate::selection::bayes::key;
-    use crate::selection::bayes::study::StudySpace;
+    use crate::study::StudySpace;
     use serde_json::{json, Value};
 
     fn branin(v: &[Value]) -> f64 {

@@ -15,9 +15,7 @@
 pub mod acquisition;
 pub mod ehvi;
 mod kept;
-pub mod pareto;
-pub mod pruner;
-pub mod study;
+pub use kept::{refit_interval, Model, MAX_MODELLED};
 pub mod surrogate;
 pub mod warp;
 

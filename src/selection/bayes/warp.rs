@@ -24,7 +24,7 @@ pub struct Warp {
 }
 
 /// numpy's quantile with linear interpolation, of sorted values (q in 0..=1).
-pub(super) fn quantile(sorted: &[f64], q: f64) -> f64 {
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     let at = q * (sorted.len() - 1) as f64;
     let (lo, hi) = (at.floor() as usize, at.ceil() as usize);
     sorted[lo] + (sorted[hi] - sorted[lo]) * (at - lo as f64)

@@ -1,4 +1,9 @@
-//! A study's space and its next suggestion, from the trials it holds.
+//! Studies: Bayesian optimisation of anything a client evaluates. This room holds what a
+//! study is - its definition and the bodies that tell it something (`definition`), its
+//! objectives' Pareto front and scalarisations (`pareto`), its pruners (`pruner`) - and,
+//! here, its space and its next suggestion from the trials it holds. The optimiser it
+//! suggests with is the one model search shares (`selection::bayes`); serving studies
+//! (the store's objects, the cache of each study's surrogate) is `service::studies`.
 //!
 //! The first `initial` suggested trials are the seeded random draws (as `random`
 //! draws them); after that, the complete trials are modelled and the next point maximises
@@ -7,9 +12,13 @@
 //! every newly complete trial while a refit is cheap, and then every [`refit_interval`]
 //! trials; in between it grows by a Cholesky row per trial, O(t^2) instead of O(t^3).
 
-pub use super::kept::{refit_interval, Model, MAX_MODELLED};
-use super::{key, Fitted, History, Space, Suggester, Suggestion};
+pub mod definition;
+pub mod pareto;
+pub mod pruner;
+
 use crate::optimize::SplitMix64;
+use crate::selection::bayes::{key, Fitted, History, Space, Suggester, Suggestion};
+pub use crate::selection::bayes::{refit_interval, Model, MAX_MODELLED};
 use crate::selection::space::{read_axis, Axis, Method};
 use crate::spec::{json_type_name, pointer_token, FieldError};
 use serde_json::{Map, Value};
@@ -55,12 +64,12 @@ impl StudySpace {
             axes.push(read_axis(spec, Method::Bayes, &at)?);
             names.push(name.clone());
         }
-        if let Err(width) = super::check_width(&axes) {
+        if let Err(width) = crate::selection::bayes::check_width(&axes) {
             return Err(FieldError::invalid(
                 "/space",
                 format!(
                     "a study's space is at most {} coordinates (a number range is one, each value of a list or grid one); this one has {width}",
-                    super::MAX_WIDTH
+                    crate::selection::bayes::MAX_WIDTH
                 ),
             ));
         }
@@ -222,7 +231,7 @@ pub fn suggest(
             let points: Vec<(String, Vec<f64>, f64)> =
                 complete.iter().map(|c| (c.0.clone(), c.1.clone(), -c.2[goal.objectives + j])).collect();
             if let (Some(f), Some(at_least)) = (limit.update(&points, seed ^ (j as u64 + 1)), limit.standardise(-max)) {
-                fitted.limits.push(super::Limit { gp: f.gp, at_least });
+                fitted.limits.push(crate::selection::bayes::Limit { gp: f.gp, at_least });
             }
         }
         (fitted.best.is_some() || fitted.hypervolume.is_some() || !fitted.limits.is_empty()).then_some(fitted)
@@ -248,11 +257,11 @@ fn one_objective(
         complete.iter().map(|c| c.2[0]).collect()
     } else {
         let mut rng = SplitMix64::new(seed ^ 0x9A2E_60C0 ^ round.wrapping_mul(0x2545_F491_4F6C_DD1D));
-        let w = super::pareto::weights(goal.objectives, &mut rng);
+        let w = pareto::weights(goal.objectives, &mut rng);
         let objectives: Vec<Vec<f64>> = complete.iter().map(|c| c.2[..goal.objectives].to_vec()).collect();
         // The scalarisation changes at every suggestion: nothing to keep.
         model.objective = Model::default();
-        super::pareto::scalarised(&objectives, &w)
+        pareto::scalarised(&objectives, &w)
     };
     let mut held: Vec<(String, Vec<f64>, f64)> =
         complete.iter().zip(&values).map(|(c, v)| (c.0.clone(), c.1.clone(), *v)).collect();
@@ -291,15 +300,18 @@ fn two_objectives(
     let warp = |j: usize, v: f64| model.objectives[j].standardise(v).expect("fitted");
     let feasible: Vec<&Point<'_>> = complete.iter().filter(|c| goal.feasible(c.2)).collect();
     let warped: Vec<Vec<f64>> = feasible.iter().map(|c| vec![warp(0, c.2[0]), warp(1, c.2[1])]).collect();
-    let front = super::pareto::front(&warped);
+    let front = pareto::front(&warped);
     let observed = front.iter().map(|&i| (feasible[i].1.clone(), 0.0)).collect();
     let hypervolume = (!warped.is_empty()).then(|| {
         let reference = match &goal.reference {
             Some(r) => vec![warp(0, r[0]), warp(1, r[1])],
-            None => super::pareto::derived_reference(&warped, 2),
+            None => pareto::derived_reference(&warped, 2),
         };
         let points: Vec<[f64; 2]> = front.iter().map(|&i| [-warped[i][0], -warped[i][1]]).collect();
-        super::Hypervolume { gps: gps.clone(), cells: super::ehvi::cells(&points, [-reference[0], -reference[1]]) }
+        crate::selection::bayes::Hypervolume {
+            gps: gps.clone(),
+            cells: crate::selection::bayes::ehvi::cells(&points, [-reference[0], -reference[1]]),
+        }
     });
     let fitted = Fitted { gp: gps[0].clone(), best: None, limits: Vec::new(), hypervolume };
     (Some(fitted), observed)
@@ -431,7 +443,7 @@ mod tests {
                 for q in &pending[..i] {
                     let d = p.iter().zip(q).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt();
                     closest = closest.min(d);
-                    assert!(d >= super::super::MIN_APART, "seed {seed}: {p:?} and {q:?} are {d:e} apart");
+                    assert!(d >= crate::selection::bayes::MIN_APART, "seed {seed}: {p:?} and {q:?} are {d:e} apart");
                 }
             }
         }

@@ -2,8 +2,8 @@
 //! that tell it something (a tell, a warm start, a report), read with errors pointing
 //! into them.
 
-use crate::selection::bayes::pruner::Pruner;
-use crate::selection::bayes::study::{Goal, StudySpace};
+use super::pruner::Pruner;
+use super::{Goal, StudySpace};
 use crate::spec::{json_type_name, pointer_token, FieldError, ObjectReader};
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
@@ -205,7 +205,8 @@ pub fn pruner_json(p: &Pruner) -> Value {
 
 impl Definition {
     /// Reads a create body; errors point into it.
-    pub fn from_json(id: Uuid, body: &Value) -> Result<Definition, FieldError> {
+    /// A body read as a study created at `created_at` (RFC 3339).
+    pub fn from_json(id: Uuid, body: &Value, created_at: String) -> Result<Definition, FieldError> {
         let mut obj = ObjectReader::new(body, "")?;
         let name = obj.str("name")?.map(str::to_owned);
         let space_json =
@@ -247,7 +248,6 @@ impl Definition {
             return Err(FieldError::invalid("/initial", "must be at least 1"));
         }
         obj.finish()?;
-        let created_at = super::super::now();
         Ok(Definition {
             id,
             name,
@@ -305,9 +305,8 @@ impl Definition {
                 body[field] = v[field].clone();
             }
         }
-        let mut d = Definition::from_json(id, &body).map_err(|e| e.to_string())?;
-        d.created_at = v["created_at"].as_str().unwrap_or_default().to_string();
-        Ok(d)
+        let created_at = v["created_at"].as_str().unwrap_or_default().to_string();
+        Definition::from_json(id, &body, created_at).map_err(|e| e.to_string())
     }
 
     /// What the surrogate optimises.

@@ -128,7 +128,7 @@ pub fn should_prune(pruner: &Pruner, reports: &BTreeMap<u64, f64>, others: &[Oth
 /// numpy's percentile with linear interpolation (q in 0..=100).
 fn percentile(mut v: Vec<f64>, q: f64) -> f64 {
     v.sort_by(f64::total_cmp);
-    super::warp::quantile(&v, q / 100.0)
+    crate::selection::bayes::warp::quantile(&v, q / 100.0)
 }
 
 #[cfg(test)]

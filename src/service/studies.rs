@@ -4,19 +4,17 @@
 //! replica answers for any study and two never hand out one trial id: a trial is created
 //! with a create-only write, and a replica that loses the race reads the study again and
 //! picks again. Each replica keeps what it has read of a study (objects never change)
-//! and the study's surrogate between suggestions (`selection::bayes::study`); a request
-//! reads only the objects it has not seen. Suggestions are computed on blocking threads.
-
-mod definition;
+//! and the study's surrogate between suggestions (`crate::study`); a request reads only
+//! the objects it has not seen. Suggestions are computed on blocking threads.
 
 use super::{Service, ServiceError};
-use crate::selection::bayes::pareto;
-use crate::selection::bayes::pruner::{self, Other};
-use crate::selection::bayes::study::{self, State, StudyModel, StudySpace, Trial};
 use crate::spec::{FieldError, ObjectReader};
+use crate::study::definition::{finite, tell_from_stored, tell_json};
+pub use crate::study::definition::{pruner_json, read_tell, Constraint, Definition, Objective, Told};
+use crate::study::pareto;
+use crate::study::pruner::{self, Other};
+use crate::study::{self, State, StudyModel, StudySpace, Trial};
 use bytes::Bytes;
-use definition::{finite, tell_from_stored, tell_json};
-pub use definition::{pruner_json, read_tell, Constraint, Definition, Objective, Told};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -193,7 +191,7 @@ fn trial_bytes(t: &TrialRecord, space: &StudySpace) -> Bytes {
 impl Service {
     /// Creates a study from a body.
     pub async fn create_study(&self, body: &Value) -> Result<StudyView, ServiceError> {
-        let definition = Definition::from_json(Uuid::new_v4(), body)?;
+        let definition = Definition::from_json(Uuid::new_v4(), body, super::now())?;
         let bytes = Bytes::from(definition.to_json().to_string());
         self.replica
             .store
