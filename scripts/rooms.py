@@ -5,9 +5,11 @@ Reads every file under src/ (test modules left out, inline or in files of their 
 uses (through `pub use` re-exports) to the file that defines it, and reports:
 
 - circles: files of one room (a folder under src/) that reach each other through uses;
+- with --arrows, per folder the children that use its own file's definitions (arrows
+  back up, which make a folder read upside down);
 - the largest files.
 
-Exits 1 when a circle exists, so CI can hold the line. Usage: scripts/rooms.py [--top N]
+Exits 1 when a circle exists, so CI can hold the line. Usage: scripts/rooms.py [--top N] [--arrows] [--edges]
 """
 
 import os
@@ -28,6 +30,7 @@ def module_of(path: Path) -> tuple:
 def strip_comments(text: str) -> str:
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
     text = re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
+    text = re.sub(r"pub\(in [\w:]+\)", "pub", text)  # a visibility, not a use
     return strip_tests(re.sub(r"//[^\n]*", "", text))
 
 
@@ -46,7 +49,8 @@ def strip_tests(text: str) -> str:
 
 
 def expand_use(tree: str) -> list:
-    """`a::{b, c::{d, e}}` -> [a::b, a::c::d, a::c::e]."""
+    """`a::{b, c::{d, e}}` -> [a::b, a::c::d, a::c::e] (`x as y` is x)."""
+    tree = re.sub(r"\s+as\s+\w+", "", tree)
     tree = re.sub(r"\s+", "", tree)
     out = []
 
@@ -68,7 +72,7 @@ def expand_use(tree: str) -> list:
             if brace >= 0 and item.endswith("}"):
                 walk(prefix + item[:brace], item[brace + 1 : -1])
             else:
-                out.append(prefix + re.sub(r"as\w+$", "", item))
+                out.append(prefix + item)
 
     walk("", tree)
     return out
@@ -92,7 +96,8 @@ def main():
                 paths.append((bool(vis), p))
                 if vis:
                     reexports[(m, p.split("::")[-1])] = (m, p)
-        for p in re.findall(r"\b(?:crate|super|self)(?:::\w+)+", text):
+        # (Not the prefix of a use tree, `crate::a::{b, c}`: its paths are read above.)
+        for p in re.findall(r"\b(?:crate|super|self)(?:::\w+)+\b(?!::[\w{])", text):
             paths.append((False, p))
         uses[m] = paths
 
@@ -147,6 +152,18 @@ def main():
             # A folder's own file using its children is its structure, not a circle.
             if a != b and a[-1] != "(own file)":
                 edges.setdefault(a, set()).add(b)
+    if "--arrows" in sys.argv:
+        # Arrows back up: a folder's children that use what its own file (mod.rs) defines
+        # rather than re-exports. A folder whose face is only `mod` lines and re-exports
+        # reads top-down and counts 0.
+        up = {}
+        for a, bs in edges.items():
+            for b in bs:
+                if b[-1] == "(own file)":
+                    up[b[:-1]] = up.get(b[:-1], 0) + 1
+        for folder, n in sorted(up.items(), key=lambda kv: (-kv[1], kv[0])):
+            print(f"arrows up into {'/'.join(folder)}: {n}")
+        print(f"arrows up in all: {sum(up.values())}")
     if "--edges" in sys.argv:
         for a, bs in sorted(edges.items()):
             print("/".join(a), "->", ", ".join(sorted("/".join(b) for b in bs)))
