@@ -110,7 +110,10 @@ fn main() -> ExitCode {
         Command::Serve => serve(config),
         Command::Healthcheck => healthcheck(&config.bind),
         Command::Config => {
-            print!("{}", toml::to_string(&config).expect("settings serialise"));
+            // The keys' names and scopes, never their secrets: this output lands in
+            // terminals, tickets and CI logs.
+            let shown = Config { api_keys: mercer::api::keys::redacted(&config.api_keys), ..config };
+            print!("{}", toml::to_string(&shown).expect("settings serialise"));
             ExitCode::SUCCESS
         }
         _ => unreachable!("client commands returned above"),

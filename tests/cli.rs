@@ -279,6 +279,22 @@ async fn kernel_pca_from_a_csv_file_and_its_components() {
     assert!(err.contains("/nonexistent.csv"), "{err}");
 }
 
+/// `mercer config` prints the effective settings with each key's name and scope, never
+/// its secret (the output lands in terminals, tickets and CI logs); the other settings
+/// as read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_prints_the_settings_without_the_keys_secrets() {
+    let keys =
+        "ops=s3cr3t-token:admin,reader=sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08:predict";
+    let env = [("MERCER_API_KEYS", keys), ("MERCER_FIT_WORKERS", "3")];
+    let (code, out, err) = mercer("http://unused", &["config"], &env).await;
+    assert_eq!(code, 0, "{err}");
+    let shown: toml::Value = toml::from_str(&out).unwrap();
+    assert_eq!(shown["api_keys"].as_str(), Some("ops=<redacted>:admin,reader=<redacted>:predict"), "{out}");
+    assert_eq!(shown["fit_workers"].as_integer(), Some(3), "{out}");
+    assert!(!out.contains("s3cr3t") && !out.contains("9f86d081"), "{out}");
+}
+
 /// `mercer kinds` prints the server's catalogue: one line per kind, in its order, with
 /// its task, whether it takes a target and what it can do; `--json` the served body.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -126,6 +126,23 @@ impl KeyRing {
     }
 }
 
+/// `MERCER_API_KEYS` as `mercer config` shows it: each entry's name and scope, never its
+/// secret nor its digest (`NAME=<redacted>:SCOPE`; an entry that cannot be read, by its
+/// place).
+pub fn redacted(entries: &str) -> String {
+    entries
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .enumerate()
+        .map(|(i, entry)| match parse_entry(entry, i + 1) {
+            Ok(key) => format!("{}=<redacted>:{}", key.name, key.scope),
+            Err(_) => format!("<entry {} unreadable>", i + 1),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 fn parse_entry(entry: &str, place: usize) -> Result<ApiKey, String> {
     let (name, rest) = match entry.split_once('=') {
         Some((name, rest)) if is_name(name) && !rest.is_empty() && !rest.starts_with('=') => (name.to_string(), rest),
@@ -239,5 +256,17 @@ mod tests {
         assert!(!constant_time_eq(b"secret", b"secret2"));
         assert!(!constant_time_eq(b"", b"x"));
         assert!(constant_time_eq(b"", b""));
+    }
+
+    #[test]
+    fn shown_keys_keep_names_and_scopes_not_secrets() {
+        let digest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+        let entries = format!("dash=sha256:{digest}:predict, ci=ci-token:train,plain-secret,,bad=sha256:12");
+        let shown = redacted(&entries);
+        assert_eq!(shown, "dash=<redacted>:predict,ci=<redacted>:train,key3=<redacted>:admin,<entry 4 unreadable>");
+        for secret in [digest, "ci-token", "plain-secret", "sha256:12"] {
+            assert!(!shown.contains(secret), "{secret} shown in {shown}");
+        }
+        assert_eq!(redacted(""), "");
     }
 }
