@@ -50,18 +50,11 @@ async fn answers(s: &Arc<TestServer>, id: &str, opts: &Value, concurrent: bool) 
         }
         return out;
     }
-    let tasks: Vec<_> = q
-        .iter()
-        .map(|r| {
-            let (s, path, b) = (s.clone(), format!("/models/{id}/predict"), body(r));
-            tokio::spawn(async move { s.post(&path, &b).await.text().await.unwrap() })
-        })
-        .collect();
-    let mut out = Vec::new();
-    for t in tasks {
-        out.push(t.await.unwrap());
-    }
-    out
+    common::at_once(q.iter().map(|r| {
+        let (s, path, b) = (s.clone(), format!("/models/{id}/predict"), body(r));
+        async move { s.post(&path, &b).await.text().await.unwrap() }
+    }))
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -123,33 +123,20 @@ async fn single_rows(
         }
         return out;
     }
-    let tasks: Vec<_> = q
-        .into_iter()
-        .map(|r| {
-            let (s, id, route, options) = (s.clone(), id.to_string(), form.0, form.1.clone());
-            tokio::spawn(async move { ask(&s, &id, (route, &options), how, &r).await })
-        })
-        .collect();
-    let mut out = Vec::new();
-    for t in tasks {
-        out.push(t.await.unwrap());
-    }
-    out
+    common::at_once(q.into_iter().map(|r| {
+        let (s, id, route, options) = (s.clone(), id.to_string(), form.0, form.1.clone());
+        async move { ask(&s, &id, (route, &options), how, &r).await }
+    }))
+    .await
 }
 
 /// One body asked `times` times at once: every answer's body.
 async fn at_once(s: &Arc<TestServer>, path: &str, body: &Value, times: usize) -> Vec<String> {
-    let tasks: Vec<_> = (0..times)
-        .map(|_| {
-            let (s, path, body) = (s.clone(), path.to_string(), body.clone());
-            tokio::spawn(async move { s.post(&path, &body).await.text().await.unwrap() })
-        })
-        .collect();
-    let mut out = Vec::new();
-    for t in tasks {
-        out.push(t.await.unwrap());
-    }
-    out
+    common::at_once((0..times).map(|_| {
+        let (s, path, body) = (s.clone(), path.to_string(), body.clone());
+        async move { s.post(&path, &body).await.text().await.unwrap() }
+    }))
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -13,6 +13,21 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::Arc;
 
+/// Runs every future as its own task, all at once, and returns their outputs in the
+/// order given (concurrent clients of one server).
+pub async fn at_once<T, F>(futures: impl IntoIterator<Item = F>) -> Vec<T>
+where
+    F: std::future::Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let tasks: Vec<_> = futures.into_iter().map(tokio::spawn).collect();
+    let mut out = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        out.push(t.await.expect("a concurrent client panicked"));
+    }
+    out
+}
+
 pub struct TestServer {
     pub url: String,
     pub http: reqwest::Client,
