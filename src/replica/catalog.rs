@@ -13,7 +13,6 @@ use crate::store::delta::ListedDelta;
 use crate::store::{ListedModel, StoreError};
 use futures_util::stream::{self, StreamExt};
 use std::collections::{HashMap, HashSet};
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 use uuid::Uuid;
@@ -22,13 +21,13 @@ use uuid::Uuid;
 const CONCURRENT_READS: usize = 8;
 
 impl Replica {
-    /// Reads the store's models and datasets at start (blocking: call off the async
-    /// threads), with what `also` lists under the same listing, then decodes the newest
-    /// models while the cache has room. Returns how many models were found.
-    pub fn load<F: Future<Output = Result<(), StoreError>>>(&self, also: F) -> usize {
+    /// Reads the store's models, datasets and aliases at start (blocking: call off the
+    /// async threads), then decodes the newest models while the cache has room. Returns
+    /// how many models were found.
+    pub fn load(&self) -> usize {
         let started = Instant::now();
         let found = self.store.block_on(async {
-            self.sync(also).await;
+            self.sync().await;
             self.warm_cache().await
         });
         tracing::info!(
@@ -63,9 +62,9 @@ impl Replica {
 
     /// Brings the registry and the dataset catalog up to date with the store: objects
     /// that appeared are added (their heads read), objects that went away are dropped.
-    /// A store that cannot be reached leaves both as they are. `also` (the aliases'
-    /// listing, which the service keeps) runs last under the same listing.
-    pub async fn sync<F: Future<Output = Result<(), StoreError>>>(&self, also: F) {
+    /// A store that cannot be reached leaves both as they are. The aliases are listed
+    /// last, under the same listing.
+    pub async fn sync(&self) {
         if !self.store.is_durable() {
             // Nothing is written to a memory store: the registry is the only record.
             return;
@@ -94,7 +93,7 @@ impl Replica {
             Ok(ids) => self.sync_datasets(ids, started).await,
             Err(e) => self.sync_failed("datasets", &e),
         }
-        if let Err(e) = also.await {
+        if let Err(e) = self.sync_aliases().await {
             self.sync_failed("aliases", &e);
         }
         self.metrics.store_sync_seconds.observe(started.elapsed().as_secs_f64());
@@ -111,13 +110,13 @@ impl Replica {
     /// As [`Replica::sync`], unless a listing that began after this call did finish
     /// meanwhile: many concurrent GET /models share one listing, and none sees the store
     /// as it was before it asked.
-    pub async fn sync_if_stale<F: Future<Output = Result<(), StoreError>>>(&self, also: F) {
+    pub async fn sync_if_stale(&self) {
         let asked = Instant::now();
         let _wait_for_the_running_one = self.sync_lock.lock().await;
         let last = *locked(&self.last_sync);
         drop(_wait_for_the_running_one);
         if last.is_none_or(|t| t < asked) {
-            self.sync(also).await;
+            self.sync().await;
         }
     }
 

@@ -4,7 +4,8 @@
 //!
 //! The store is the truth; a [`Replica`] owns the store handle, the registry (its view of
 //! the models) and everything that keeps that view honest: what it deleted lately
-//! (tombstones, and the markers a delete leaves for other replicas), which model is being
+//! (tombstones, and the markers a delete leaves for other replicas), the aliases as last
+//! read, which model is being
 //! read, appended to or compacted here, the dataset catalog, and when it last listed the
 //! store. The service asks it for a model and tells it what it wrote; it never calls up.
 //!
@@ -13,7 +14,10 @@
 //!   versions other replicas appended, compaction.
 //! - `tombstones`: what keeps a deleted model deleted on every replica.
 //! - `stored`: what the store keeps of an entry (its full object, its plot sample).
+//! - `aliases`: the aliases as last read (beside the models, refreshed by the same
+//!   listings), and what an alias setting is.
 
+pub mod aliases;
 mod catalog;
 mod deltas;
 pub mod stored;
@@ -82,6 +86,8 @@ pub struct Replica {
     pub store: Store,
     /// The models this replica knows, and the decoded ones it caches.
     pub registry: Registry,
+    /// The aliases this replica knows.
+    pub aliases: aliases::AliasCache,
     metrics: Arc<Metrics>,
     settings: Settings,
     busy: Busy,
@@ -120,6 +126,7 @@ impl Replica {
         Replica {
             store,
             registry,
+            aliases: Default::default(),
             metrics,
             settings,
             busy,

@@ -189,7 +189,8 @@ pub struct Service {
     batcher: batch::Batcher,
     /// What this replica has read of each study, and its surrogate.
     studies: Mutex<HashMap<Uuid, Arc<tokio::sync::Mutex<studies::Cached>>>>,
-    /// What this replica knows of the aliases, and their shadows' slots.
+    /// The aliases' write turn and their shadows' slots (what this replica knows of the
+    /// aliases is the replica's).
     aliases: aliases::Aliases,
 }
 
@@ -281,7 +282,7 @@ impl Service {
     /// Reads the store's models, datasets and aliases at start (blocking: call off the
     /// async threads), then marks the service ready. Returns how many models were found.
     pub fn load_store(&self) -> usize {
-        let found = self.replica.load(self.sync_aliases());
+        let found = self.replica.load();
         self.ready.send_replace(true);
         found
     }
@@ -289,12 +290,12 @@ impl Service {
     /// Brings what this replica knows up to date with the store: models, datasets, and
     /// aliases.
     pub async fn sync_store(&self) {
-        self.replica.sync(self.sync_aliases()).await
+        self.replica.sync().await
     }
 
     /// As [`Service::sync_store`], sharing a listing that began after this call.
     pub async fn sync_store_if_stale(&self) {
-        self.replica.sync_if_stale(self.sync_aliases()).await
+        self.replica.sync_if_stale().await
     }
 
     /// Refreshes from the store every `store_refresh_secs` until the service is dropped.

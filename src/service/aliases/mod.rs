@@ -8,17 +8,14 @@
 //! setting). A replica serves from its cache, refreshed with the models
 //! (`store_refresh_secs`) and never moved back to an older generation than it holds.
 
-mod setting;
 mod shadow;
 
-pub use setting::{check_name, Action, Alias, Route, Setting, Wanted};
+pub use crate::replica::aliases::setting::{self, check_name, Action, Alias, Route, Setting, Wanted};
 pub use shadow::{Primary, ShadowHold};
 
 use super::{Service, ServiceError};
 use crate::spec::FieldError;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::Instant;
+use std::sync::Arc;
 use uuid::Uuid;
 
 /// Tries of a write without `If-Match` that keeps losing its generation to others.
@@ -52,12 +49,9 @@ pub struct AliasHit {
     pub shadow: Option<Uuid>,
 }
 
-/// What this replica knows of the aliases.
+/// What the service keeps of the aliases beside the replica's cache of them
+/// (`Replica::aliases`): its writes' turn and the shadows' slots.
 pub struct Aliases {
-    cache: RwLock<HashMap<String, Arc<Alias>>>,
-    /// When the alias listing last began.
-    synced: Mutex<Option<Instant>>,
-    sync_lock: tokio::sync::Mutex<()>,
     /// One write at a time from this replica (others are ordered by the store).
     writes: tokio::sync::Mutex<()>,
     shadows: shadow::Shadows,
@@ -65,37 +59,7 @@ pub struct Aliases {
 
 impl Aliases {
     pub fn new(cores: usize) -> Aliases {
-        Aliases {
-            cache: RwLock::default(),
-            synced: Mutex::new(None),
-            sync_lock: tokio::sync::Mutex::new(()),
-            writes: tokio::sync::Mutex::new(()),
-            shadows: shadow::Shadows::new(cores),
-        }
-    }
-
-    fn cached(&self, name: &str) -> Option<Arc<Alias>> {
-        self.cache.read().unwrap_or_else(|p| p.into_inner()).get(name).cloned()
-    }
-
-    /// Keeps `alias` unless a newer generation is cached: a replica never goes back.
-    fn remember(&self, alias: Alias) -> Arc<Alias> {
-        let mut cache = self.cache.write().unwrap_or_else(|p| p.into_inner());
-        match cache.get(&alias.name) {
-            Some(have) if have.generation() >= alias.generation() => have.clone(),
-            _ => {
-                let alias = Arc::new(alias);
-                cache.insert(alias.name.clone(), alias.clone());
-                alias
-            }
-        }
-    }
-
-    fn live(&self) -> Vec<Arc<Alias>> {
-        let cache = self.cache.read().unwrap_or_else(|p| p.into_inner());
-        let mut out: Vec<Arc<Alias>> = cache.values().filter(|a| a.is_live()).cloned().collect();
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        out
+        Aliases { writes: tokio::sync::Mutex::new(()), shadows: shadow::Shadows::new(cores) }
     }
 }
 
@@ -110,15 +74,15 @@ struct Change {
 impl Service {
     /// Every alias in effect (the store listed now), by name.
     pub async fn list_aliases(&self) -> Result<Vec<Arc<Alias>>, ServiceError> {
-        self.sync_aliases().await.map_err(|e| self.store_failure("cannot list the aliases", e))?;
-        Ok(self.aliases.live())
+        self.replica.sync_aliases().await.map_err(|e| self.store_failure("cannot list the aliases", e))?;
+        Ok(self.replica.aliases.live())
     }
 
     /// One alias with its history, read from the store now.
     pub async fn alias(&self, name: &str) -> Result<Arc<Alias>, ServiceError> {
         check_name(name).map_err(|_| ServiceError::AliasNotFound(name.into()))?;
         if let Some(a) = self.read_alias(name).await? {
-            let a = self.aliases.remember(a);
+            let a = self.replica.aliases.remember(a);
             if a.is_live() {
                 return Ok(a);
             }
@@ -208,16 +172,16 @@ impl Service {
         if check_name(target).is_err() {
             return Err(ServiceError::AliasNotFound(target.into()));
         }
-        let mut alias = self.aliases.cached(target);
+        let mut alias = self.replica.aliases.cached(target);
         if alias.is_none() {
             // A name unknown here may have been set on another replica a moment ago (as
             // an unknown model id is looked for in the store; concurrent misses share
             // one listing).
-            if let Err(e) = self.sync_aliases().await {
+            if let Err(e) = self.replica.sync_aliases().await {
                 // Not a 404: the name may well exist once the store answers.
                 return Err(self.store_failure("cannot list the aliases", e));
             }
-            alias = self.aliases.cached(target);
+            alias = self.replica.aliases.cached(target);
         }
         let alias = alias.filter(|a| a.is_live()).ok_or_else(|| ServiceError::AliasNotFound(target.into()))?;
         let current = alias.current();
@@ -231,8 +195,8 @@ impl Service {
 
     /// The aliases in effect that route to or shadow `id` (the store listed now).
     pub(super) async fn aliases_naming(&self, id: Uuid) -> Result<Vec<Arc<Alias>>, ServiceError> {
-        self.sync_aliases().await.map_err(|e| self.store_failure("cannot list the aliases", e))?;
-        Ok(self.aliases.live().into_iter().filter(|a| a.current().names(id)).collect())
+        self.replica.sync_aliases().await.map_err(|e| self.store_failure("cannot list the aliases", e))?;
+        Ok(self.replica.aliases.live().into_iter().filter(|a| a.current().names(id)).collect())
     }
 
     /// Takes `id` out of every alias that names it (a forced model delete): the other
@@ -256,35 +220,6 @@ impl Service {
                 e => Err(e),
             })?;
         }
-        Ok(())
-    }
-
-    /// Brings the cache up to the store's newest generation of every alias.
-    pub(super) async fn sync_aliases(&self) -> Result<(), crate::store::StoreError> {
-        let asked = Instant::now();
-        let _one = self.aliases.sync_lock.lock().await;
-        let last = *self.aliases.synced.lock().unwrap_or_else(|p| p.into_inner());
-        if last.is_some_and(|t| t >= asked) {
-            // A listing that began after this call finished meanwhile.
-            return Ok(());
-        }
-        let began = Instant::now();
-        let listed = self.replica.store.list_aliases().await?;
-        for (name, generations) in listed {
-            let newest = *generations.last().expect("a listed name has a generation");
-            if self.aliases.cached(&name).is_some_and(|a| a.generation() >= newest) {
-                continue;
-            }
-            if let Some(bytes) = self.replica.store.alias_setting(&name, newest).await? {
-                match Alias::from_bytes(&bytes) {
-                    Ok(a) => {
-                        self.aliases.remember(a);
-                    }
-                    Err(e) => tracing::warn!(alias = name, generation = newest, error = %e, "a damaged alias setting"),
-                }
-            }
-        }
-        *self.aliases.synced.lock().unwrap_or_else(|p| p.into_inner()) = Some(began);
         Ok(())
     }
 
@@ -317,7 +252,7 @@ impl Service {
     async fn read_alias(&self, name: &str) -> Result<Option<Alias>, ServiceError> {
         let (stored, _) = self.read_alias_stored(name).await?;
         // Never older than what this replica has served.
-        Ok(match (stored, self.aliases.cached(name)) {
+        Ok(match (stored, self.replica.aliases.cached(name)) {
             (Some(s), Some(c)) if c.generation() > s.generation() => Some((*c).clone()),
             (None, Some(c)) => Some((*c).clone()),
             (s, _) => s,
@@ -358,7 +293,7 @@ impl Service {
             if landed.map_err(|e| self.store_failure("cannot store the alias", e))? {
                 self.metrics.record_alias_change(c.action.name());
                 self.replica.store.prune_alias(name, &stored, generation).await;
-                return Ok((self.aliases.remember(next), live.is_none()));
+                return Ok((self.replica.aliases.remember(next), live.is_none()));
             }
             if *pre != Precondition::None {
                 return Err(ServiceError::PreconditionFailed(format!(
