@@ -93,13 +93,13 @@ impl Service {
                 )
                 .into())
             }
-            (_, Ys::Sent(y)) if matches!(y.first(), Some(Target::Row(_))) && !takes_several_outputs(kind) => {
+            (_, Ys::Sent(y)) if matches!(y.first(), Some(Target::Row(_))) && !kind.can().several_outputs => {
                 return Err(FieldError::invalid(
                     "/y",
                     format!(
                         "{} takes one target per row; a 2-D y (several outputs) is for {}",
                         kind.name(),
-                        several_output_kinds()
+                        ModelKind::names_that(|c| c.several_outputs)
                     ),
                 )
                 .into())
@@ -111,13 +111,13 @@ impl Service {
             (Task::Regression, Ys::Stored(crate::dataset::Targets::Numeric(y))) => {
                 TrainingData::Regression(TrainingSet::new(x, y))
             }
-            (_, Ys::Stored(crate::dataset::Targets::Multi { t, .. })) if !takes_several_outputs(kind) => {
+            (_, Ys::Stored(crate::dataset::Targets::Multi { t, .. })) if !kind.can().several_outputs => {
                 return Err(FieldError::invalid(
                     "/dataset",
                     format!(
                         "the dataset has {t} targets per row; {} takes one (several outputs are for {})",
                         kind.name(),
-                        several_output_kinds()
+                        ModelKind::names_that(|c| c.several_outputs)
                     ),
                 )
                 .into())
@@ -390,21 +390,6 @@ pub(super) fn regression_targets(y: &[Target]) -> Result<(Vec<f64>, Outputs), Fi
         }
     }
     Ok((out, Outputs::Multi(t)))
-}
-
-/// Models that take a 2-D y (several outputs over one kernel).
-pub(super) fn takes_several_outputs(kind: ModelKind) -> bool {
-    kind.can().several_outputs
-}
-
-/// The kinds that take a 2-D y, as the catalogue says: "kernel_ridge and gaussian_process".
-fn several_output_kinds() -> String {
-    let names: Vec<&str> = ModelKind::ALL.into_iter().filter(|k| takes_several_outputs(*k)).map(|k| k.name()).collect();
-    match names.split_last() {
-        Some((last, [])) => last.to_string(),
-        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
-        None => "no kind".into(),
-    }
 }
 
 pub(super) fn failure_of(e: FitError) -> Failure {
